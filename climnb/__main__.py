@@ -1,0 +1,5 @@
+import sys
+
+from climnb.cli import main
+
+sys.exit(main())

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# One-command set-up for climnb on Debian/Ubuntu (called by `make setup`, `make test`, `make demo`).
+#
+#   1. system packages with apt (only when running as root and apt-get exists)
+#   2. a virtual environment in .venv with `pip install -e .[train,dev]`
+#   3. Horovod 0.28.1 built from source against that TensorFlow, with MPI and Gloo;
+#      the wheel is cached in $CLIMNB_CACHE (default ~/.cache/climnb) so it is compiled
+#      at most once per machine
+#   4. `horovodrun --check-build` must list TensorFlow, MPI and Gloo
+#
+# A stamp keyed on the dependency files makes a repeat run take well under a second.
+# Environment: PYTHON (interpreter for the venv, default python3.11 or python3),
+#              CLIMNB_CACHE (wheel cache), CLIMNB_SKIP_APT=1 (never call apt-get).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV=${VENV:-$ROOT/.venv}
+CACHE=${CLIMNB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/climnb}
+HOROVOD_VERSION=0.28.1
+APT_PACKAGES=(build-essential cmake openmpi-bin libopenmpi-dev libhighwayhash-dev libfarmhash-dev
+              chromium chromium-driver)
+
+say() { printf '[setup %4ds] %s\n' "$SECONDS" "$*"; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+
+key=$(cat pyproject.toml tools/setup.sh | sha256sum | cut -c1-16)
+stamp=$VENV/.climnb-setup-$key
+if [[ -f $stamp ]]; then
+    exit 0
+fi
+say "setting up climnb in $VENV (first run takes 10-15 minutes: Horovod compiles from source)"
+
+# --- 1. system packages ------------------------------------------------------------------
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    if [[ ${CLIMNB_SKIP_APT:-0} != 1 && $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+        say "apt-get install ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    elif ! command -v mpicc >/dev/null || ! command -v cmake >/dev/null; then
+        die "missing system packages: ${missing[*]}.
+  This set-up installs them with apt-get only when run as root on Debian/Ubuntu.
+  Either install them yourself (see README, 'Installing'), or use conda:
+      conda env create -f environment.yml && conda activate climnb && pip install -e . --no-deps"
+    else
+        say "not root (or CLIMNB_SKIP_APT=1): assuming the system provides ${missing[*]}"
+    fi
+fi
+
+# --- 2. virtual environment --------------------------------------------------------------
+PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+    || die "$PYTHON is $("$PYTHON" -V 2>&1); climnb needs Python >= 3.10"
+if [[ ! -x $VENV/bin/python ]]; then
+    say "creating $VENV with $("$PYTHON" -V 2>&1)"
+    "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+"${PIP[@]}" install -q --upgrade pip setuptools wheel
+say "pip install -e .[train,dev]"
+"${PIP[@]}" install -q -e ".[train,dev]"
+
+# --- 3. Horovod --------------------------------------------------------------------------
+tf_version=$("$VENV/bin/python" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)
+py_tag=$("$VENV/bin/python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+wheel_dir=$CACHE/wheels/horovod-$HOROVOD_VERSION-tf$tf_version-$py_tag
+have_horovod() {
+    "$VENV/bin/python" - <<'EOF' 2>/dev/null
+import horovod.tensorflow as hvd
+import sys
+sys.exit(not (hvd.mpi_built() and hvd.gloo_built()))
+EOF
+}
+if ! have_horovod; then
+    if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
+        say "building Horovod $HOROVOD_VERSION against TensorFlow $tf_version (7-8 minutes on 2 cores)"
+        mkdir -p "$wheel_dir"
+        t0=$SECONDS
+        HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
+        HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+        MAKEFLAGS="-j$(nproc)" \
+            "${PIP[@]}" wheel -q --no-deps --no-cache-dir --no-build-isolation \
+            -w "$wheel_dir.tmp" "horovod==$HOROVOD_VERSION"
+        mv "$wheel_dir.tmp"/horovod-*.whl "$wheel_dir"/ && rm -rf "$wheel_dir.tmp"
+        say "Horovod wheel built in $((SECONDS - t0)) s, cached in $wheel_dir"
+    else
+        say "installing cached Horovod wheel from $wheel_dir"
+    fi
+    "${PIP[@]}" install -q "$wheel_dir"/horovod-*.whl
+fi
+
+# --- 4. verify ---------------------------------------------------------------------------
+check=$("$VENV/bin/horovodrun" --check-build)
+for want in "\[X\] TensorFlow" "\[X\] MPI" "\[X\] Gloo"; do
+    [[ $(grep -c "$want" <<<"$check") -ge 1 ]] || die "horovodrun --check-build lacks ${want//\\/}:
+$check"
+done
+[[ $(grep -c "\[X\] MPI" <<<"$check") == 2 && $(grep -c "\[X\] Gloo" <<<"$check") == 2 ]] \
+    || die "Horovod lacks MPI or Gloo among controllers and tensor operations:
+$check"
+say "horovodrun --check-build: TensorFlow, MPI and Gloo built"
+
+rm -f "$VENV"/.climnb-setup-*
+touch "$stamp"
+say "done in ${SECONDS} s"
