@@ -3,6 +3,10 @@
 #   make test   set up (first time only) and run the test suite
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The venv first on PATH, so that mpirun/horovodrun children and notebook kernels use it.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export IPP_NONINTERACTIVE := 1
+export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: setup demo test lint bench clean
 
@@ -13,6 +17,7 @@ demo: setup
 	$(PY) -m climnb demo
 
 test: setup
+	$(PY) -m ruff check --quiet climnb tests benchmarks notebooks
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
@@ -20,7 +25,7 @@ lint: setup
 	$(PY) -m ruff format --check climnb tests benchmarks notebooks
 
 bench: setup
-	$(PY) benchmarks/bench_synthetic.py
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info reports data

@@ -82,7 +82,9 @@ def channel(name: str) -> Channel:
     try:
         return _BY_NAME[name]
     except KeyError:
-        raise KeyError(f"unknown channel {name!r}; the channels are {', '.join(CHANNEL_NAMES)}")
+        raise KeyError(
+            f"unknown channel {name!r}; the channels are {', '.join(CHANNEL_NAMES)}"
+        ) from None
 
 
 def channel_index(name: str) -> int:

@@ -40,7 +40,10 @@ from scipy.spatial import cKDTree
 from climnb.atomic import atomic_path
 from climnb.channels import CHANNEL_NAMES, CHANNELS, CLASS_NAMES
 
-__all__ = ["make_dataset", "write_dataset", "summarize", "EARTH_RADIUS_KM", "TOY_SHAPE", "FULL_SHAPE"]
+__all__ = [
+    "make_dataset", "write_dataset", "save_dataset", "summarize",
+    "EARTH_RADIUS_KM", "TOY_SHAPE", "FULL_SHAPE",
+]
 
 EARTH_RADIUS_KM = 6371.0
 TOY_SHAPE = (96, 144)
@@ -105,19 +108,22 @@ class _Events:
         self.tc_radius_km = tc_radius_km
         self.moving_fraction = moving_fraction
         self.next_id = 0
+        self.n_tc = n_tc
         self.storms = []
-        for _ in range(n_tc):
-            self.storms.append(self._new_storm())
+        first = rng.choice([-1.0, 1.0])
+        for i in range(n_tc):  # hemispheres alternate; the first storm always moves
+            moving = (i == 0 and moving_fraction > 0) or None
+            self.storms.append(self._new_storm(moving=moving, hemi=first * (-1) ** i))
         self.rivers = [self._new_river(seam=(i == 0)) for i in range(n_ar)]
 
     def _id(self):
         self.next_id += 1
         return self.next_id - 1
 
-    def _new_storm(self) -> _Storm:
+    def _new_storm(self, moving: bool | None = None, hemi: float | None = None) -> _Storm:
         rng = self.rng
         for _ in range(200):
-            hemi = rng.choice([-1.0, 1.0])
+            hemi = rng.choice([-1.0, 1.0]) if hemi is None else hemi
             lat = hemi * rng.uniform(8.0, 28.0)
             lon = rng.uniform(0.0, 360.0)
             radius = rng.uniform(*self.tc_radius_km)
@@ -128,12 +134,13 @@ class _Events:
                 break
         else:
             raise ValueError(
-                f"cannot place {len(self.storms) + 1} non-overlapping tropical cyclones of "
-                f"radius {self.tc_radius_km} km between 5 and 35 degrees latitude; "
+                f"cannot place {self.n_tc} non-overlapping tropical cyclones of radius "
+                f"{self.tc_radius_km} km between 5 and 35 degrees latitude (only "
+                f"{len(self.storms)} fit); "
                 "ask for fewer storms (n_tc) or smaller ones (tc_radius_km)"
             )
         drop = rng.uniform(1000.0, 8000.0)
-        moving = rng.random() < self.moving_fraction
+        moving = (rng.random() < self.moving_fraction) if moving is None else moving
         return _Storm(
             id=self._id(), lat=lat, lon=lon, radius_km=radius, drop_pa=drop,
             warm_k=1.5 + 5.0 * drop / 8000.0,
@@ -173,8 +180,7 @@ class _Events:
                 for o in others
             )
             if s.life <= 0 or abs(s.lat) > 33.0 or crowded:
-                self.storms[i] = None
-                self.storms[i] = self._new_storm_excluding(i)
+                self.storms[i] = self._replacement(i)
         for i, r in enumerate(self.rivers):
             r.lon += r.dlon
             r.path[:, 1] += r.dlon
@@ -182,9 +188,10 @@ class _Events:
             if r.life <= 0:
                 self.rivers[i] = self._new_river()
 
-    def _new_storm_excluding(self, i):
+    def _replacement(self, i: int) -> _Storm:
+        """A new storm placed clear of all storms but the one it replaces."""
         keep = self.storms
-        self.storms = [s for s in keep if s is not None]
+        self.storms = keep[:i] + keep[i + 1 :]
         try:
             return self._new_storm()
         finally:
@@ -224,8 +231,7 @@ class _Noise:
         modes = [np.ones_like(lam)]
         for m in range(1, m_max + 1):
             modes += [np.cos(m * lam), np.sin(m * lam)]
-        self.b = np.stack(modes)
-        self.b[1:] *= 1.0  # zonal modes vanish at the poles through coslat below
+        self.b = np.stack(modes)  # zonal waves are damped by coslat in field(): 0 at the poles
         self.coslat = np.cos(np.radians(lat))[:, None]
         k = np.arange(k_max + 1)[:, None]
         m = np.concatenate([[0], np.repeat(np.arange(1, m_max + 1), 2)])[None, :]
@@ -347,7 +353,9 @@ def _draw_river(f, truth, lat, lon, r: _River):
                       plon.min() - pad / coslat, plon.max() + pad / coslat)
     la, lo = np.meshgrid(lat[rows], lon[cols], indexing="ij")
     tree = cKDTree(_xyz(plat, plon))
-    chord, nearest = tree.query(_xyz(la.ravel(), lo.ravel()), distance_upper_bound=reach / EARTH_RADIUS_KM)
+    chord, nearest = tree.query(
+        _xyz(la.ravel(), lo.ravel()), distance_upper_bound=reach / EARTH_RADIUS_KM
+    )
     near = np.isfinite(chord)
     d = np.full(la.size, np.inf)
     d[near] = 2 * EARTH_RADIUS_KM * np.arcsin(np.minimum(chord[near] / 2, 1.0))
@@ -540,19 +548,33 @@ def write_dataset(
     events_path: str | os.PathLike | None = None,
     **kwargs,
 ) -> str:
-    """Generate with :func:`make_dataset` and write the fields (NetCDF) and events (CSV).
+    """Generate with :func:`make_dataset` (``kwargs``) and save with :func:`save_dataset`.
 
-    Both files are written atomically. ``events_path`` defaults to ``path`` with the suffix
-    ``.events.csv``. Returns a one-paragraph summary of what was written.
+    Returns a short summary of what was written.
+    """
+    ds, events = make_dataset(**kwargs)
+    save_dataset(ds, events, path, events_path=events_path)
+    return summarize(ds, events, path=path)
+
+
+def save_dataset(
+    ds: xr.Dataset,
+    events: pd.DataFrame,
+    path: str | os.PathLike,
+    *,
+    events_path: str | os.PathLike | None = None,
+) -> tuple[Path, Path]:
+    """Write the fields and truth (NetCDF) and the events (CSV), each atomically.
+
+    ``events_path`` defaults to ``path`` with the suffix ``.events.csv``. Returns both paths.
     """
     path = Path(path)
     events_path = Path(events_path) if events_path else path.with_suffix(".events.csv")
-    ds, events = make_dataset(**kwargs)
     with atomic_path(path) as tmp:
         ds.to_netcdf(tmp, encoding={"truth": {"dtype": "u1"}})
     with atomic_path(events_path) as tmp:
         events.to_csv(tmp, index=False)
-    return summarize(ds, events, path=path)
+    return path, events_path
 
 
 def summarize(ds: xr.Dataset, events: pd.DataFrame, *, path=None) -> str:

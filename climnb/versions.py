@@ -52,7 +52,7 @@ def horovod_build() -> dict[str, bool] | None:
         return {"tensorflow": False}
     flags = [word == "True" for word in out.stdout.split()[-5:]]
     keys = ("mpi", "gloo", "nccl", "cuda", "rocm")
-    return {"tensorflow": True, **{k: bool(v) for k, v in zip(keys, flags)}}
+    return {"tensorflow": True, **{k: bool(v) for k, v in zip(keys, flags, strict=True)}}
 
 
 def show_versions(file=None) -> None:

@@ -29,7 +29,7 @@ stamp=$VENV/.climnb-setup-$key
 if [[ -f $stamp ]]; then
     exit 0
 fi
-say "setting up climnb in $VENV (first run takes 10-15 minutes: Horovod compiles from source)"
+say "setting up climnb in $VENV (the first time on a machine takes 5-15 minutes: Horovod compiles)"
 
 # --- 1. system packages ------------------------------------------------------------------
 missing=()
@@ -60,17 +60,20 @@ if [[ ! -x $VENV/bin/python ]]; then
     say "creating $VENV with $("$PYTHON" -V 2>&1)"
     "$PYTHON" -m venv "$VENV"
 fi
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
-"${PIP[@]}" install -q --upgrade pip setuptools wheel
+# pip -q still repeats some warnings of this machine's configuration; keep the log readable.
+NOISE="is ignored: it is neither a file nor a directory|BuildBackendWarning|^ *!!|^ *\*{20,}|^ *$|Please be careful with folders|name as your package|with strategy, WheelFile"
+pip_() { "$VENV/bin/python" -m pip --disable-pip-version-check "$@" 2>&1 | { grep -vE "$NOISE" || true; }; }
+pip_ install -q --upgrade pip setuptools wheel
 say "pip install -e .[train,dev]"
-"${PIP[@]}" install -q -e ".[train,dev]"
+pip_ install -q -e ".[train,dev]"
 
 # --- 3. Horovod --------------------------------------------------------------------------
-tf_version=$("$VENV/bin/python" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)
+tf_version=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))' 2>/dev/null \
+    || "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')
 py_tag=$("$VENV/bin/python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 wheel_dir=$CACHE/wheels/horovod-$HOROVOD_VERSION-tf$tf_version-$py_tag
 have_horovod() {
-    "$VENV/bin/python" - <<'EOF' 2>/dev/null
+    TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/python" - <<'EOF' 2>/dev/null
 import horovod.tensorflow as hvd
 import sys
 sys.exit(not (hvd.mpi_built() and hvd.gloo_built()))
@@ -84,18 +87,18 @@ if ! have_horovod; then
         HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
         HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
         MAKEFLAGS="-j$(nproc)" \
-            "${PIP[@]}" wheel -q --no-deps --no-cache-dir --no-build-isolation \
+            pip_ wheel -q --no-deps --no-cache-dir --no-build-isolation \
             -w "$wheel_dir.tmp" "horovod==$HOROVOD_VERSION"
         mv "$wheel_dir.tmp"/horovod-*.whl "$wheel_dir"/ && rm -rf "$wheel_dir.tmp"
         say "Horovod wheel built in $((SECONDS - t0)) s, cached in $wheel_dir"
     else
         say "installing cached Horovod wheel from $wheel_dir"
     fi
-    "${PIP[@]}" install -q "$wheel_dir"/horovod-*.whl
+    pip_ install -q "$wheel_dir"/horovod-*.whl
 fi
 
 # --- 4. verify ---------------------------------------------------------------------------
-check=$("$VENV/bin/horovodrun" --check-build)
+check=$(TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/horovodrun" --check-build 2>/dev/null)
 for want in "\[X\] TensorFlow" "\[X\] MPI" "\[X\] Gloo"; do
     [[ $(grep -c "$want" <<<"$check") -ge 1 ]] || die "horovodrun --check-build lacks ${want//\\/}:
 $check"

@@ -1,0 +1,1 @@
+"""HoloViews views of fields, labels and segmentations. Import the submodules directly."""
