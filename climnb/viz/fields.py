@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import holoviews as hv
+import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh options set below)
 import numpy as np
 import xarray as xr
 
@@ -45,7 +46,7 @@ def channel_map(ds: xr.Dataset, name: str, *, time: int | str = 0, **opts) -> hv
     da = _at_time(ds[name], time)
     img = hv.Image(da, kdims=["lon", "lat"], vdims=[hv.Dimension(name, unit=ch.units)])
     return img.opts(
-        cmap=ch.cmap, colorbar=True, title=f"{name}: {ch.long_name}", **opts
+        cmap=ch.cmap, colorbar=True, title=f"{name} [{ch.units}]", **opts
     )
 
 
