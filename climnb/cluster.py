@@ -1,0 +1,375 @@
+"""ipyparallel engines on the nodes at hand, with Horovod initialised on every engine.
+
+One call starts engines for the situation the notebook finds itself in:
+
+* ``"slurm"`` — inside a Slurm allocation (``SLURM_JOB_ID`` set and ``srun`` found): engines are
+  MPI ranks started with ``srun`` over the allocated nodes, one task per engine;
+* ``"mpi"`` — elsewhere with MPI (``mpiexec`` and mpi4py found): engines started with
+  ``mpiexec``; Horovod uses MPI;
+* ``"local"`` — no MPI: plain local engines, Horovod over Gloo with the rendezvous server run
+  by the notebook process.
+
+:class:`Engines` is a context manager, so the engines always stop. Each engine runs with a
+number of threads that shares the node's cores between the engines on it.
+
+Examples
+--------
+>>> from climnb.cluster import Engines                      # doctest: +SKIP
+>>> with Engines(n=2) as engines:                            # doctest: +SKIP
+...     print(engines.init_horovod())
+   rank  local_rank  size        host  engine_id  threads
+0     0           0     2  nid001234          0        1
+1     1           1     2  nid001234          1        1
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ClusterConfig", "Engines", "EngineStartError", "SlurmAllocation", "detect_launcher"]
+
+LauncherName = Literal["auto", "slurm", "mpi", "local"]
+
+
+class EngineStartError(RuntimeError):
+    """Engines could not be started; the message says what to check."""
+
+
+@dataclass(frozen=True)
+class SlurmAllocation:
+    """What the Slurm environment variables say about the allocation we run in."""
+
+    job_id: str
+    n_nodes: int
+    n_tasks: int | None
+    cpus_on_node: int | None
+
+    @classmethod
+    def from_env(cls, env: dict | None = None) -> SlurmAllocation | None:
+        env = os.environ if env is None else env
+        if "SLURM_JOB_ID" not in env:
+            return None
+
+        def number(*names):
+            for name in names:
+                value = env.get(name, "").split("(")[0]
+                if value.isdigit():
+                    return int(value)
+            return None
+
+        return cls(
+            job_id=env["SLURM_JOB_ID"],
+            n_nodes=number("SLURM_JOB_NUM_NODES", "SLURM_NNODES") or 1,
+            n_tasks=number("SLURM_NTASKS"),
+            cpus_on_node=number("SLURM_CPUS_ON_NODE"),
+        )
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Settings of the engines.
+
+    Attributes
+    ----------
+    n : number of engines (Horovod ranks). ``None``: the allocation's task count under Slurm,
+        else 2.
+    launcher : ``"auto"`` (detect), ``"slurm"``, ``"mpi"`` or ``"local"``.
+    threads_per_engine : compute threads of each engine. ``None``: the cores of a node divided
+        by the engines on it (at least 1).
+    timeout : seconds to wait for all engines to register.
+    launcher_args : extra arguments for ``srun`` or ``mpiexec`` (e.g. ``("--gpus-per-task=1",)``).
+    env : extra environment variables for the engines.
+    """
+
+    n: int | None = None
+    launcher: LauncherName = "auto"
+    threads_per_engine: int | None = None
+    timeout: float = 120.0
+    launcher_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def detect_launcher(env: dict | None = None) -> str:
+    """``"slurm"`` inside an allocation with srun, else ``"mpi"`` if MPI works, else ``"local"``."""
+    env = os.environ if env is None else env
+    path = env.get("PATH")
+    if "SLURM_JOB_ID" in env and shutil.which("srun", path=path):
+        return "slurm"
+    if shutil.which("mpiexec", path=path) and _has_module("mpi4py"):
+        return "mpi"
+    return "local"
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def _engines_per_node(n: int, launcher: str, slurm: SlurmAllocation | None) -> int:
+    if launcher == "slurm" and slurm:
+        return max(1, -(-n // slurm.n_nodes))
+    return n
+
+
+class Engines:
+    """ipyparallel engines with Horovod; use as a context manager so that they always stop.
+
+    Parameters
+    ----------
+    config : a :class:`ClusterConfig`; keyword arguments override its fields.
+    """
+
+    def __init__(self, config: ClusterConfig | None = None, **overrides):
+        config = config or ClusterConfig()
+        if overrides:
+            config = ClusterConfig(**{**config.__dict__, **overrides})
+        self.slurm = SlurmAllocation.from_env()
+        self.launcher = detect_launcher() if config.launcher == "auto" else config.launcher
+        if self.launcher not in ("slurm", "mpi", "local"):
+            raise ValueError(f"launcher must be auto, slurm, mpi or local, got {self.launcher!r}")
+        n = config.n
+        if n is None:
+            n = (self.slurm.n_tasks if self.launcher == "slurm" and self.slurm else None) or 2
+        if n < 1:
+            raise ValueError(f"the number of engines must be at least 1, got {n}")
+        self.n = n
+        cores = (self.slurm.cpus_on_node if self.slurm and self.slurm.cpus_on_node
+                 else os.cpu_count() or 1)
+        per_node = _engines_per_node(n, self.launcher, self.slurm)
+        self.threads = config.threads_per_engine or max(1, cores // per_node)
+        self.config = config
+        self.cluster = None
+        self.client = None
+        self._rendezvous = None
+
+    # --- start and stop ------------------------------------------------------------------------
+
+    def start(self) -> Engines:
+        """Start the controller and ``n`` engines and wait until all have registered."""
+        import ipyparallel as ipp
+
+        self._check_launcher()
+        self.cluster = ipp.Cluster(
+            engines="local" if self.launcher == "local" else "mpi",
+            n=self.n, engine_timeout=int(self.config.timeout), log_level=logging.WARNING,
+            shutdown_atexit=True,
+        )
+        self._configure_launcher(self.cluster.config)
+        start = time.perf_counter()
+        try:
+            self.client = self.cluster.start_and_connect_sync()
+            self.client.wait_for_engines(self.n, timeout=self.config.timeout)
+        except BaseException as err:
+            output = self._launcher_output()
+            self.stop()
+            raise EngineStartError(self._start_hint(err, output)) from err
+        log.info("%d %s engines up in %.1f s", self.n, self.launcher, time.perf_counter() - start)
+        return self
+
+    def stop(self) -> None:
+        """Stop engines and controller (idempotent) and the Gloo rendezvous server if any."""
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self.cluster is not None:
+            try:
+                self.cluster.stop_cluster_sync()
+            except Exception as err:  # already dead: nothing left to stop
+                log.debug("stopping cluster: %s", err)
+            self.cluster = None
+        if self._rendezvous is not None:
+            self._rendezvous.stop()
+            self._rendezvous = None
+        _reap_children()
+
+    def __enter__(self) -> Engines:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def view(self):
+        """A blocking DirectView on all engines, ordered by engine id."""
+        if self.client is None:
+            raise RuntimeError("the engines are not running: call start() or use `with Engines()`")
+        view = self.client[sorted(self.client.ids)]
+        view.block = True
+        return view
+
+    # --- Horovod -------------------------------------------------------------------------------
+
+    def init_horovod(self):
+        """Initialise Horovod on every engine; return a table of rank, host and engine id."""
+        import pandas as pd
+
+        view = self.view
+        gloo = self._gloo_env() if self.launcher == "local" else [{}] * len(view.targets)
+        rows = []
+        results = [
+            self.client[eid].apply_async(_engine_init_horovod, self.threads, env)
+            for eid, env in zip(view.targets, gloo, strict=True)
+        ]
+        for eid, result in zip(view.targets, results, strict=True):
+            rows.append({**result.get(timeout=self.config.timeout), "engine_id": eid})
+        columns = ["rank", "local_rank", "size", "host", "engine_id", "threads", "controller",
+                   "pid"]
+        table = pd.DataFrame(rows)[columns].sort_values("rank").reset_index(drop=True)
+        if sorted(table["rank"]) != list(range(self.n)):
+            raise EngineStartError(f"Horovod ranks are not 0..{self.n - 1}:\n{table}")
+        return table
+
+    def check_allreduce(self) -> list[float]:
+        """Sum ``rank + 1`` over all ranks with Horovod; every engine should return n(n+1)/2."""
+        return self.view.apply(_engine_allreduce)
+
+    def _gloo_env(self) -> list[dict[str, str]]:
+        """Start a Horovod rendezvous server here and give each engine its slot."""
+        from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
+        from horovod.runner.http.http_server import RendezvousServer
+
+        hostname = socket.gethostname()
+        slots = get_host_assignments(parse_hosts(f"{hostname}:{self.n}"), self.n)
+        self._rendezvous = RendezvousServer()
+        port = self._rendezvous.start()
+        self._rendezvous.init(slots)
+        common = {
+            "HOROVOD_GLOO_RENDEZVOUS_ADDR": "127.0.0.1",
+            "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
+            "HOROVOD_CONTROLLER": "gloo",
+            "HOROVOD_CPU_OPERATIONS": "gloo",
+            "HOROVOD_GLOO_IFACE": "lo",
+        }
+        return [
+            {**common, "HOROVOD_HOSTNAME": hostname, "HOROVOD_RANK": str(s.rank),
+             "HOROVOD_SIZE": str(s.size), "HOROVOD_LOCAL_RANK": str(s.local_rank),
+             "HOROVOD_LOCAL_SIZE": str(s.local_size), "HOROVOD_CROSS_RANK": str(s.cross_rank),
+             "HOROVOD_CROSS_SIZE": str(s.cross_size)}
+            for s in slots
+        ]
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _check_launcher(self) -> None:
+        if self.launcher == "slurm":
+            if not shutil.which("srun"):
+                raise EngineStartError("launcher 'slurm' needs srun on PATH: run inside an "
+                                       "allocation (salloc/sbatch) on a Slurm system")
+            if self.slurm and self.slurm.n_tasks and self.n > self.slurm.n_tasks:
+                raise EngineStartError(
+                    f"the allocation {self.slurm.job_id} has {self.slurm.n_tasks} tasks but "
+                    f"{self.n} engines were asked for: ask for fewer engines, or allocate more "
+                    "(e.g. salloc --ntasks N)"
+                )
+        if self.launcher in ("slurm", "mpi") and not _has_module("mpi4py"):
+            raise EngineStartError("MPI engines need mpi4py: pip install mpi4py (make setup "
+                                   "installs it), or use launcher='local' (Horovod over Gloo)")
+        if self.launcher == "mpi" and not shutil.which("mpiexec"):
+            raise EngineStartError("launcher 'mpi' needs mpiexec on PATH: install OpenMPI "
+                                   "(apt-get install openmpi-bin) or use launcher='local'")
+
+    def _configure_launcher(self, config) -> None:
+        env = {"OMP_NUM_THREADS": str(self.threads), "IPP_NONINTERACTIVE": "1",
+               "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+               "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
+               **self.config.env}
+        args = list(self.config.launcher_args)
+        if self.launcher == "slurm":
+            per_node = _engines_per_node(self.n, "slurm", self.slurm)
+            config.MPIEngineSetLauncher.mpi_cmd = ["srun"]
+            args = [f"--ntasks-per-node={per_node}", f"--cpus-per-task={self.threads}",
+                    "--kill-on-bad-exit=1", *args]
+        elif self.launcher == "mpi":
+            if os.geteuid() == 0:  # OpenMPI refuses root unless told; only then
+                env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+            if self.n > (os.cpu_count() or 1):
+                args = ["--oversubscribe", *args]
+            args = ["--bind-to", "none", *args]
+        launcher = (config.LocalEngineSetLauncher if self.launcher == "local"
+                    else config.MPIEngineSetLauncher)
+        launcher.environment = env
+        if self.launcher != "local":
+            config.MPIEngineSetLauncher.mpi_args = args
+
+    def _launcher_output(self) -> str:
+        try:
+            return "\n".join(es.get_output(remove=False)
+                             for es in (self.cluster.engines or {}).values())[-3000:]
+        except Exception:
+            return ""
+
+    def _start_hint(self, err: BaseException, output: str) -> str:
+        what = {
+            "mpi": "that `mpiexec -n 2 python -c 'import mpi4py.MPI'` works, and that OpenMPI "
+                   "may run as root / oversubscribe on this machine",
+            "slurm": "that the allocation is still running (squeue), has enough tasks for "
+                     f"{self.n} engines, and that srun can start {sys.executable}",
+            "local": "that ipyparallel is installed in the notebook's environment",
+        }[self.launcher]
+        msg = (f"{self.n} {self.launcher} engines did not start within "
+               f"{self.config.timeout:.0f} s ({type(err).__name__}: {err}). Check {what}.")
+        return msg + (f"\nlauncher output:\n{output}" if output.strip() else "")
+
+
+def _reap_children(timeout: float = 15.0) -> None:
+    """Wait for the engine processes we started to exit; kill what is left after ``timeout``."""
+    import psutil
+
+    def ours():
+        return [p for p in psutil.Process().children(recursive=True)
+                if _is_engine_process(p)]
+
+    deadline = time.monotonic() + timeout
+    while ours() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for proc in ours():
+        log.warning("killing stray engine process %d", proc.pid)
+        proc.kill()
+
+
+def _is_engine_process(proc) -> bool:
+    import psutil
+
+    try:
+        cmd = " ".join(proc.cmdline())
+    except psutil.Error:
+        return False
+    return "ipyparallel" in cmd or "ipengine" in cmd or "mpiexec" in cmd or "srun" in cmd
+
+
+def _engine_init_horovod(threads: int, env: dict[str, str]) -> dict:
+    """Runs on an engine: set threads and Gloo variables, initialise Horovod, describe itself."""
+    import os
+    import socket
+
+    os.environ.update(env)
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(min(2, threads))
+    except RuntimeError:  # already initialised by an earlier call: keep its settings
+        pass
+    import horovod.tensorflow as hvd
+
+    hvd.init()
+    return {"rank": hvd.rank(), "local_rank": hvd.local_rank(), "size": hvd.size(),
+            "host": socket.gethostname(), "pid": os.getpid(), "threads": threads,
+            "controller": "mpi" if hvd.mpi_enabled() else "gloo"}
+
+
+def _engine_allreduce() -> float:
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    return float(hvd.allreduce(tf.constant(hvd.rank() + 1.0), op=hvd.Sum))

@@ -1,0 +1,140 @@
+"""Engines on the nodes at hand: MPI, Slurm (a fake srun), local Gloo; and clear failures."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import textwrap
+
+import psutil
+import pytest
+
+from climnb.cluster import Engines, EngineStartError, SlurmAllocation, detect_launcher
+
+pytestmark = [pytest.mark.horovod, pytest.mark.slow]
+
+
+@pytest.fixture
+def mpi_environ(mpi_env, monkeypatch):
+    """The MPI-on-a-small-machine environment, applied to this process (engines inherit it)."""
+    for key in ("PATH", "OMPI_MCA_rmaps_base_oversubscribe", "TF_CPP_MIN_LOG_LEVEL"):
+        if key in mpi_env:
+            monkeypatch.setenv(key, mpi_env[key])
+    for key in [k for k in os.environ if k.startswith("SLURM_")]:
+        monkeypatch.delenv(key)
+    return mpi_env
+
+
+def _no_engine_processes_left():
+    left = [p for p in psutil.Process().children(recursive=True)
+            if "ipyparallel" in " ".join(p.cmdline())]
+    assert not left, left
+
+
+def _check_allreduce(engines):
+    assert engines.check_allreduce() == [3.0, 3.0]
+
+
+@pytest.mark.mpi
+def test_mpi_engines_run_horovod(mpi_environ):
+    with Engines(n=2, launcher="mpi") as engines:
+        table = engines.init_horovod()
+        assert list(table["rank"]) == [0, 1] and set(table["size"]) == {2}
+        assert list(table.engine_id) == list(table["rank"]), "MPI engine id is the rank"
+        assert set(table.controller) == {"mpi"}
+        assert list(table.columns[:5]) == ["rank", "local_rank", "size", "host", "engine_id"]
+        _check_allreduce(engines)
+    _no_engine_processes_left()
+
+
+def test_local_engines_use_gloo_with_rendezvous_here(mpi_environ):
+    with Engines(n=2, launcher="local", threads_per_engine=1) as engines:
+        table = engines.init_horovod()
+        assert set(table.controller) == {"gloo"} and list(table["rank"]) == [0, 1]
+        assert set(table.threads) == {1}
+        _check_allreduce(engines)
+    _no_engine_processes_left()
+
+
+FAKE_SRUN = textwrap.dedent(
+    """\
+    #!/bin/bash
+    # A stand-in for Slurm's srun: records its arguments, then starts the tasks with mpiexec.
+    printf '%s\\n' "$*" >> {log}
+    n=1; args=()
+    while [[ $# -gt 0 ]]; do
+        case $1 in
+            -n|--ntasks) n=$2; shift 2;;
+            --ntasks-per-node=*|--cpus-per-task=*|--kill-on-bad-exit=*) shift;;
+            *) args+=("$1"); shift;;
+        esac
+    done
+    exec mpiexec --oversubscribe --bind-to none -n "$n" "${{args[@]}}"
+    """
+)
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, mpi_environ, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "srun.log"
+    srun = bin_dir / "srun"
+    srun.write_text(FAKE_SRUN.format(log=shlex.quote(str(log))))
+    srun.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{mpi_environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_CPUS_ON_NODE", "2")
+    if os.geteuid() == 0:
+        monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return log
+
+
+@pytest.mark.mpi
+def test_slurm_allocation_uses_srun(fake_slurm):
+    assert detect_launcher() == "slurm"
+    assert SlurmAllocation.from_env() == SlurmAllocation("4242", 1, 2, 2)
+    with Engines() as engines:  # everything from the allocation
+        assert engines.launcher == "slurm" and engines.n == 2 and engines.threads == 1
+        table = engines.init_horovod()
+        assert list(table["rank"]) == [0, 1]
+    recorded = fake_slurm.read_text().split()
+    assert recorded[:2] == ["-n", "2"]
+    assert "--ntasks-per-node=2" in recorded and "--cpus-per-task=1" in recorded
+    assert any("ipyparallel" in word or "ipengine" in word for word in recorded)
+    _no_engine_processes_left()
+
+
+def test_allocation_too_small_says_so(fake_slurm):
+    with pytest.raises(EngineStartError, match="allocation 4242 has 2 tasks but 3 engines"):
+        Engines(n=3).start()
+
+
+def test_engines_that_never_register_fail_clearly(tmp_path, mpi_environ, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    broken = bin_dir / "mpiexec"
+    broken.write_text("#!/bin/sh\necho 'mpiexec: cannot start (simulated)' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{mpi_environ['PATH']}")
+    with pytest.raises(EngineStartError, match=r"did not start within 15 s.*Check that `mpiexec"):
+        Engines(n=2, launcher="mpi", timeout=15).start()
+    _no_engine_processes_left()
+
+
+def test_detects_local_without_mpi(tmp_path):
+    env = {"PATH": str(tmp_path)}  # no mpiexec, no srun
+    assert detect_launcher(env) == "local"
+    env_slurm = {"PATH": os.path.dirname(shutil.which("bash")), "SLURM_JOB_ID": "1"}
+    assert detect_launcher(env_slurm) != "slurm"  # no srun there
+
+
+def test_bad_settings():
+    with pytest.raises(ValueError, match="at least 1"):
+        Engines(n=0, launcher="local")
+    with pytest.raises(ValueError, match="launcher must be auto, slurm, mpi or local, got 'pbs'"):
+        Engines(n=1, launcher="pbs")
