@@ -1,0 +1,114 @@
+"""The settings of a training run: one frozen dataclass, loaded the same way from Python, the
+command line and notebooks."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from climnb.train.optim import OptimizerConfig
+
+__all__ = ["TrainConfig"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a data-parallel training run needs; the same on every rank.
+
+    Attributes
+    ----------
+    data_dir : folder with the sample files (``data-*.h5``) and their ``stats.h5``.
+    out_dir : run folder: checkpoints, ``history.csv``, the trained model bundle ``model/``,
+        and the ``STOP`` file that ends training cleanly after the current step.
+    model, preset, model_overrides : network (``"tiramisu"`` or ``"deeplab"``), its preset
+        (``"toy"``, ``"small"``, ``"paper"``) and field overrides (see :mod:`climnb.models`).
+    batch_size : samples per rank per step (the global batch is ``batch_size * ranks``).
+    epochs : passes over the training split.
+    max_steps : stop after this many steps in all (``None``: run all epochs).
+    optimizer : Adam/LARC/lag/schedule/mixed-precision settings; ``learning_rate`` is per rank.
+    scale_lr : multiply the learning rate by the number of ranks (with ``warmup_steps``
+        of linear warm-up, Goyal et al.), as the paper did.
+    class_weighting : ``"inverse_sqrt"`` (the paper's code), ``"deepcam"`` (freq^-0.125),
+        ``"inverse"`` or ``"none"``; frequencies from ``stats.h5`` class counts when present.
+    split_seed, split : seeded train/validation/test split of the files (fractions).
+    seed : seed of weights and shuffling.
+    validate_every : epochs between validations (the last epoch is always validated).
+    checkpoint_every : steps between checkpoints (rank 0 writes; also at the end).
+    keep_checkpoints : how many recent checkpoints to keep.
+    resume : continue from the latest checkpoint in ``out_dir`` if there is one.
+    channels : channel subset to train on (``None``: all 16).
+    threads : compute threads per rank (``None``: TensorFlow's default).
+    num_parallel_reads : batches read at once by the input pipeline.
+    """
+
+    data_dir: str
+    out_dir: str = "runs/toy"
+    model: str = "tiramisu"
+    preset: str = "toy"
+    model_overrides: Mapping[str, Any] = field(default_factory=dict)
+    batch_size: int = 2
+    epochs: int = 4
+    max_steps: int | None = None
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    scale_lr: bool = True
+    class_weighting: str = "inverse_sqrt"
+    split_seed: int = 0
+    split: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    seed: int = 0
+    validate_every: int = 1
+    checkpoint_every: int = 50
+    keep_checkpoints: int = 2
+    resume: bool = True
+    channels: tuple[str, ...] | None = None
+    threads: int | None = None
+    num_parallel_reads: int = 2
+
+    def __post_init__(self):
+        for name in ("batch_size", "epochs", "validate_every", "checkpoint_every",
+                     "keep_checkpoints", "num_parallel_reads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.class_weighting not in ("inverse_sqrt", "deepcam", "inverse", "none"):
+            raise ValueError(f"class_weighting must be inverse_sqrt, deepcam, inverse or none, "
+                             f"got {self.class_weighting!r}")
+        if isinstance(self.optimizer, Mapping):
+            object.__setattr__(self, "optimizer", OptimizerConfig(**self.optimizer))
+        object.__setattr__(self, "model_overrides", dict(self.model_overrides))
+
+    @property
+    def out(self) -> Path:
+        return Path(self.out_dir)
+
+    @property
+    def stop_file(self) -> Path:
+        """Create this file to end training after the current step (checkpoint kept)."""
+        return self.out / "STOP"
+
+    def replace(self, **changes) -> TrainConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return json.loads(json.dumps(dataclasses.asdict(self), default=list))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown training settings {sorted(unknown)}; "
+                             f"known: {sorted(names)}")
+        d = dict(d)
+        for key in ("split", "channels"):
+            if d.get(key) is not None:
+                d[key] = tuple(d[key])
+        if isinstance(d.get("optimizer"), Mapping):
+            opt = dict(d["optimizer"])
+            for key in ("boundaries", "factors"):
+                if key in opt:
+                    opt[key] = tuple(opt[key])
+            d["optimizer"] = OptimizerConfig(**opt)
+        return cls(**d)
