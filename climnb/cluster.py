@@ -161,7 +161,7 @@ class Engines:
         self._check_launcher()
         self.cluster = ipp.Cluster(
             engines="local" if self.launcher == "local" else "mpi",
-            n=self.n, engine_timeout=int(self.config.timeout), log_level=logging.WARNING,
+            n=self.n, engine_timeout=int(self.config.timeout), log_level=logging.ERROR,
             shutdown_atexit=True,
         )
         self._configure_launcher(self.cluster.config)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +78,8 @@ def run_notebook(notebook: Path, reports: Path, *, parameters: dict | None = Non
     declared = _declared_parameters(notebook)
     given = {k: v for k, v in (parameters or {}).items() if k in declared}
     start = time.perf_counter()
-    with atomic_path(output) as tmp:
+    with atomic_path(output) as tmp, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The specified file", UserWarning)  # our .tmp name
         pm.execute_notebook(
             str(notebook), str(tmp), parameters=given, kernel_name=kernel,
             cwd=str(notebook.parent), execution_timeout=timeout, progress_bar=False,
@@ -110,3 +112,32 @@ def run_demo(config: DemoConfig = DemoConfig(), *, progress=None) -> list[Notebo
         runs.append(run_notebook(nb, config.reports, parameters=config.parameters,
                                  kernel=config.kernel, timeout=config.timeout))
     return runs
+
+
+def toy_samples(folder: str | os.PathLike, *, n_time: int = 64, seed: int = 0,
+                fields: str | os.PathLike | None = None) -> Path:
+    """Sample files and ``stats.h5`` in ``folder`` for the training notebook, made if missing.
+
+    Uses the fields and labels of ``fields`` (a NetCDF file with a ``labels`` or ``truth``
+    variable) when given and present, else ``n_time`` synthetic steps with their truth.
+    """
+    from climnb.io.samples import write_samples
+    from climnb.io.stats import compute_stats, write_stats
+
+    folder = Path(folder)
+    if (folder / "stats.h5").exists() and any(folder.glob("data-*.h5")):
+        return folder
+    if fields is not None and Path(fields).exists():
+        import xarray as xr
+
+        ds = xr.open_dataset(fields)
+        labels = "labels" if "labels" in ds else "truth"
+    else:
+        from climnb.synthetic import make_dataset
+
+        ds, _ = make_dataset(n_time=n_time, seed=seed)
+        labels = "truth"
+    files = write_samples(ds, labels, folder)
+    write_stats(compute_stats(files), folder / "stats.h5")
+    log.info("wrote %d toy sample files and stats.h5 to %s", len(files), folder)
+    return folder

@@ -18,6 +18,10 @@ from climnb.demo import find_notebooks, run_notebook
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = find_notebooks(ROOT / "notebooks")
 IDS = [nb.stem for nb in NOTEBOOKS]
+# Shorter runs than the notebooks' defaults, where the default is a real workload.
+TEST_PARAMETERS = {
+    "04_distributed_training": {"epochs": 1, "max_steps": 4},
+}
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +47,8 @@ def test_committed_without_outputs_and_with_parameters(notebook):
 @pytest.mark.notebook
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
 def test_notebook_executes(notebook, workdir, tmp_path):
-    run = run_notebook(workdir / notebook.name, tmp_path, timeout=900)
+    run = run_notebook(workdir / notebook.name, tmp_path, timeout=900,
+                       parameters=TEST_PARAMETERS.get(notebook.stem))
     executed = json.loads(run.output.read_text())
     errors = [o for c in executed["cells"] for o in c.get("outputs", [])
               if o.get("output_type") == "error"]

@@ -42,7 +42,7 @@ class TrainConfig:
     resume : continue from the latest checkpoint in ``out_dir`` if there is one.
     channels : channel subset to train on (``None``: all 16).
     threads : compute threads per rank (``None``: TensorFlow's default).
-    num_parallel_reads : batches read at once by the input pipeline.
+    read_workers : reader processes of the input pipeline per rank (0: read in-process).
     """
 
     data_dir: str
@@ -65,18 +65,18 @@ class TrainConfig:
     resume: bool = True
     channels: tuple[str, ...] | None = None
     threads: int | None = None
-    num_parallel_reads: int = 2
+    read_workers: int = 1
 
     def __post_init__(self):
         for name in ("batch_size", "epochs", "validate_every", "checkpoint_every",
-                     "keep_checkpoints", "num_parallel_reads"):
+                     "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.class_weighting not in ("inverse_sqrt", "deepcam", "inverse", "none"):
             raise ValueError(f"class_weighting must be inverse_sqrt, deepcam, inverse or none, "
                              f"got {self.class_weighting!r}")
         if isinstance(self.optimizer, Mapping):
-            object.__setattr__(self, "optimizer", OptimizerConfig(**self.optimizer))
+            object.__setattr__(self, "optimizer", _optimizer(self.optimizer))
         object.__setattr__(self, "model_overrides", dict(self.model_overrides))
 
     @property
@@ -105,10 +105,12 @@ class TrainConfig:
         for key in ("split", "channels"):
             if d.get(key) is not None:
                 d[key] = tuple(d[key])
-        if isinstance(d.get("optimizer"), Mapping):
-            opt = dict(d["optimizer"])
-            for key in ("boundaries", "factors"):
-                if key in opt:
-                    opt[key] = tuple(opt[key])
-            d["optimizer"] = OptimizerConfig(**opt)
         return cls(**d)
+
+
+def _optimizer(settings: Mapping[str, Any]) -> OptimizerConfig:
+    opt = dict(settings)
+    for key in ("boundaries", "factors"):
+        if key in opt:
+            opt[key] = tuple(opt[key])
+    return OptimizerConfig(**opt)

@@ -31,7 +31,7 @@ from climnb.train.config import TrainConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["train", "TrainResult", "weights_checksum"]
+__all__ = ["train", "plan", "TrainResult", "weights_checksum"]
 
 Record = dict
 OnRecord = Callable[[Record], None]
@@ -158,12 +158,27 @@ def _steps_per_epoch(n_files: int, size: int, batch: int) -> int:
     return steps
 
 
+def plan(config: TrainConfig, size: int) -> dict[str, int]:
+    """Files and steps a run of ``config`` on ``size`` ranks will take (for progress bars)."""
+    data = _Data.prepare(config)
+    steps = _steps_per_epoch(len(data.train), size, config.batch_size)
+    total = steps * config.epochs
+    if config.max_steps:
+        total = min(total, config.max_steps)
+    return {
+        "train_files": len(data.train),
+        "validation_files": len(data.validation),
+        "steps_per_epoch": steps,
+        "total_steps": total,
+    }
+
+
 def _batches(files, stats, config: TrainConfig, rank, size, epoch, *, shuffle=True):
     from climnb.pipeline import PipelineConfig, make_dataset
 
     pipe = PipelineConfig(batch_size=config.batch_size, seed=config.seed, shuffle=shuffle,
                           channels=config.channels, drop_remainder=shuffle,
-                          num_parallel_reads=config.num_parallel_reads)
+                          workers=config.read_workers)
     return make_dataset(files, stats, rank=rank, size=size, epochs=1, start_epoch=epoch,
                         config=pipe)
 
@@ -256,6 +271,8 @@ class _Run:
         from climnb.train.checkpoint import latest, load_checkpoint, restore
 
         state = None
+        if self.rank == 0:  # a STOP left by an earlier run must not end this one
+            self.config.stop_file.unlink(missing_ok=True)
         if self.rank == 0 and self.config.resume and latest(self.checkpoints):
             ckpt = load_checkpoint(latest(self.checkpoints))
             state = restore(ckpt, self.model, self.optimizer)

@@ -1,0 +1,114 @@
+"""Distributed training: quality in a time budget, and weak scaling from 1 to 2 ranks.
+
+1. Quality: toy Tiramisu trained on two MPI ranks (``mpirun -np 2 python -m climnb train``) on
+   toy data with the synthetic truth as labels; prints the validation mean IoU (target >= 0.70)
+   and the wall time (target: within 10 minutes on the 2-core machine).
+2. Weak scaling: the same per-rank batch on 1 and on 2 ranks, one compute thread each; the
+   baseline (1 rank) is measured in the same run. Efficiency = rate(2) / (2 x rate(1))
+   (target >= 85 %).
+
+    .venv/bin/python benchmarks/bench_training.py [--samples 160] [--epochs 12] [--skip-quality]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from climnb.io.samples import write_samples
+from climnb.io.stats import compute_stats, write_stats
+from climnb.synthetic import make_dataset
+
+
+def mpi_env() -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+    return env
+
+
+def make_samples(folder: Path, n: int, seed: int) -> Path:
+    ds, _ = make_dataset(n_time=n, seed=seed)
+    files = write_samples(ds, "truth", folder)
+    write_stats(compute_stats(files), folder / "stats.h5")
+    return folder
+
+
+def train(ranks: int, data: Path, out: Path, *extra: str) -> tuple[float, pd.DataFrame, str]:
+    cmd = ["mpirun", "-np", str(ranks), "--bind-to", "core", sys.executable, "-m", "climnb",
+           "train", "--data", str(data), "--out", str(out), "--threads", "1", "--no-resume",
+           *extra]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=mpi_env(), capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode:
+        sys.exit(f"training failed:\n{proc.stderr[-3000:]}")
+    return seconds, pd.read_csv(out / "history.csv"), proc.stdout
+
+
+def quality(work: Path, args) -> None:
+    data = make_samples(work / "quality", args.samples, seed=1)
+    config = work / "quality.json"
+    config.write_text(json.dumps({"validate_every": max(args.epochs // 4, 1)}))
+    seconds, history, stdout = train(
+        2, data, work / "run-quality", "--epochs", str(args.epochs), "--batch-size", "2",
+        "--lr", "2e-3", "--warmup-steps", "20", "--config", str(config))
+    val = pd.read_csv(work / "run-quality" / "validation.csv")
+    best = val.mean_iou.max()
+    print(f"quality: toy Tiramisu, 2 MPI ranks, {args.samples} samples, {args.epochs} epochs, "
+          f"{int(history.step.max())} steps in {seconds:.0f} s (target <= 600 s)")
+    print("  validation mean IoU by epoch: "
+          + ", ".join(f"{v:.3f}" for v in val.mean_iou))
+    last = val.iloc[-1]
+    print(f"  final mean IoU {last.mean_iou:.3f} (background {last.iou_0:.3f}, "
+          f"TC {last.iou_1:.3f}, AR {last.iou_2:.3f}); best {best:.3f} (target >= 0.70): "
+          f"{'OK' if last.mean_iou >= 0.70 and seconds <= 600 else 'MISSED'}")
+
+
+def scaling(work: Path, args) -> None:
+    data = make_samples(work / "scaling", 48, seed=2)
+    rates = {}
+    for ranks in (1, 2):
+        _, history, _ = train(ranks, data, work / f"run-scaling-{ranks}", "--epochs", "100",
+                              "--batch-size", "2", "--max-steps", str(args.scaling_steps))
+        steady = history.iloc[5:]  # leave out tracing and warm-up
+        rates[ranks] = float(steady.samples_per_s.median())
+        print(f"weak scaling: {ranks} rank(s), batch 2 per rank, 1 thread each: "
+              f"{rates[ranks]:.2f} samples/s (median of {len(steady)} steps)")
+    efficiency = rates[2] / (2 * rates[1])
+    print(f"weak-scaling efficiency 1 -> 2 ranks: {100 * efficiency:.1f} % (target >= 85 %): "
+          f"{'OK' if efficiency >= 0.85 else 'MISSED'}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=160)
+    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--scaling-steps", type=int, default=40)
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--skip-scaling", action="store_true")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="climnb-bench-train-"))
+    try:
+        if not args.skip_scaling:
+            scaling(work, args)
+        if not args.skip_quality:
+            quality(work, args)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

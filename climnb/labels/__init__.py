@@ -1,0 +1,33 @@
+"""Heuristic labels of tropical cyclones (1) and atmospheric rivers (2) in climate fields.
+
+Step 1 of the workflow: raw fields (xarray) in, pixel labels (xarray) and an event table out.
+
+* :mod:`~climnb.labels.config` - frozen settings (:class:`LabelConfig`, :class:`ARConfig`,
+  :class:`TCConfig`);
+* :mod:`~climnb.labels.sphere`, :mod:`~climnb.labels.dynamics`, :mod:`~climnb.labels.ivt` -
+  grid geometry, vorticity on the sphere, vapour transport;
+* :mod:`~climnb.labels.components` - connected components joined across the 0/360 seam;
+* :mod:`~climnb.labels.ar`, :mod:`~climnb.labels.tc` - the two detectors;
+* :mod:`~climnb.labels.dataset` - :func:`label_dataset`, lazily with dask;
+* :mod:`~climnb.labels.scores` - IoU, recall and precision against a known truth.
+
+Examples
+--------
+>>> from climnb.synthetic import make_dataset
+>>> from climnb.labels import LabelConfig, compute, label_dataset
+>>> ds, truth_events = make_dataset(n_time=2)
+>>> labels, events = compute(*label_dataset(ds, LabelConfig()))
+"""
+
+from climnb.labels.config import ARConfig, LabelConfig, TCConfig
+from climnb.labels.dataset import compute, label_dataset, label_step, required_variables
+
+__all__ = [
+    "ARConfig",
+    "TCConfig",
+    "LabelConfig",
+    "label_dataset",
+    "compute",
+    "label_step",
+    "required_variables",
+]

@@ -1,0 +1,88 @@
+"""Kinematics of the 850 hPa wind on the sphere: relative vorticity and wind speed.
+
+Relative vorticity in spherical coordinates,
+
+    zeta = 1 / (R cos(phi)) * (dv/dlambda - d(u cos(phi))/dphi),
+
+with centred differences (second order), periodic in longitude on a global grid and one-sided
+at the first and last latitude. ``cos(phi)`` vanishes at the poles, where the formula is
+singular, so rows within 1e-6 of a pole are NaN.
+
+Examples
+--------
+Solid-body rotation ``u = U cos(phi)`` has ``zeta = 2 U sin(phi) / R``:
+
+>>> import numpy as np
+>>> lat, lon = np.linspace(-80, 80, 81), np.arange(0, 360, 2.0)
+>>> u = 10 * np.cos(np.radians(lat))[:, None] * np.ones(lon.size)
+>>> z = vorticity(u, np.zeros_like(u), lat, lon)
+>>> bool(np.allclose(z[1:-1, 0], 2 * 10 * np.sin(np.radians(lat[1:-1])) / 6.371e6, rtol=1e-3))
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from climnb.labels.sphere import EARTH_RADIUS_KM, is_periodic
+
+__all__ = ["vorticity", "relative_vorticity", "wind_speed"]
+
+_R_M = EARTH_RADIUS_KM * 1e3
+
+
+def vorticity(u: np.ndarray, v: np.ndarray, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+    """Relative vorticity (s-1) of winds ``u, v`` (m s-1) on a (..., lat, lon) grid.
+
+    ``lat`` must be ascending or descending and ``lon`` evenly spaced; a global ``lon`` wraps.
+    """
+    phi = np.radians(np.asarray(lat, dtype=np.float64))
+    lam = np.radians(np.asarray(lon, dtype=np.float64))
+    dtype = np.result_type(u, v, np.float32)
+    cos = np.cos(phi).astype(dtype)[:, None]
+    dv_dlam = _ddlon(np.asarray(v, dtype), lam)
+    ducos_dphi = np.gradient(np.asarray(u, dtype) * cos, phi, axis=-2).astype(dtype, copy=False)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zeta = (dv_dlam - ducos_dphi) / (dtype.type(_R_M) * cos)
+    zeta[..., np.abs(cos[:, 0]) < 1e-6, :] = np.nan
+    return zeta
+
+
+def _ddlon(f: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    if is_periodic(np.degrees(lam)):
+        step = (lam[-1] - lam[0]) / (lam.size - 1)
+        out = np.empty_like(f)
+        out[..., 1:-1] = f[..., 2:] - f[..., :-2]
+        out[..., 0] = f[..., 1] - f[..., -1]
+        out[..., -1] = f[..., 0] - f[..., -2]
+        return out * f.dtype.type(1.0 / (2 * step))
+    return np.gradient(f, lam, axis=-1).astype(f.dtype, copy=False)
+
+
+def relative_vorticity(u: xr.DataArray, v: xr.DataArray) -> xr.DataArray:
+    """Relative vorticity of DataArrays ``u, v`` with ``lat``/``lon`` dimensions (last two).
+
+    Returns a DataArray named ``vorticity`` with units ``s-1``, NaN at the poles.
+    """
+    u, v = xr.broadcast(u, v)
+    u = u.transpose(..., "lat", "lon")
+    v = v.transpose(..., "lat", "lon")
+    zeta = vorticity(u.values, v.values, u.lat.values, u.lon.values)
+    return (
+        u.copy(data=zeta)
+        .rename("vorticity")
+        .assign_attrs(
+            units="s-1",
+            long_name="relative vorticity",
+            standard_name="atmosphere_relative_vorticity",
+        )
+    )
+
+
+def wind_speed(u, v):
+    """Wind speed ``hypot(u, v)`` (m s-1) of arrays or DataArrays."""
+    speed = np.hypot(u, v)
+    if isinstance(speed, xr.DataArray):
+        speed = speed.rename("wind_speed").assign_attrs(units="m s-1", long_name="wind speed")
+    return speed

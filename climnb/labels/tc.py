@@ -1,0 +1,299 @@
+"""Tropical cyclones: TECA-style storm centres, then a mask of each storm's rain and moisture.
+
+Centres (one time step), following TECA's ``tc_candidates`` defaults:
+
+1. 850 hPa relative vorticity, sign flipped in the southern hemisphere so that cyclones are
+   positive; local maxima within a window of ``vorticity_window_deg`` above ``min_vorticity``;
+2. the sea-level pressure minimum within ``psl_search_deg`` of each maximum is the centre;
+3. pressure rises by ``pressure_rise_pa`` within ``pressure_rise_deg`` in every direction,
+   ``(T200 + T500) / 2`` near the centre exceeds its mean on the ring at ``warm_core_deg`` by
+   ``warm_core_k`` (a warm core), optionally the thickness ``Z200 - Z1000`` likewise by
+   ``thickness_rise_m`` on the ring at ``thickness_deg``;
+   temperature and thickness are taken relative to the median of their latitude row, so that
+   the equator-to-pole gradient (about 1 K per 5 degrees in the subtropics) cannot hide a weak
+   warm core on its equatorward side;
+4. the latitude limit; candidates closer than ``merge_deg`` are one storm (the deepest).
+
+Masks: a box of ``box_radius_km`` plus ``box_margin_deg`` around each centre (columns wrap at the
+seam); each of ``mask_fields`` thresholded within the box, the connected piece holding the centre
+kept (the largest when none does), their union is the storm's own mask. Storms keep separate
+masks (:class:`Storm`), so an earlier storm never overwrites a later one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import ndimage
+
+from climnb.labels.config import TCConfig
+from climnb.labels.dynamics import vorticity
+from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2
+
+__all__ = ["Storm", "find_centres", "storm_mask", "detect_storms"]
+
+log = logging.getLogger(__name__)
+
+_KM_PER_DEG = np.pi * EARTH_RADIUS_KM / 180.0
+
+
+@dataclass(frozen=True)
+class Storm:
+    """One detected storm: its centre and its own mask (row and column indices)."""
+
+    lat: float
+    lon: float
+    row: int
+    col: int
+    vorticity: float
+    min_psl: float
+    rows: np.ndarray
+    cols: np.ndarray
+
+
+class _Grid:
+    """Index arithmetic on an ascending, evenly spaced lat/lon grid."""
+
+    def __init__(self, lat, lon, periodic):
+        self.lat, self.lon, self.periodic = np.asarray(lat, float), np.asarray(lon, float), periodic
+        self.dlat = abs(self.lat[1] - self.lat[0])
+        self.dlon = abs(self.lon[1] - self.lon[0])
+        self.shape = (self.lat.size, self.lon.size)
+
+    def cells(self, deg: float, row: int | None = None) -> tuple[int, int]:
+        """Half widths (rows, cols) of a box of ``deg`` degrees of arc at ``row``'s latitude."""
+        coslat = 1.0 if row is None else max(np.cos(np.radians(self.lat[row])), 0.05)
+        return max(int(round(deg / self.dlat)), 1), max(int(round(deg / (self.dlon * coslat))), 1)
+
+    def box(self, row: int, col: int, half_rows: int, half_cols: int):
+        rows = np.arange(max(row - half_rows, 0), min(row + half_rows + 1, self.shape[0]))
+        cols = np.arange(col - half_cols, col + half_cols + 1)
+        if self.periodic:
+            cols = cols[: self.shape[1]] % self.shape[1]
+        else:
+            cols = cols[(cols >= 0) & (cols < self.shape[1])]
+        return rows, cols
+
+    def rays(self, row: int, col: int, deg: float, n_dir: int):
+        """Indices ``(n_dir, n_steps)`` of points along rays out to ``deg`` from a centre."""
+        n_steps = max(int(np.ceil(deg / self.dlat)), 1)
+        steps = np.linspace(deg / n_steps, deg, n_steps)
+        theta = np.linspace(0.0, 2 * np.pi, n_dir, endpoint=False)[:, None]
+        coslat = max(np.cos(np.radians(self.lat[row])), 0.05)
+        r = np.clip(np.rint(row + steps * np.sin(theta) / self.dlat), 0, self.shape[0] - 1)
+        c = np.rint(col + steps * np.cos(theta) / (self.dlon * coslat))
+        c = c % self.shape[1] if self.periodic else np.clip(c, 0, self.shape[1] - 1)
+        return r.astype(int), c.astype(int)
+
+
+def find_centres(
+    fields: Mapping[str, np.ndarray],
+    lat: np.ndarray,
+    lon: np.ndarray,
+    config: TCConfig,
+    *,
+    periodic: bool = True,
+) -> list[tuple[int, int, float, float]]:
+    """Storm centres ``(row, col, vorticity, min_psl)`` that pass every TECA-style check."""
+    grid = _Grid(lat, lon, periodic)
+    hemi = np.where(grid.lat < 0, -1.0, 1.0).astype(np.float32)[:, None]
+    zeta = np.nan_to_num(vorticity(fields["U850"], fields["V850"], lat, lon) * hemi, nan=0.0)
+    rows, cols = _vorticity_maxima(zeta, grid, config)
+    checks = _Checks(fields, grid, config)
+    centres: list[tuple[int, int, float, float]] = []
+    for i, j in zip(rows, cols, strict=True):
+        r, c = _pressure_minimum(fields["PSL"], grid, i, j, config.psl_search_deg)
+        if _close(grid, r, c, centres, config.merge_deg) or not checks(r, c):
+            continue
+        centres.append((int(r), int(c), float(zeta[i, j]), float(fields["PSL"][r, c])))
+    log.debug("%d vorticity maxima, %d storms", rows.size, len(centres))
+    return centres
+
+
+def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig):
+    """Rows and columns of local maxima above the threshold, strongest first."""
+    half = grid.cells(config.vorticity_window_deg / 2)
+    peak = ndimage.maximum_filter(
+        zeta,
+        size=(2 * half[0] + 1, 2 * half[1] + 1),
+        mode=("nearest", "wrap" if grid.periodic else "nearest"),
+    )
+    near = np.abs(grid.lat) <= config.max_abs_lat
+    rows, cols = np.nonzero((zeta == peak) & (zeta >= config.min_vorticity) & near[:, None])
+    order = np.argsort(-zeta[rows, cols])
+    return rows[order], cols[order]
+
+
+class _Checks:
+    """The checks of a candidate centre: latitude, closed low, warm core, thickness."""
+
+    def __init__(self, fields, grid: _Grid, config: TCConfig):
+        self.psl, self.grid, self.config = fields["PSL"], grid, config
+        self.tavg = _zonal_anomaly((fields["T200"] + fields["T500"]) / 2)
+        self.thick = None
+        if config.thickness_rise_m is not None:
+            self.thick = _zonal_anomaly(fields["Z200"] - fields["Z1000"])
+
+    def __call__(self, r: int, c: int) -> bool:
+        grid, cfg = self.grid, self.config
+        if abs(grid.lat[r]) > cfg.max_abs_lat:
+            return False
+        low = cfg.pressure_rise_pa, cfg.pressure_rise_deg, cfg.n_directions
+        if not _closed(self.psl, grid, r, c, *low):
+            return False
+        core = grid.box(r, c, *grid.cells(cfg.psl_search_deg, r))
+        if not _core_above_ring(self.tavg, grid, r, c, cfg.warm_core_k, cfg.warm_core_deg, core):
+            return False
+        return self.thick is None or _core_above_ring(
+            self.thick, grid, r, c, cfg.thickness_rise_m, cfg.thickness_deg, core
+        )
+
+
+def _zonal_anomaly(field: np.ndarray) -> np.ndarray:
+    """``field`` minus the median of its latitude row: removes the equator-to-pole gradient."""
+    return field - np.median(field, axis=1, keepdims=True)
+
+
+def _pressure_minimum(psl, grid: _Grid, i: int, j: int, deg: float) -> tuple[int, int]:
+    rows, cols = grid.box(i, j, *grid.cells(deg, i))
+    sub = psl[np.ix_(rows, cols)]
+    a, b = np.unravel_index(np.argmin(sub), sub.shape)
+    return int(rows[a]), int(cols[b])
+
+
+def _closed(field, grid: _Grid, r, c, delta, deg, n_dir) -> bool:
+    """True if ``field`` rises by ``delta`` from the centre along every ray out to ``deg``."""
+    rr, cc = grid.rays(r, c, deg, n_dir)
+    return bool(np.all(field[rr, cc].max(axis=1) - field[r, c] >= delta))
+
+
+def _core_above_ring(field, grid: _Grid, r, c, delta, deg, core, n_dir: int = 16) -> bool:
+    """True if the field's maximum in ``core`` exceeds its mean on the ring at ``deg`` by delta.
+
+    The ring mean (not the lowest value on each ray) is the storm's surroundings: a large-scale
+    gradient across the storm cancels in it.
+    """
+    rr, cc = grid.rays(r, c, deg, n_dir)
+    return bool(field[np.ix_(*core)].max() - field[rr[:, -1], cc[:, -1]].mean() >= delta)
+
+
+def _close(grid: _Grid, r, c, centres, deg) -> bool:
+    for r2, c2, *_ in centres:
+        dcol = abs(c - c2)
+        if grid.periodic:
+            dcol = min(dcol, grid.shape[1] - dcol)
+        coslat = np.cos(np.radians(grid.lat[r]))
+        if np.hypot((r - r2) * grid.dlat, dcol * grid.dlon * coslat) < deg:
+            return True
+    return False
+
+
+def storm_mask(
+    fields: Mapping[str, np.ndarray], grid: _Grid, row: int, col: int, config: TCConfig
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column indices of one storm's mask (the union over ``config.mask_fields``)."""
+    half_deg = config.box_radius_km / _KM_PER_DEG + config.box_margin_deg
+    rows, cols = grid.box(row, col, *grid.cells(half_deg, row))
+    idx = np.ix_(rows, cols)
+    centre = (int(np.searchsorted(rows, row)), int(np.flatnonzero(cols == col)[0]))
+    core = grid.cells(config.psl_search_deg, row)
+    union = np.zeros((rows.size, cols.size), bool)
+    for name in config.mask_fields:
+        sub = _box_field(fields, name, idx)
+        union |= _piece(_threshold(sub, centre, core, config), centre)
+    r, c = np.nonzero(union)
+    return rows[r], cols[c]
+
+
+def _box_field(fields, name, idx):
+    if name == "wind":
+        return np.hypot(fields["U850"][idx], fields["V850"][idx])
+    return fields[name][idx]
+
+
+def _threshold(sub, centre, core, config: TCConfig) -> np.ndarray:
+    if config.threshold == "percentile":
+        return sub >= np.percentile(sub, config.percentile)
+    (a, b), (hr, hc) = centre, core
+    peak = sub[max(a - hr, 0) : a + hr + 1, max(b - hc, 0) : b + hc + 1].max()
+    background = np.median(sub)
+    return sub >= background + config.edge_fraction * (peak - background)
+
+
+def _piece(mask: np.ndarray, centre) -> np.ndarray:
+    """The connected piece of ``mask`` holding ``centre``, else the largest one."""
+    labels, n = ndimage.label(mask, structure=np.ones((3, 3), bool))
+    if n == 0:
+        return mask
+    lab = labels[centre]
+    if lab == 0:
+        lab = int(np.argmax(np.bincount(labels.ravel())[1:])) + 1
+    return labels == lab
+
+
+def detect_storms(
+    fields: Mapping[str, np.ndarray],
+    lat: np.ndarray,
+    lon: np.ndarray,
+    config: TCConfig,
+    *,
+    periodic: bool = True,
+) -> tuple[list[Storm], pd.DataFrame]:
+    """Find tropical cyclones in one time step.
+
+    Parameters
+    ----------
+    fields : 2-D (lat, lon) arrays ``U850, V850, PSL, T200, T500`` and the ``mask_fields``
+        (``Z200, Z1000`` for the thickness check), ascending latitude, without NaN.
+    lat, lon, config, periodic : the grid, the settings, whether longitude wraps.
+
+    Returns
+    -------
+    storms : each storm with its own mask.
+    table : one row per storm: ``lat, lon`` (centre), ``area_km2, radius_km`` (of its own
+        mask; radius of the disc of equal area), ``min_psl``, ``max_wind`` (850 hPa, in its
+        mask), ``vorticity``.
+    """
+    grid = _Grid(lat, lon, periodic)
+    storms = []
+    for r, c, zeta, psl in find_centres(fields, lat, lon, config, periodic=periodic):
+        rows, cols = storm_mask(fields, grid, r, c, config)
+        storms.append(
+            Storm(float(grid.lat[r]), float(grid.lon[c]) % 360.0, r, c, zeta, psl, rows, cols)
+        )
+    return storms, _table(storms, fields, grid)
+
+
+def _table(storms, fields, grid: _Grid) -> pd.DataFrame:
+    area_row = cell_area_km2(grid.lat, grid.lon)
+    rows = []
+    for s in storms:
+        area = float(area_row[s.rows].sum())
+        wind = np.hypot(fields["U850"][s.rows, s.cols], fields["V850"][s.rows, s.cols])
+        rows.append(
+            {
+                "lat": s.lat,
+                "lon": s.lon,
+                "n_pixels": s.rows.size,
+                "area_km2": area,
+                "radius_km": np.sqrt(area / np.pi),
+                "min_psl": s.min_psl,
+                "max_wind": float(wind.max()) if wind.size else np.nan,
+                "vorticity": s.vorticity,
+            }
+        )
+    columns = [
+        "lat",
+        "lon",
+        "n_pixels",
+        "area_km2",
+        "radius_km",
+        "min_psl",
+        "max_wind",
+        "vorticity",
+    ]
+    return pd.DataFrame(rows, columns=columns)

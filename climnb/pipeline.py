@@ -1,0 +1,232 @@
+"""The tf.data input pipeline: sample files to normalised, weighted batches.
+
+Steps, in order:
+
+1. the file list is sorted and sharded by rank (``files[rank::size]``, :func:`shard_files`);
+2. every epoch the shard is reshuffled with the seed ``seed + epoch`` (:func:`epoch_order`)
+   and cut into batches that never straddle two epochs;
+3. ``workers`` reader processes read the files of each batch, ``read_ahead`` batches ahead of
+   TensorFlow, with min-max normalisation from ``stats.h5``, the optional channel subset, the
+   labels and the per-pixel loss weights fused into the read, straight into a batch in shared
+   memory (:class:`climnb.io.reader.BatchLoader`);
+4. TensorFlow takes the batch over without a copy (DLPack), and prefetches.
+
+Why processes and shared memory, and what else was measured: see :mod:`climnb.io.reader` and
+``benchmarks/bench_pipeline.py``. TensorFlow is imported only by :func:`make_dataset`.
+
+Examples
+--------
+>>> epoch_order(5, seed=0, epoch=0, shuffle=False)
+array([0, 1, 2, 3, 4])
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from climnb.io.reader import BatchLoader, SampleReader
+from climnb.io.samples import SampleError
+from climnb.io.stats import Stats
+
+__all__ = [
+    "PipelineConfig",
+    "SampleReader",
+    "epoch_order",
+    "make_dataset",
+    "shard_files",
+    "throughput",
+]
+
+PathLike = str | os.PathLike
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Settings of the input pipeline.
+
+    Attributes
+    ----------
+    batch_size : samples per batch.
+    seed : shuffling seed; epoch ``e`` is shuffled with ``seed + e``.
+    shuffle : reshuffle every epoch (``False``: file order).
+    channels : names of the channels to feed, in order (default: all of the file's).
+    workers : reader processes (0: read in TensorFlow's thread, for debugging).
+    read_ahead : batches the readers work on ahead of the one TensorFlow asks for.
+    prefetch : batches TensorFlow keeps ready ahead of the consumer.
+    drop_remainder : drop an epoch's last, smaller batch.
+    block_rows : rows read and normalised at a time (a block should fit in the CPU cache).
+
+    Memory: about ``(read_ahead + prefetch + 2) * batch_size`` samples of shared memory
+    (57 MB each at full size, plus labels and weights).
+    """
+
+    batch_size: int = 1
+    seed: int = 0
+    shuffle: bool = True
+    channels: tuple[str, ...] | None = None
+    workers: int = 2
+    read_ahead: int = 2
+    prefetch: int = 2
+    drop_remainder: bool = False
+    block_rows: int = 16
+
+    def __post_init__(self):
+        for name in ("batch_size", "block_rows"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("workers", "read_ahead", "prefetch"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+def shard_files(files: Sequence[PathLike], rank: int = 0, size: int = 1) -> list[Path]:
+    """This rank's share of ``files``: sorted, then every ``size``-th from ``rank``.
+
+    >>> [p.name for p in shard_files(["c.h5", "a.h5", "b.h5"], rank=1, size=2)]
+    ['b.h5']
+    """
+    if not 0 <= rank < size:
+        raise ValueError(f"rank must be in 0..{size - 1}, got {rank}")
+    return sorted(Path(f) for f in files)[rank::size]
+
+
+def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
+    """Order in which the ``n`` files of a shard are read in ``epoch`` (seeded by seed + epoch)."""
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    return np.random.default_rng(seed + epoch).permutation(n).astype(np.int64)
+
+
+class _Schedule:
+    """Which files make batch ``b`` of epoch ``e``, and which batches come after it."""
+
+    def __init__(self, n: int, cfg: PipelineConfig, stop: int | None):
+        self.cfg, self.stop = cfg, stop
+        size = cfg.batch_size
+        self.n_batches = n // size if cfg.drop_remainder else -(-n // size)
+        if self.n_batches == 0:
+            raise SampleError(f"{n} files make no batch of {size} (drop_remainder is set)")
+        self.order = lru_cache(maxsize=4)(
+            lambda e: epoch_order(n, seed=cfg.seed, epoch=e, shuffle=cfg.shuffle)
+        )
+
+    def indices(self, e: int, b: int) -> np.ndarray:
+        size = self.cfg.batch_size
+        return self.order(e)[b * size : (b + 1) * size]
+
+    def after(self, e: int, b: int):
+        while True:
+            b += 1
+            if b == self.n_batches:
+                e, b = e + 1, 0
+            if self.stop is not None and e >= self.stop:
+                return
+            yield (e, b), self.indices(e, b)
+
+    def is_last(self, e: int, b: int) -> bool:
+        return self.stop is not None and (e, b) == (self.stop - 1, self.n_batches - 1)
+
+
+def make_dataset(
+    files: Sequence[PathLike],
+    stats: Stats | PathLike,
+    *,
+    class_weights: Sequence[float] | None = None,
+    rank: int = 0,
+    size: int = 1,
+    epochs: int | None = 1,
+    start_epoch: int = 0,
+    config: PipelineConfig = PipelineConfig(),
+):
+    """A ``tf.data.Dataset`` of ``(x, y, w)`` batches from sample files.
+
+    Parameters
+    ----------
+    files : all sample files; this rank keeps ``files[rank::size]`` (sorted).
+    stats : statistics for min-max normalisation (a :class:`Stats` or ``stats.h5``).
+    class_weights : per-class loss weights, turned into per-pixel weights ``w``.
+    rank, size : this process's rank and the number of ranks (Horovod or MPI).
+    epochs : epochs to produce (``None``: repeat for ever); epoch ``e`` is shuffled with
+        ``config.seed + e``.
+    start_epoch : number of the first epoch (to resume a run with the same order).
+    config : :class:`PipelineConfig`.
+
+    Returns
+    -------
+    tf.data.Dataset
+        Elements ``x`` (B, H, W, C) float32 min-max scaled, ``y`` (B, H, W) int32 classes and
+        ``w`` (B, H, W) float32 weights. The reader processes stop after the last batch.
+    """
+    tf = _tensorflow()
+    shard = shard_files(files, rank, size)
+    if not shard:
+        raise SampleError(f"rank {rank} of {size} gets none of the {len(files)} files")
+    cfg = config
+    reader = SampleReader(
+        shard, stats, channels=cfg.channels, class_weights=class_weights, block_rows=cfg.block_rows
+    )
+    loader = BatchLoader(reader, cfg.batch_size, workers=cfg.workers, ahead=cfg.read_ahead)
+    stop = start_epoch + epochs if epochs is not None else None
+    plan = _Schedule(len(shard), cfg, stop)
+
+    def read(e, b):
+        e, b = int(e), int(b)
+        views = loader.get((e, b), plan.indices(e, b), plan.after(e, b))
+        if plan.is_last(e, b):
+            loader.close()
+        return [tf.experimental.dlpack.from_dlpack(v.__dlpack__()) for v in views]
+
+    (h, w), c = reader.shape, len(reader.index)
+
+    def read_op(e, b):
+        x, y, wt = tf.py_function(read, [e, b], [tf.float32, tf.int32, tf.float32])
+        return (
+            tf.ensure_shape(x, [None, h, w, c]),
+            tf.ensure_shape(y, [None, h, w]),
+            tf.ensure_shape(wt, [None, h, w]),
+        )
+
+    def batches(e):
+        return tf.data.Dataset.range(plan.n_batches).map(lambda b: (e, b))
+
+    last = stop if stop is not None else np.iinfo(np.int64).max
+    ds = tf.data.Dataset.range(start_epoch, last).flat_map(batches)
+    ds = ds.map(read_op)  # in order, one call at a time: the parallelism is in the readers
+    return ds.prefetch(cfg.prefetch) if cfg.prefetch else ds
+
+
+def throughput(dataset, *, batches: int | None = None) -> dict[str, float]:
+    """Time a pass over ``dataset`` from its second batch on (start-up is left out).
+
+    Returns the samples timed, samples per second and MB per second of ``x``.
+    """
+    it = iter(dataset.take(batches + 1) if batches else dataset)
+    next(it)
+    n, nbytes, t0 = 0, 0, time.perf_counter()
+    for x, *_ in it:
+        n += int(x.shape[0])
+        nbytes += int(np.prod(x.shape)) * 4
+    dt = time.perf_counter() - t0
+    return {
+        "samples": n,
+        "samples_per_s": n / dt if dt else 0.0,
+        "mb_per_s": nbytes / dt / 1e6 if dt else 0.0,
+    }
+
+
+def _tensorflow():
+    try:
+        import tensorflow as tf
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "climnb.pipeline needs TensorFlow: pip install 'climnb[train]' (tensorflow-cpu) "
+            "or 'climnb[gpu]'"
+        ) from err
+    return tf

@@ -1,0 +1,182 @@
+"""Keras 3 pieces of :mod:`climnb.train.optim`: the schedule, LARC and the LARC/lag Adam.
+
+Kept apart so that :mod:`climnb.train.optim` (and its :class:`OptimizerConfig`) can be imported
+without TensorFlow; import them from :mod:`climnb.train.optim`.
+"""
+
+from __future__ import annotations
+
+from climnb.models._backend import import_keras
+from climnb.train.optim import LARC_MODES
+
+keras = import_keras()
+ops = keras.ops
+
+__all__ = ["WarmupDecay", "LarcAdam", "larc_factor"]
+
+
+@keras.saving.register_keras_serializable(package="climnb")
+class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up, then constant, polynomial or piecewise-constant decay.
+
+    Parameters are the schedule fields of :class:`climnb.train.optim.OptimizerConfig`.
+    """
+
+    def __init__(
+        self,
+        learning_rate,
+        warmup_steps=0,
+        schedule="constant",
+        decay_steps=10_000,
+        power=1.0,
+        end_learning_rate=0.0,
+        boundaries=(),
+        factors=(),
+    ):
+        self.learning_rate = float(learning_rate)
+        self.warmup_steps = int(warmup_steps)
+        self.schedule = schedule
+        self.decay_steps = int(decay_steps)
+        self.power = float(power)
+        self.end_learning_rate = float(end_learning_rate)
+        self.boundaries = tuple(int(b) for b in boundaries)
+        self.factors = tuple(float(f) for f in factors)
+
+    def _decayed(self, t):
+        lr = self.learning_rate
+        if self.schedule == "poly":
+            frac = ops.minimum(t, float(self.decay_steps)) / float(self.decay_steps)
+            return (lr - self.end_learning_rate) * (1.0 - frac) ** self.power + (
+                self.end_learning_rate
+            )
+        if self.schedule == "piecewise":
+            out = ops.full_like(t, lr)
+            for boundary, factor in zip(self.boundaries, self.factors, strict=True):
+                out = ops.where(t >= float(boundary), lr * factor, out)
+            return out
+        return ops.full_like(t, lr)
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        lr = self._decayed(ops.maximum(step - float(self.warmup_steps), 0.0))
+        if self.warmup_steps:
+            ramp = self.learning_rate * (step + 1.0) / float(self.warmup_steps)
+            lr = ops.where(step < float(self.warmup_steps), ramp, lr)
+        return lr
+
+    def get_config(self):
+        return dict(
+            learning_rate=self.learning_rate,
+            warmup_steps=self.warmup_steps,
+            schedule=self.schedule,
+            decay_steps=self.decay_steps,
+            power=self.power,
+            end_learning_rate=self.end_learning_rate,
+            boundaries=self.boundaries,
+            factors=self.factors,
+        )
+
+
+def larc_factor(grad, variable, learning_rate, eta=0.002, mode="clip", epsilon=1.0 / 16000.0):
+    """The LARC multiplier of one variable's gradient (a scalar tensor).
+
+    Examples
+    --------
+    ``||v|| = 5``, ``||g|| = 1``: local rate 0.002 * 5 / 1 = 0.01; clipped at lr = 0.1 that
+    is 0.01 / 0.1 = 0.1; at lr = 0.001 the local rate is larger, so the factor is 1.
+
+    >>> import numpy as np
+    >>> v, g = np.array([3.0, 4.0]), np.array([0.6, 0.8])
+    >>> round(float(larc_factor(g, v, 0.1)), 6), round(float(larc_factor(g, v, 0.001)), 6)
+    (0.1, 1.0)
+    >>> round(float(larc_factor(g, v, 0.1, mode="scale")), 6)
+    0.01
+    """
+    grad = ops.cast(grad, "float32")
+    v_norm = ops.sqrt(ops.sum(ops.square(ops.cast(variable, "float32"))))
+    g_norm = ops.sqrt(ops.sum(ops.square(grad)))
+    ok = ops.logical_and(v_norm > 0.0, g_norm > 0.0)
+    local = ops.where(ok, eta * v_norm / ops.where(ok, g_norm, 1.0), epsilon)
+    if mode == "scale":
+        return local
+    if mode != "clip":
+        raise ValueError(f"mode must be one of {LARC_MODES}, got {mode!r}")
+    learning_rate = ops.cast(learning_rate, "float32")
+    return ops.minimum(local, learning_rate) / ops.maximum(learning_rate, 1e-30)
+
+
+@keras.saving.register_keras_serializable(package="climnb")
+class LarcAdam(keras.optimizers.Adam):
+    """Adam with optional LARC gradient rescaling and gradient lag.
+
+    Parameters
+    ----------
+    larc, larc_eta, larc_mode, larc_epsilon, gradient_lag : see
+        :class:`climnb.train.optim.OptimizerConfig`.
+    **kwargs : Keras ``Adam`` arguments (``learning_rate`` may be a schedule).
+    """
+
+    def __init__(
+        self,
+        *,
+        larc=False,
+        larc_eta=0.002,
+        larc_mode="clip",
+        larc_epsilon=1.0 / 16000.0,
+        gradient_lag=False,
+        name="larc_adam",
+        **kwargs,
+    ):
+        super().__init__(name=name, **kwargs)
+        if larc_mode not in LARC_MODES:
+            raise ValueError(f"larc_mode must be one of {LARC_MODES}, got {larc_mode!r}")
+        self.larc = bool(larc)
+        self.larc_eta = float(larc_eta)
+        self.larc_mode = larc_mode
+        self.larc_epsilon = float(larc_epsilon)
+        self.gradient_lag = bool(gradient_lag)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        if self.gradient_lag:
+            self._lagged = self.add_optimizer_variables(var_list, "lagged_gradient")
+
+    def _swap_lagged(self, grads, variables):
+        """Return the stored gradients and store these ones instead."""
+        out = []
+        for g, v in zip(grads, variables, strict=True):
+            slot = self._lagged[self._get_variable_index(v)]
+            # a copy, read now: convert_to_tensor could hand back the variable itself, which
+            # would then be read after the assignment below
+            out.append(ops.copy(slot.value))
+            slot.assign(ops.cast(g, slot.dtype))
+        return out
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        if self.gradient_lag:
+            grads = self._swap_lagged(grads, trainable_variables)
+        if self.larc:
+            grads = [
+                g
+                * ops.cast(
+                    larc_factor(
+                        g, v, learning_rate, self.larc_eta, self.larc_mode, self.larc_epsilon
+                    ),
+                    g.dtype,
+                )
+                for g, v in zip(grads, trainable_variables, strict=True)
+            ]
+        super()._backend_update_step(grads, trainable_variables, learning_rate)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            larc=self.larc,
+            larc_eta=self.larc_eta,
+            larc_mode=self.larc_mode,
+            larc_epsilon=self.larc_epsilon,
+            gradient_lag=self.gradient_lag,
+        )
+        return config

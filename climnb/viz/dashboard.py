@@ -1,0 +1,211 @@
+"""The live training dashboard: curves per rank and averaged, throughput, progress with ETA, the
+latest validation prediction next to its label, and a stop button.
+
+In JupyterLab, :class:`TrainingDashboard` shows ipywidgets (progress bar, stop button) and
+HoloViews plots fed through a ``Pipe`` stream, so they redraw as the engines publish. Under
+papermill or any non-interactive run (``IPP_NONINTERACTIVE=1``, no kernel) the same calls print
+text progress instead. :func:`training_figures` builds the plots from records and is what the
+tests check.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import holoviews as hv
+import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh options set below)
+import numpy as np
+import pandas as pd
+
+from climnb.channels import CLASS_NAMES
+from climnb.viz.fields import CLASS_COLORS
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TrainingDashboard", "training_figures", "merge_published", "is_interactive"]
+
+_CLASS_CMAP = ["#f7f7f7", CLASS_COLORS[1], CLASS_COLORS[2]]
+
+
+def is_interactive() -> bool:
+    """True in a Jupyter kernel that a person watches (not papermill, not a batch job)."""
+    if os.environ.get("IPP_NONINTERACTIVE"):
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def merge_published(data: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
+    """Steps and validations of all engines from ``{engine_id: published dict}``."""
+    steps, vals, sample = [], [], None
+    for published in data.values():
+        if not published:
+            continue
+        steps += published.get("steps", [])
+        vals += published.get("validations", [])
+        sample = published.get("sample") or sample
+    return pd.DataFrame(steps), pd.DataFrame(vals), sample
+
+
+def training_figures(steps: pd.DataFrame, validations: pd.DataFrame,
+                     sample: dict | None = None, *, width: int = 420,
+                     height: int = 240) -> hv.Layout:
+    """Loss per rank and averaged, validation IoU, throughput, and the latest prediction."""
+    opts = {"width": width, "height": height, "show_grid": True}
+    panels = [_loss(steps).opts(title="training loss", logy=True, **opts),
+              _iou(validations).opts(title="validation IoU", ylim=(0, 1), **opts),
+              _throughput(steps).opts(title="throughput", **opts)]
+    if sample is not None:
+        panels += [_mask(sample["label"], "label"), _mask(sample["prediction"], "prediction")]
+    return hv.Layout(panels).cols(3)
+
+
+def _loss(steps: pd.DataFrame) -> hv.Overlay:
+    if steps.empty:
+        return hv.Overlay([hv.Curve([], "step", "loss")])
+    curves = [hv.Curve(g, "step", "loss", label=f"rank {r}").opts(alpha=0.5)
+              for r, g in steps.groupby("rank")]
+    mean = steps.groupby("step", as_index=False).loss_avg.first()
+    curves.append(hv.Curve(mean, "step", ("loss_avg", "loss"), label="average")
+                  .opts(color="black", line_width=2))
+    return hv.Overlay(curves)
+
+
+def _iou(validations: pd.DataFrame) -> hv.Overlay:
+    if validations.empty:
+        return hv.Overlay([hv.Curve([], "step", "IoU")])
+    v = validations[validations["rank"] == validations["rank"].min()]
+    curves = [hv.Curve(v, "step", ("mean_iou", "IoU"), label="mean").opts(color="black")]
+    for k, name in enumerate(CLASS_NAMES):
+        if f"iou_{k}" in v:
+            color = CLASS_COLORS.get(k, "grey")
+            curves.append(hv.Curve(v, "step", (f"iou_{k}", "IoU"), label=name)
+                          .opts(color=color, line_dash="dashed"))
+    return hv.Overlay(curves)
+
+
+def _throughput(steps: pd.DataFrame) -> hv.Curve:
+    if steps.empty:
+        return hv.Curve([], "step", ("samples_per_s", "samples/s"))
+    s = steps[steps["rank"] == steps["rank"].min()].sort_values("step")
+    rate = s.samples_per_s.rolling(5, min_periods=1).median()
+    return hv.Curve((s.step, rate), "step", ("samples_per_s", "samples/s (all ranks)"))
+
+
+def _mask(mask, title: str) -> hv.Image:
+    mask = np.asarray(mask, np.float32)[::-1]  # row 0 is the southernmost latitude
+    return hv.Image(mask, bounds=(0, -90, 360, 90), kdims=["lon", "lat"],
+                    vdims=["class"]).opts(cmap=_CLASS_CMAP, clim=(-0.5, 2.5), width=300,
+                                          height=180, title=f"validation {title}")
+
+
+class TrainingDashboard:
+    """Progress, live curves and a stop button for a run (see the module docstring).
+
+    Parameters
+    ----------
+    config : the run's :class:`climnb.train.config.TrainConfig` (for the stop file).
+    total_steps : steps the run will take in all (for the progress bar and ETA).
+    interactive : widgets and live plots (``True``) or printed progress (``False``);
+        default: :func:`is_interactive`.
+    print_every : seconds between printed progress lines (non-interactive).
+    """
+
+    def __init__(self, config, total_steps: int, *, interactive: bool | None = None,
+                 print_every: float = 10.0, stream=None):
+        self.config, self.total = config, max(int(total_steps), 1)
+        self.interactive = is_interactive() if interactive is None else interactive
+        self.print_every, self.stream = print_every, stream or sys.stdout
+        self.steps, self.validations, self.sample = pd.DataFrame(), pd.DataFrame(), None
+        self._start, self._printed, self._seen_vals = time.monotonic(), 0.0, 0
+        self._widgets = self._pipe = None
+        Path(config.stop_file).unlink(missing_ok=True)
+
+    # --- display -------------------------------------------------------------------------------
+
+    def show(self):
+        """Display the widgets and live plots (interactive), or nothing (printed progress)."""
+        if not self.interactive:
+            return None
+        import ipywidgets as w
+        from IPython.display import display
+
+        bar = w.IntProgress(min=0, max=self.total, description="training",
+                            layout=w.Layout(width="420px"))
+        label = w.HTML("starting ...")
+        stop = w.Button(description="stop", button_style="warning", icon="stop",
+                        tooltip="end training after the current step (the checkpoint is kept)")
+        stop.on_click(lambda _: self.request_stop())
+        self._widgets = {"bar": bar, "label": label, "stop": stop}
+        self._pipe = hv.streams.Pipe(data=(self.steps, self.validations, self.sample))
+        plots = hv.DynamicMap(lambda data: training_figures(*data), streams=[self._pipe])
+        display(w.HBox([bar, label, stop]))
+        display(plots)
+        return plots
+
+    def request_stop(self) -> None:
+        """Ask the ranks to stop after their current step (they all stop at the same step)."""
+        self.config.stop_file.parent.mkdir(parents=True, exist_ok=True)
+        self.config.stop_file.touch()
+        if self._widgets:
+            self._widgets["stop"].disabled = True
+            self._widgets["label"].value = "stopping after this step ..."
+
+    # --- updates -------------------------------------------------------------------------------
+
+    def update(self, data: dict) -> None:
+        """Take the engines' published data (``{engine_id: dict}``) and refresh."""
+        steps, vals, sample = merge_published(data)
+        if len(steps) <= len(self.steps) and len(vals) <= len(self.validations):
+            return
+        self.steps, self.validations = steps, vals
+        self.sample = sample if sample is not None else self.sample
+        if self.interactive and self._widgets:
+            self._refresh_widgets()
+        else:
+            self._print()
+
+    @property
+    def step(self) -> int:
+        return int(self.steps.step.max()) if len(self.steps) else 0
+
+    def eta(self) -> float | None:
+        """Seconds left, from the mean step time so far."""
+        if not len(self.steps) or self.step == 0:
+            return None
+        elapsed = time.monotonic() - self._start
+        return elapsed / self.step * max(self.total - self.step, 0)
+
+    def status(self) -> str:
+        s = f"step {self.step}/{self.total}"
+        if len(self.steps):
+            last = self.steps[self.steps.step == self.step].iloc[0]
+            s += f", loss {last.loss_avg:.4f}, {last.samples_per_s:.1f} samples/s"
+        if len(self.validations):
+            s += f", val mean IoU {self.validations.iloc[-1].mean_iou:.3f}"
+        eta = self.eta()
+        return s + (f", ETA {eta:.0f} s" if eta is not None else "")
+
+    def _refresh_widgets(self) -> None:
+        self._widgets["bar"].value = min(self.step, self.total)
+        self._widgets["label"].value = self.status()
+        self._pipe.send((self.steps, self.validations, self.sample))
+
+    def _print(self) -> None:
+        now = time.monotonic()
+        new_val = len(self.validations) > self._seen_vals
+        if new_val or now - self._printed >= self.print_every or self.step >= self.total:
+            self._printed, self._seen_vals = now, len(self.validations)
+            print(self.status(), file=self.stream, flush=True)
+
+    def figures(self) -> hv.Layout:
+        """The plots as they stand (e.g. after training, for the report)."""
+        return training_figures(self.steps, self.validations, self.sample)

@@ -1,0 +1,210 @@
+"""Event views: an event table linked to a map, and simple statistics over time.
+
+An *event table* has one row per event and time step with at least ``time``, ``class_name``,
+``lat`` and ``lon`` (the tables of :func:`climnb.labels.label_dataset` and of
+:mod:`climnb.synthetic` both do); :func:`events_from_mask` makes one from any class mask
+(labels or a network's prediction) with the same columns as the labels' table.
+
+* :func:`event_map` gives the table and a map linked to it: select a row and the map shows that
+  step centred on the event (across the 0/360 seam too), with the mask and a marker;
+* :func:`counts_over_time` and :func:`area_distribution` summarise the table;
+* :func:`event_view` lays them out together.
+
+Examples
+--------
+>>> from climnb.synthetic import make_dataset
+>>> ds, _ = make_dataset(n_time=2, seed=0)
+>>> events = events_from_mask(ds.truth)
+>>> sorted(events.class_name.unique())
+['atmospheric_river', 'tropical_cyclone']
+>>> table, dmap = event_map(ds, ds.truth, events)
+>>> type(table).__name__, type(dmap).__name__
+('Table', 'DynamicMap')
+"""
+
+from __future__ import annotations
+
+import holoviews as hv
+import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh options set below)
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from climnb.channels import CLASS_NAMES
+from climnb.viz.explorer import field_image, mask_image
+from climnb.viz.fields import CLASS_COLORS
+
+__all__ = [
+    "events_from_mask",
+    "event_table",
+    "event_map",
+    "centred_window",
+    "counts_over_time",
+    "area_distribution",
+    "event_view",
+    "TABLE_COLUMNS",
+]
+
+#: Columns shown in the table where the event table has them.
+TABLE_COLUMNS = ("time", "class_name", "lat", "lon", "area_km2", "length_km", "radius_km")
+_COLORS = {CLASS_NAMES[k]: c for k, c in CLASS_COLORS.items()}
+
+
+def events_from_mask(mask: xr.DataArray, *, min_pixels: int = 1) -> pd.DataFrame:
+    """One row per connected region of each class and time step of a (time, lat, lon) mask.
+
+    Regions are joined across the 0/360 seam; columns ``time, class_id, class_name, lat, lon,
+    area_km2, length_km, width_km, n_pixels`` (centroid and sizes on the sphere).
+    """
+    from climnb.labels.components import label_components, measure
+
+    lat, lon = mask.lat.values, mask.lon.values
+    rows = []
+    values = mask.transpose("time", "lat", "lon").values
+    for i, t in enumerate(mask.time.values):
+        for k in range(1, len(CLASS_NAMES)):
+            regions, n = label_components(values[i] == k)
+            m = measure(regions, n, lat, lon)
+            m = m[m.n_pixels >= min_pixels].drop(columns="label")
+            rows.append(m.assign(time=t, class_id=k, class_name=CLASS_NAMES[k]))
+    columns = [
+        "time",
+        "class_id",
+        "class_name",
+        "lat",
+        "lon",
+        "area_km2",
+        "length_km",
+        "width_km",
+        "n_pixels",
+    ]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(rows, ignore_index=True)[columns]
+
+
+def event_table(events: pd.DataFrame, *, height: int = 260, width: int = 560) -> hv.Table:
+    """The event table as an ``hv.Table`` (rows selectable), rounded for reading."""
+    cols = [c for c in TABLE_COLUMNS if c in events.columns]
+    frame = events[cols].reset_index(drop=True).copy()
+    frame["time"] = pd.to_datetime(frame["time"])
+    num = frame.select_dtypes("number").columns
+    frame[num] = frame[num].round(1)
+    return hv.Table(frame).opts(height=height, width=width, selectable=True)
+
+
+def centred_window(da: xr.DataArray, lat: float, lon: float, half_deg: float) -> xr.DataArray:
+    """A (lat, lon) window of ``half_deg`` latitude around a point, centred in longitude.
+
+    Longitudes wrap: the window's ``lon`` coordinate runs continuously through the point
+    (values may leave 0..360), so an event on the seam sits in the middle of the map.
+    """
+    half_lon = min(180.0, half_deg / max(np.cos(np.radians(min(abs(lat), 80.0))), 0.2))
+    offset = (da.lon.values - lon + 180.0) % 360.0 - 180.0
+    cols = np.flatnonzero(np.abs(offset) <= half_lon)
+    cols = cols[np.argsort(offset[cols])]
+    window = da.isel(lon=cols).sel(lat=slice(lat - half_deg, lat + half_deg))
+    return window.assign_coords(lon=("lon", lon + offset[cols], da.lon.attrs))
+
+
+def event_map(
+    ds: xr.Dataset,
+    mask: xr.DataArray,
+    events: pd.DataFrame,
+    *,
+    channel: str = "TMQ",
+    half_deg: float = 20.0,
+    width: int = 560,
+    height: int = 320,
+) -> tuple[hv.Table, hv.DynamicMap]:
+    """The event table and a map linked to it by a ``Selection1D`` stream.
+
+    With no row selected the map shows the whole globe at the first step; selecting a row
+    shows that row's step, centred on the event (``half_deg`` degrees of latitude each side),
+    with the mask regions and a marker at the event's centre.
+    """
+    table = event_table(events)
+    rows = events.reset_index(drop=True)  # unrounded, same order as the table
+    selection = hv.streams.Selection1D(source=table)
+
+    def draw(index):
+        if not index:
+            field = field_image(ds, channel, 0) * mask_image(mask, 0)
+            return field.opts(width=width, height=height, title=f"{channel}: select an event")
+        ev = rows.iloc[index[0]]
+        t = ds.indexes["time"].get_loc(pd.Timestamp(ev.time))
+        sub = xr.Dataset(
+            {channel: centred_window(ds[channel].isel(time=t), ev.lat, ev.lon, half_deg)}
+        )
+        lab = centred_window(mask.isel(time=t), ev.lat, ev.lon, half_deg)
+        marker = hv.Points([(ev.lon, ev.lat)], ["lon", "lat"]).opts(
+            marker="x", size=14, color="black", line_width=3
+        )
+        title = (
+            f"{ev.class_name} {pd.Timestamp(ev.time):%Y-%m-%d %H:%M} at "
+            f"{ev.lat:.1f}N {ev.lon % 360:.1f}E"
+        )
+        view = field_image(sub, channel, 0).opts(framewise=True) * mask_image(lab, 0) * marker
+        return view.opts(width=width, height=height, title=title)
+
+    return table, hv.DynamicMap(draw, streams=[selection])
+
+
+def counts_over_time(
+    events: pd.DataFrame, *, times=None, width: int = 560, height: int = 220
+) -> hv.Overlay:
+    """Number of events of each class at each step (steps without events count zero)."""
+    ev = events.assign(time=pd.to_datetime(events["time"]))
+    counts = ev.groupby(["time", "class_name"]).size().unstack(fill_value=0)
+    index = pd.DatetimeIndex(times) if times is not None else counts.index
+    counts = counts.reindex(index=index, fill_value=0)
+    curves = [
+        hv.Curve(
+            (counts.index.values, counts.get(name, pd.Series(0, index)).values),
+            "time",
+            "events",
+            label=name,
+        ).opts(color=color)
+        for name, color in _COLORS.items()
+    ]
+    return hv.Overlay(curves).opts(
+        width=width, height=height, title="events per step", legend_position="top_left"
+    )
+
+
+def area_distribution(
+    events: pd.DataFrame, *, bins: int = 15, width: int = 560, height: int = 220
+) -> hv.Overlay:
+    """Histograms of event area (log10 km²) per class; needs an ``area_km2`` column."""
+    if "area_km2" not in events:
+        raise KeyError(
+            "the event table has no area_km2 column; make one with "
+            "events_from_mask(mask) or climnb.labels.label_dataset"
+        )
+    area = events["area_km2"].astype(float)
+    logs = np.log10(area[area > 0])
+    edges = np.histogram_bin_edges(logs, bins=bins) if logs.size else np.linspace(4, 7, bins + 1)
+    hists = []
+    for name, color in _COLORS.items():
+        sel = logs[events.loc[logs.index, "class_name"] == name]
+        freq, _ = np.histogram(sel, bins=edges)
+        hists.append(
+            hv.Histogram(
+                (edges, freq),
+                kdims=[hv.Dimension("log10_area", label="log10 area", unit="km²")],
+                vdims=["events"],
+                label=name,
+            ).opts(color=color, alpha=0.6)
+        )
+    return hv.Overlay(hists).opts(width=width, height=height, title="event areas")
+
+
+def event_view(
+    ds: xr.Dataset, mask: xr.DataArray, events: pd.DataFrame, *, channel: str = "TMQ"
+) -> hv.Layout:
+    """Event table, the linked map, event counts over time and the area distribution."""
+    table, dmap = event_map(ds, mask, events, channel=channel)
+    stats = [counts_over_time(events, times=ds.time.values)]
+    if "area_km2" in events:
+        stats.append(area_distribution(events))
+    return hv.Layout([table, dmap, *stats]).cols(2).opts(shared_axes=False)

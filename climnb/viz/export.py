@@ -1,0 +1,222 @@
+"""Files for papers and talks: a static figure (PNG) and an animation (GIF or MP4).
+
+Interactive views live in :mod:`climnb.viz.explorer`; these functions write files without a
+browser, with matplotlib (its ``Agg`` canvas), drawing the same picture: a channel in its own
+colour map with units, the class masks as translucent regions (cyclones red, rivers blue) and,
+optionally, a prediction as outlines. GIFs need only Pillow; MP4 needs ``ffmpeg`` on the PATH.
+
+Examples
+--------
+>>> import tempfile
+>>> from climnb.synthetic import make_dataset
+>>> ds, _ = make_dataset(n_time=2, seed=0)
+>>> out = tempfile.mkdtemp()
+>>> save_figure(ds, ds.truth, out + "/tmq.png").suffix
+'.png'
+>>> save_animation(ds, ds.truth, out + "/tmq.gif", fps=2).stat().st_size > 0
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from climnb.atomic import atomic_path
+from climnb.channels import CLASS_NAMES, channel
+from climnb.viz.fields import CLASS_COLORS
+
+__all__ = ["save_figure", "save_animation", "draw_step"]
+
+log = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("exporting figures needs matplotlib: pip install matplotlib") from err
+    return plt
+
+
+def draw_step(
+    ax,
+    ds: xr.Dataset,
+    mask: xr.DataArray | None,
+    name: str,
+    time: int,
+    *,
+    prediction: xr.DataArray | None = None,
+    alpha: float = 0.45,
+    clim=None,
+):
+    """Draw channel ``name`` at step ``time`` on a matplotlib axis, masks on top.
+
+    Returns the channel's image artist (for a colour bar or an animation).
+    """
+    from matplotlib.colors import ListedColormap
+
+    ch = channel(name)
+    field = ds[name].isel(time=time)
+    lon, lat = ds.lon.values, ds.lat.values
+    extent = (lon[0], lon[-1], lat[0], lat[-1])
+    im = ax.imshow(
+        field.values,
+        origin="lower",
+        extent=extent,
+        cmap=ch.cmap,
+        aspect="auto",
+        interpolation="nearest",
+        clim=clim,
+    )
+    if mask is not None:
+        m = mask.isel(time=time).values.astype(np.float32)
+        colors = ListedColormap([CLASS_COLORS[1], CLASS_COLORS[2]])
+        ax.imshow(
+            np.where(m > 0, m, np.nan),
+            origin="lower",
+            extent=extent,
+            cmap=colors,
+            vmin=0.5,
+            vmax=2.5,
+            alpha=alpha,
+            aspect="auto",
+            interpolation="nearest",
+        )
+    if prediction is not None:
+        p = prediction.isel(time=time).values
+        for k, color in CLASS_COLORS.items():
+            if (p == k).any():
+                ax.contour(
+                    lon, lat, (p == k).astype(float), levels=[0.5], colors=[color], linewidths=1.2
+                )
+    when = pd.Timestamp(ds.time.values[time])
+    ax.set_title(f"{name} [{ch.units}]  {when:%Y-%m-%d %H:%M}")
+    ax.set_xlabel("longitude (°E)")
+    ax.set_ylabel("latitude (°N)")
+    return im
+
+
+def _legend(ax, prediction: bool) -> None:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [
+        Patch(color=c, alpha=0.6, label=CLASS_NAMES[k].replace("_", " "))
+        for k, c in CLASS_COLORS.items()
+    ]
+    if prediction:
+        handles += [Line2D([], [], color="k", lw=1.2, label="prediction (outline)")]
+    ax.legend(handles=handles, loc="lower left", fontsize="small", framealpha=0.8)
+
+
+def save_figure(
+    ds: xr.Dataset,
+    mask: xr.DataArray | None,
+    path: PathLike,
+    *,
+    channel: str = "TMQ",
+    time: int = 0,
+    prediction: xr.DataArray | None = None,
+    size: tuple[float, float] = (8.0, 4.2),
+    dpi: int = 150,
+) -> Path:
+    """Write a PNG (or any matplotlib format, by suffix) of one step, atomically.
+
+    Parameters
+    ----------
+    ds : fields (time, lat, lon).
+    mask : class mask drawn as translucent regions (labels or truth), or ``None``.
+    path : file to write.
+    channel : the channel in the background.
+    time : step index.
+    prediction : a second mask drawn as outlines.
+    size, dpi : figure size (inches) and resolution.
+    """
+    plt = _pyplot()
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=size, layout="constrained")
+    try:
+        im = draw_step(ax, ds, mask, channel, time, prediction=prediction)
+        fig.colorbar(im, ax=ax, label=f"{channel} [{_units(channel)}]")
+        _legend(ax, prediction is not None)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _units(name: str) -> str:
+    return channel(name).units
+
+
+def save_animation(
+    ds: xr.Dataset,
+    mask: xr.DataArray | None,
+    path: PathLike,
+    *,
+    channel: str = "TMQ",
+    times: Sequence[int] | None = None,
+    prediction: xr.DataArray | None = None,
+    fps: float = 4.0,
+    size: tuple[float, float] = (8.0, 4.2),
+    dpi: int = 100,
+) -> Path:
+    """Write an animation of ``channel`` over ``times`` (default all steps): GIF or MP4.
+
+    The format follows the suffix: ``.gif`` (Pillow) or ``.mp4`` (needs ``ffmpeg``). The
+    colour range is fixed over the animation so that frames compare. Written atomically.
+    """
+    from matplotlib import animation
+
+    plt = _pyplot()
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".gif":
+        writer = animation.PillowWriter(fps=fps)
+    elif suffix == ".mp4":
+        if shutil.which("ffmpeg") is None:
+            raise RuntimeError(
+                "MP4 needs ffmpeg on the PATH (apt-get install ffmpeg); or write a .gif"
+            )
+        writer = animation.FFMpegWriter(fps=fps)
+    else:
+        raise ValueError(f"animation format {suffix!r} not supported: use .gif or .mp4")
+    steps = list(range(ds.sizes["time"])) if times is None else list(times)
+    field = ds[channel].isel(time=steps)
+    clim = (float(field.min()), float(field.max()))
+    fig, ax = plt.subplots(figsize=size, layout="constrained")
+    try:
+        im = draw_step(ax, ds, mask, channel, steps[0], prediction=prediction, clim=clim)
+        fig.colorbar(im, ax=ax, label=f"{channel} [{_units(channel)}]")
+
+        def frame(i):
+            ax.clear()
+            draw_step(ax, ds, mask, channel, i, prediction=prediction, clim=clim)
+            _legend(ax, prediction is not None)
+
+        anim = animation.FuncAnimation(fig, frame, frames=steps, blit=False)
+        with atomic_path(path) as tmp:
+            named = tmp.with_suffix(suffix)  # the writers pick the format from the suffix
+            try:
+                anim.save(named, writer=writer, dpi=dpi)
+                named.rename(tmp)
+            finally:
+                named.unlink(missing_ok=True)
+    finally:
+        plt.close(fig)
+    log.info("wrote %d frames to %s", len(steps), path)
+    return path

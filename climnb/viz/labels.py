@@ -1,0 +1,75 @@
+"""Views of label generation: the thresholded vapour transport and labels over time.
+
+The functions return HoloViews objects and never call ``hv.extension``.
+
+Examples
+--------
+>>> from climnb.synthetic import make_dataset
+>>> from climnb.labels import compute, label_dataset
+>>> from climnb.viz.labels import ivt_threshold_map, labels_over_time
+>>> ds, _ = make_dataset(n_time=2)
+>>> type(ivt_threshold_map(ds)).__name__
+'Overlay'
+>>> labels, _ = compute(*label_dataset(ds))
+>>> labels_over_time(ds, labels).kdims[0].name
+'time'
+"""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import xarray as xr
+
+from climnb.io.netcdf import normalize
+from climnb.labels.ar import river_strength
+from climnb.labels.config import ARConfig
+from climnb.viz.fields import channel_over_time
+
+__all__ = ["ivt_threshold_map", "labels_over_time"]
+
+
+def ivt_threshold_map(
+    ds: xr.Dataset,
+    *,
+    time: int = 0,
+    config: ARConfig | None = None,
+    width: int = 640,
+    height: int = 320,
+) -> hv.Overlay:
+    """The damped river-strength field (IVT proxy by default) and the pixels above its threshold.
+
+    The title gives the per-step percentile threshold; pixels above it are shaded grey.
+    """
+    config = config or ARConfig()
+    step = ds.isel(time=time) if "time" in ds.dims else ds
+    fields = {k: step[k].values for k in ("TMQ", "U850", "V850", "IVT") if k in step}
+    strength = river_strength(fields, step.lat.values, config)
+    threshold = float(np.percentile(strength, config.percentile))
+    name = "IVT proxy" if config.field == "ivt" and "IVT" not in fields else config.field.upper()
+    da = xr.DataArray(strength, coords={"lat": step.lat, "lon": step.lon}, dims=("lat", "lon"))
+    image = hv.Image(da, kdims=["lon", "lat"], vdims=[hv.Dimension("strength", label=name)])
+    above = da.where(da > threshold).notnull().astype(np.float32)
+    shade = hv.Image(above.where(above > 0), kdims=["lon", "lat"], vdims=["above"])
+    title = f"damped {name}; {config.percentile:g}th percentile = {threshold:.3g} (grey: above)"
+    return image.opts(cmap="YlGnBu", colorbar=True, width=width, height=height, title=title) * (
+        shade.opts(cmap=["#555555"], alpha=0.35, clipping_colors={"NaN": "transparent"})
+    )
+
+
+def labels_over_time(
+    ds: xr.Dataset,
+    labels: xr.DataArray,
+    *,
+    channel: str = "TMQ",
+    width: int = 640,
+    height: int = 320,
+) -> hv.HoloMap:
+    """Channel ``channel`` with the label masks overlaid (TC red, AR blue), with a time slider."""
+    ds = normalize(ds)  # the labels are on the normalised grid
+    missing = set(labels.time.values) - set(ds.time.values)
+    if missing:
+        raise ValueError(f"labels have {len(missing)} time steps that the dataset lacks")
+    return channel_over_time(
+        ds.sel(time=labels.time), channel, mask=labels, width=width, height=height
+    )

@@ -1,0 +1,188 @@
+"""The tf.data input pipeline: order, sharding, normalisation, channels, weights, buffers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from climnb.channels import CHANNEL_NAMES
+from climnb.io.reader import BatchLoader, SampleReader
+from climnb.io.samples import SampleError, read_sample, write_samples
+from climnb.io.stats import compute_stats
+from climnb.pipeline import PipelineConfig, epoch_order, shard_files
+
+WEIGHTS = [0.5, 20.0, 4.0]
+
+
+@pytest.fixture(scope="module")
+def files(toy, tmp_path_factory):
+    ds = toy[0]
+    return write_samples(ds, ds.truth, tmp_path_factory.mktemp("pipe"))
+
+
+@pytest.fixture(scope="module")
+def stats(files):
+    return compute_stats(files)
+
+
+def expected(path, stats, channels=None):
+    """What the pipeline should deliver for one file, computed the plain way."""
+    data, labels = read_sample(path)
+    idx = [CHANNEL_NAMES.index(c) for c in channels] if channels else list(range(16))
+    lo, hi = stats.minval[idx], stats.maxval[idx]
+    x = (data[..., idx].astype(np.float64) - lo) / (hi - lo)
+    return x, labels.astype(np.int32), np.asarray(WEIGHTS, np.float32)[labels]
+
+
+def test_import_does_not_start_tensorflow():
+    code = "import climnb.pipeline, climnb.staging, sys; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_epoch_order_is_seeded_per_epoch():
+    a, b = epoch_order(20, seed=5, epoch=0), epoch_order(20, seed=5, epoch=1)
+    assert sorted(a) == list(range(20)) and sorted(b) == list(range(20))
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(a, epoch_order(20, seed=5, epoch=0))
+    np.testing.assert_array_equal(b, epoch_order(20, seed=4, epoch=2))  # seed + epoch
+
+
+def test_shards_are_disjoint_and_cover(files):
+    shards = [shard_files(files[::-1], r, 3) for r in range(3)]
+    assert sorted(f for s in shards for f in s) == sorted(files)
+    assert [len(s) for s in shards] == [3, 3, 2]
+    with pytest.raises(ValueError):
+        shard_files(files, 3, 3)
+
+
+@pytest.mark.parametrize("channels", [None, ("PSL", "TMQ", "PRECT")], ids=["all", "subset"])
+def test_reader_normalises_subsets_and_weights(files, stats, channels):
+    reader = SampleReader(files, stats, channels=channels, class_weights=WEIGHTS, block_rows=7)
+    x, y, w = reader.read([3, 0])
+    for k, i in enumerate([3, 0]):
+        ex, ey, ew = expected(files[i], stats, channels)
+        np.testing.assert_allclose(x[k], ex, atol=2e-6)
+        np.testing.assert_array_equal(y[k], ey)
+        np.testing.assert_array_equal(w[k], ew)
+    assert x.dtype == np.float32 and y.dtype == np.int32 and w.dtype == np.float32
+
+
+def test_foreign_chunked_file_takes_the_h5py_path(files, stats, tmp_path):
+    data, labels = read_sample(files[1])
+    path = tmp_path / "data-2106-01-01-00-1.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("climate/data", data=data, chunks=(8, 8, 16), compression="gzip")
+        f.create_dataset("climate/labels_0", data=labels.astype(np.float32))
+    x, y, w = SampleReader([path], stats, class_weights=WEIGHTS).read([0])
+    ex, ey, ew = expected(files[1], stats)
+    np.testing.assert_allclose(x[0], ex, atol=2e-6)
+    np.testing.assert_array_equal(y[0], ey)
+    np.testing.assert_array_equal(w[0], ew)
+
+
+def test_reader_errors(files, stats, tmp_path):
+    with pytest.raises(SampleError, match="no sample files"):
+        SampleReader([], stats)
+    with pytest.raises(ValueError, match="unknown channel"):
+        SampleReader(files, stats, channels=("NOPE",))
+    with pytest.raises(SampleError, match="statistics have 2 channels"):
+        SampleReader(files, stats.select([0, 1]))
+    bad = tmp_path / files[0].name
+    bad.write_bytes(files[0].read_bytes())
+    reader = SampleReader([bad], stats)
+    with open(bad, "r+b") as f:  # truncated after the pipeline was built
+        f.truncate(reader.infos[0].data_offset + 1000)
+    with pytest.raises(SampleError, match=f"{bad}: truncated"):
+        reader.read([0])
+
+
+@pytest.fixture(scope="module")
+def tf():
+    return pytest.importorskip("tensorflow")
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-thread", "processes"])
+def test_dataset_epochs_order_and_values(files, stats, tf, workers):
+    from climnb.pipeline import make_dataset
+
+    cfg = PipelineConfig(batch_size=3, seed=7, workers=workers, prefetch=2)
+    ds = make_dataset(files, stats, class_weights=WEIGHTS, epochs=2, config=cfg)
+    batches = list(ds)  # all kept alive: reused buffers must not overwrite them
+    assert [int(b[0].shape[0]) for b in batches] == [3, 3, 2, 3, 3, 2]
+    order = [files[i] for e in (0, 1) for i in epoch_order(len(files), seed=7, epoch=e)]
+    got = [(x[k], y[k], w[k]) for x, y, w in batches for k in range(x.shape[0])]
+    assert len(got) == len(order)
+    for (x, y, w), path in zip(got, order, strict=True):
+        ex, ey, ew = expected(path, stats)
+        np.testing.assert_allclose(x.numpy(), ex, atol=2e-6)
+        np.testing.assert_array_equal(y.numpy(), ey)
+        np.testing.assert_array_equal(w.numpy(), ew)
+    x, y, w = batches[0]
+    assert x.dtype == tf.float32 and y.dtype == tf.int32 and w.dtype == tf.float32
+    assert ds.element_spec[0].shape.as_list() == [None, 96, 144, 16]
+
+
+def test_dataset_shards_by_rank_and_drops_remainder(files, stats, tf):
+    from climnb.pipeline import make_dataset
+
+    seen = []
+    for rank in range(2):
+        cfg = PipelineConfig(batch_size=2, drop_remainder=True, channels=("TMQ",))
+        ds = make_dataset(files, stats, rank=rank, size=2, config=cfg)
+        for x, y, _ in ds:
+            assert x.shape == (2, 96, 144, 1)
+            seen += [int(v) for v in np.asarray(y).reshape(2, -1).sum(1)]
+    # every file once: the label sums identify the files
+    want = sorted(int(read_sample(f)[1].astype(int).sum()) for f in files)
+    assert sorted(seen) == want
+
+
+def test_buffers_are_reused_when_tensors_are_dropped(files, stats, tf, monkeypatch):
+    import climnb.pipeline as pipeline
+
+    made = []
+
+    class Spy(BatchLoader):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    monkeypatch.setattr(pipeline, "BatchLoader", Spy)
+    cfg = PipelineConfig(batch_size=2, prefetch=1, read_ahead=2)
+    n = sum(1 for _ in pipeline.make_dataset(files, stats, epochs=6, config=cfg))
+    assert n == 24
+    assert 1 <= made[0].slots_made <= 6  # 24 batches read into a handful of buffers
+    assert not made[0]._procs  # the readers stopped after the last batch
+
+
+def test_loader_reports_bad_file_from_worker(files, stats, tmp_path):
+    bad = tmp_path / files[0].name
+    bad.write_bytes(files[0].read_bytes())
+    reader = SampleReader([bad, files[1]], stats)
+    with open(bad, "r+b") as f:
+        f.truncate(reader.infos[0].data_offset + 1000)
+    loader = BatchLoader(reader, 2, workers=1)
+    try:
+        with pytest.raises(SampleError, match=f"{bad}: truncated"):
+            loader.get("k", [1, 0])
+        x, y, w = loader.get("ok", [1])  # the loader is still usable
+        np.testing.assert_array_equal(y[0], read_sample(files[1])[1])
+    finally:
+        loader.close()
+
+
+def test_dataset_error_names_file(files, stats, tmp_path, tf):
+    from climnb.pipeline import make_dataset
+
+    bad = tmp_path / files[0].name
+    bad.write_bytes(files[0].read_bytes())
+    ds = make_dataset([bad], stats, config=PipelineConfig(workers=1))
+    with open(bad, "r+b") as f:
+        f.truncate(100_000)
+    with pytest.raises(tf.errors.OpError, match="truncated"):
+        list(ds)

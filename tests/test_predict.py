@@ -1,0 +1,227 @@
+"""Inference: the model bundle, padding, grid conventions, sample files and the CLI.
+
+Most tests use a *pointwise* network (one 1x1 convolution with fixed weights), whose output at a
+pixel depends only on that pixel's normalised channels: the expected classes can then be
+computed in NumPy, so padding, cropping, normalisation and grid handling are checked exactly.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from climnb.channels import CHANNEL_NAMES
+from climnb.cli import main
+from climnb.predict import (
+    META_FILE,
+    MODEL_FILE,
+    BundleError,
+    load_bundle,
+    pad_fields,
+    predict,
+    save_bundle,
+)
+from climnb.synthetic import make_dataset
+
+keras = pytest.importorskip(
+    "keras", reason="inference needs TensorFlow/Keras: pip install 'climnb[train]'"
+)
+
+# logits = W . normalised channels: class 1 where TMQ is high, class 2 where PSL is low
+_W = np.zeros((16, 3), np.float32)
+_W[CHANNEL_NAMES.index("TMQ"), 1] = 10.0
+_W[CHANNEL_NAMES.index("PSL"), 2] = -10.0
+_B = np.array([0.0, -7.0, 2.0], np.float32)
+
+
+@pytest.fixture(scope="module")
+def data(toy):
+    ds, _ = toy
+    return ds.isel(time=slice(0, 5))
+
+
+@pytest.fixture(scope="module")
+def stats(data):
+    lo, hi = data.min(), data.max()
+    return (
+        np.array([float(lo[c]) for c in CHANNEL_NAMES]),
+        np.array([float(hi[c]) for c in CHANNEL_NAMES]),
+    )
+
+
+@pytest.fixture(scope="module")
+def pointwise(tmp_path_factory, stats):
+    inp = keras.Input((None, None, 16))
+    conv = keras.layers.Conv2D(3, 1, name="pointwise")
+    model = keras.Model(inp, conv(inp))
+    conv.set_weights([_W[None, None], _B])
+    path = tmp_path_factory.mktemp("bundles") / "pointwise"
+    return save_bundle(
+        model,
+        path,
+        channels=CHANNEL_NAMES,
+        minval=stats[0],
+        maxval=stats[1],
+        name="pointwise",
+        preset="test",
+        stride=16,
+        extra={"epoch": 3},
+    )
+
+
+def expected(ds, stats):
+    x = np.stack([ds[c].values for c in CHANNEL_NAMES], axis=-1).astype(np.float64)
+    x = (x - stats[0]) / (stats[1] - stats[0])
+    return (x @ _W + _B).argmax(axis=-1).astype(np.uint8)
+
+
+def test_bundle_files_and_metadata(pointwise, stats):
+    assert sorted(p.name for p in pointwise.iterdir()) == [META_FILE, MODEL_FILE]
+    meta = json.loads((pointwise / META_FILE).read_text())
+    assert meta["channels"] == list(CHANNEL_NAMES)
+    assert meta["model"]["stride"] == 16 and meta["model"]["n_classes"] == 3
+    assert meta["extra"] == {"epoch": 3}
+    b = load_bundle(pointwise)
+    np.testing.assert_array_equal(b.minval, stats[0])
+    assert b.input_shape == (None, None, 16) and b.class_names[1] == "tropical_cyclone"
+
+
+def test_save_replaces_a_bundle_whole(pointwise, stats, tmp_path):
+    model = load_bundle(pointwise).model()
+    path = tmp_path / "b"
+    for epoch in (1, 2):
+        save_bundle(
+            model,
+            path,
+            channels=CHANNEL_NAMES,
+            minval=stats[0],
+            maxval=stats[1],
+            name="pointwise",
+            preset="test",
+            stride=8,
+            extra={"epoch": epoch},
+        )
+    assert load_bundle(path).extra == {"epoch": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["b"]  # no temporaries left behind
+    with pytest.raises(BundleError, match="one value per channel"):
+        save_bundle(
+            model,
+            tmp_path / "c",
+            channels=CHANNEL_NAMES,
+            minval=[0.0],
+            maxval=[1.0],
+            name="x",
+            preset="y",
+            stride=8,
+        )
+
+
+def test_load_bundle_errors(tmp_path):
+    with pytest.raises(BundleError, match="no such directory"):
+        load_bundle(tmp_path / "missing")
+    with pytest.raises(BundleError, match="climnb.json"):
+        load_bundle(tmp_path)
+
+
+def test_pad_fields_wraps_longitude_and_reflects_latitude():
+    x = np.arange(5 * 6, dtype=np.float32).reshape(1, 5, 6, 1)
+    padded, (rows, cols) = pad_fields(x, 4)
+    assert padded.shape == (1, 8, 8, 1)
+    np.testing.assert_array_equal(padded[:, rows, cols], x)
+    # one column each side: the last column before the first, the first after the last
+    np.testing.assert_array_equal(padded[0, rows, 0, 0], x[0, :, -1, 0])
+    np.testing.assert_array_equal(padded[0, rows, -1, 0], x[0, :, 0, 0])
+    # latitude: 3 rows added, 1 before (reflecting row 1) and 2 after (rows 3, 2)
+    np.testing.assert_array_equal(padded[0, 0, cols, 0], x[0, 1, :, 0])
+    np.testing.assert_array_equal(padded[0, -2:, cols, 0], x[0, [3, 2], :, 0])
+
+
+@pytest.mark.parametrize(
+    "shape", [(96, 144), (90, 140), (37, 61)], ids=lambda s: "x".join(map(str, s))
+)
+def test_predict_matches_pointwise_network(pointwise, data, stats, shape):
+    south = (96 - shape[0]) // 2  # keep the tropics and mid-latitudes, where the events are
+    ds = data.isel(lat=slice(south, south + shape[0]), lon=slice(0, shape[1]))
+    pred = predict(pointwise, ds, batch_size=2)
+    assert pred.dims == ("time", "lat", "lon") and pred.dtype == np.uint8
+    xr.testing.assert_equal(pred.lat, ds.lat)
+    np.testing.assert_array_equal(pred.values, expected(ds, stats))
+    assert {1, 2} <= set(np.unique(pred.values))  # the test network finds both classes
+
+
+def test_predict_lazy_input_and_probabilities(pointwise, data, stats):
+    out = predict(pointwise, data.chunk({"time": 1}), probabilities=True, batch_size=3)
+    assert set(out.data_vars) == {"prediction", "probability"}
+    p = out.probability
+    assert p.dims == ("time", "lat", "lon", "class") and p.dtype == np.float32
+    np.testing.assert_allclose(p.sum("class"), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(p.argmax("class").values, out.prediction.values)
+    np.testing.assert_array_equal(out.prediction.values, expected(data, stats))
+
+
+def test_predict_other_grid_conventions(pointwise, data):
+    canonical = predict(pointwise, data)
+    flipped = data.isel(lat=slice(None, None, -1)).roll(lon=72, roll_coords=True)
+    flipped = flipped.assign_coords(lon=(flipped.lon + 180) % 360 - 180)  # -180..180
+    flipped = flipped.rename(lat="latitude", lon="longitude")
+    pred = predict(pointwise, flipped)
+    np.testing.assert_array_equal(pred.lat.values, flipped.latitude.values)
+    np.testing.assert_array_equal(pred.lon.values, flipped.longitude.values)
+    back = pred.assign_coords(lon=pred.lon % 360).sortby(["lat", "lon"])
+    np.testing.assert_array_equal(back.values, canonical.values)
+    assert predict(pointwise, flipped, grid="canonical").lon.values[0] == 0.0
+
+
+def test_missing_channels_are_named(pointwise, data):
+    with pytest.raises(BundleError, match=r"lacks channel\(s\) PSL, ZBOT"):
+        predict(pointwise, data.drop_vars(["PSL", "ZBOT"]))
+
+
+def test_predict_sample_files(pointwise, data, tmp_path):
+    from climnb.io.samples import write_samples
+
+    write_samples(data, data.truth, tmp_path)
+    pred = predict(pointwise, tmp_path)
+    xr.testing.assert_equal(pred.drop_vars("file"), predict(pointwise, data))
+    assert pred.file.size == data.sizes["time"]
+
+
+def test_fixed_size_network_is_rebuilt_for_other_grids(data, stats, tmp_path):
+    from climnb.models import build_model
+
+    model = build_model("tiramisu", (96, 144, 16), preset="toy")
+    path = save_bundle(
+        model,
+        tmp_path / "t",
+        channels=CHANNEL_NAMES,
+        minval=stats[0],
+        maxval=stats[1],
+        name="tiramisu",
+        preset="toy",
+    )
+    bundle = load_bundle(path)
+    assert bundle.stride == 16 and bundle.input_shape == (96, 144, 16)
+    other, _ = make_dataset(n_time=1, n_lat=100, n_lon=150, seed=2)  # not multiples of 16
+    pred = predict(bundle, other)
+    assert pred.shape == (1, 100, 150)
+    rebuilt = bundle.model(112, 160)
+    assert rebuilt.input_shape == (None, 112, 160, 16)
+    for a, b in zip(rebuilt.get_weights(), bundle.model().get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_cli_writes_netcdf(pointwise, data, stats, tmp_path, capsys):
+    src = tmp_path / "in.nc"
+    data.to_netcdf(src)
+    out = tmp_path / "out.nc"
+    argv = ["predict", "--model", str(pointwise), str(src), "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    assert "5 steps segmented" in capsys.readouterr().out
+    with xr.open_dataset(out) as saved:
+        assert saved.prediction.dtype == np.uint8
+        np.testing.assert_array_equal(saved.prediction.values, expected(data, stats))
+    assert main(["predict", "--model", str(tmp_path), str(src), "--out", str(out)]) == 2
+    assert "not a climnb model bundle" in capsys.readouterr().err

@@ -1,0 +1,219 @@
+"""The segmentation explorer and the event views: HoloViews objects checked by type, dims, data.
+
+The label is the synthetic truth and the "prediction" a perturbed copy of it with a known false
+positive box, a known missed river and a known wrong-class storm, so every number is analytic.
+"""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
+from climnb.viz.events import (
+    area_distribution,
+    centred_window,
+    counts_over_time,
+    event_map,
+    event_view,
+    events_from_mask,
+)
+from climnb.viz.explorer import (
+    ExplorerConfig,
+    decimate,
+    disagreement,
+    disagreement_codes,
+    field_image,
+    iou_over_time,
+    mask_contours,
+    segmentation_explorer,
+    step_iou,
+)
+
+FP_BOX = (slice(10, 14), slice(20, 30))  # rows, columns forced to TC in the prediction
+
+
+@pytest.fixture(scope="module")
+def data(toy):
+    return toy[0].isel(time=slice(0, 4))
+
+
+@pytest.fixture(scope="module")
+def prediction(data):
+    """Truth with: a TC box near the south pole (FP), rivers dropped at step 1 (FN), storms
+    called rivers at step 2 (wrong class)."""
+    pred = data.truth.copy()
+    pred[(slice(None), *FP_BOX)] = 1
+    pred[1] = xr.where(pred[1] == 2, 0, pred[1])
+    pred[2] = xr.where(data.truth[2] == 1, 2, pred[2])
+    return pred.rename("prediction")
+
+
+def test_explorer_layout_keys_and_panels(data, prediction):
+    layout = segmentation_explorer(data, data.truth, prediction)
+    assert isinstance(layout, hv.Layout) and len(layout) == 5
+    dmaps = list(layout)
+    assert all(isinstance(d, hv.DynamicMap) for d in dmaps)
+    channel, time = dmaps[0].kdims
+    assert (channel.name, time.name) == ("channel", "time")
+    assert list(channel.values) == list(CHANNEL_NAMES) and channel.default == "TMQ"
+    assert len(time.values) == data.sizes["time"]
+    frame = dmaps[0][("PSL", time.values[1])]
+    field = frame.Image.I
+    assert field.vdims[0].name == "PSL" and field.vdims[0].unit == "Pa"
+    np.testing.assert_allclose(
+        field.dimension_values(2, flat=False), data.PSL.isel(time=1).values, rtol=1e-6
+    )
+    assert field.opts.get().kwargs["cmap"] == "viridis"
+    assert len(frame.Contours) == 2  # prediction outlines, one per class
+    assert isinstance(dmaps[4][("TMQ", time.values[0])], hv.Bars)
+    assert "disagreement" in dmaps[1][("TMQ", time.values[0])].opts.get().kwargs["title"]
+    assert dmaps[2][("TMQ", time.values[0])].opts.get().kwargs["title"] == "label"
+
+
+def test_explorer_prediction_as_regions_and_bad_grid(data, prediction):
+    cfg = ExplorerConfig(prediction_style="regions", channels=("TMQ", "PRECT", "IVT"))
+    layout = segmentation_explorer(data, data.truth, prediction, config=cfg)
+    channel, time = layout.DynamicMap.I.kdims
+    assert list(channel.values) == ["TMQ", "PRECT"]  # IVT is not in the data
+    frame = layout.DynamicMap.I[("PRECT", time.values[0])]
+    assert len(frame.Image) == 3
+    with pytest.raises(ValueError, match="grid"):
+        segmentation_explorer(data, data.truth, prediction.isel(lat=slice(0, 10)))
+    with pytest.raises(ValueError, match="prediction_style"):
+        ExplorerConfig(prediction_style="dots")
+
+
+def test_disagreement_codes(data, prediction):
+    code = disagreement_codes(data.truth, prediction)
+    truth = data.truth.values
+    fp = (prediction.values > 0) & (truth == 0)
+    np.testing.assert_array_equal(code.values == 1, fp)
+    np.testing.assert_array_equal(code.values[1] == 2, truth[1] == 2)  # the dropped rivers
+    np.testing.assert_array_equal(code.values[2] == 3, truth[2] == 1)  # storms as rivers
+    img = disagreement(data.truth, prediction, 1)
+    assert img.vdims[0].name == "disagreement"
+    assert f"false negative {int((truth[1] == 2).sum())}" in img.opts.get().kwargs["title"]
+
+
+def test_step_iou_is_analytic(data, prediction):
+    bars = step_iou(data.truth, prediction, 1)
+    frame = bars.dframe().set_index("class")
+    truth, pred = data.truth.values[1], prediction.values[1]
+    for k, name in enumerate(CLASS_NAMES):
+        inter = ((truth == k) & (pred == k)).sum()
+        union = ((truth == k) | (pred == k)).sum()
+        expected = inter / union if union else np.nan
+        np.testing.assert_allclose(frame.loc[name, "IoU"], expected)
+    assert frame.loc["atmospheric_river", "IoU"] == 0.0  # all rivers dropped at step 1
+    assert step_iou(data.truth, data.truth, 0).dframe()["IoU"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_iou_over_time(data, prediction):
+    curves, table = iou_over_time(data.truth, prediction)
+    assert isinstance(curves, hv.Overlay) and len(curves) == 3
+    assert list(table["class"]) == list(CLASS_NAMES)
+    ar = table.set_index("class").loc["atmospheric_river"]
+    assert ar["IoU (worst step)"] == 0.0 and 0 < ar["IoU (period)"] < 1
+
+
+def test_decimate_limits_pixels_and_follows_range():
+    full = xr.DataArray(
+        np.random.default_rng(0).random((768, 1152), dtype=np.float32),
+        coords={"lat": np.linspace(-90, 90, 768), "lon": np.arange(1152) * 360 / 1152},
+        dims=("lat", "lon"),
+    )
+    small = decimate(full, max_shape=(360, 540))
+    assert small.sizes["lat"] <= 360 and small.sizes["lon"] <= 540
+    np.testing.assert_allclose(float(small.mean()), float(full.mean()), atol=1e-3)
+    zoom = decimate(full, x_range=(100, 140), y_range=(-10, 10), max_shape=(360, 540))
+    np.testing.assert_array_equal(
+        zoom.values, full.sel(lon=slice(100, 140), lat=slice(-10, 10)).values
+    )  # full res
+    nearest = decimate((full > 0.5).astype(np.uint8), max_shape=(100, 100), how="nearest")
+    assert set(np.unique(nearest.values)) <= {0, 1}
+
+
+def test_field_image_full_size_is_decimated():
+    from climnb.synthetic import make_dataset
+
+    ds, _ = make_dataset(n_time=1, n_lat=768, n_lon=1152, seed=0)
+    img = field_image(ds, "TMQ", 0, max_shape=(360, 540))
+    assert img.dimension_values(2, flat=False).shape == (256, 384)
+    assert isinstance(mask_contours(ds.truth, 0), hv.Overlay)
+
+
+def test_events_from_mask(data):
+    events = events_from_mask(data.truth)
+    assert set(events.class_name) == {"tropical_cyclone", "atmospheric_river"}
+    assert events.groupby("time").size().min() >= 3
+    cells = np.cos(np.radians(data.lat.values))[:, None] * np.ones(data.sizes["lon"])
+    assert (events.area_km2 > 0).all() and len(cells)
+    n = events.groupby(["time", "class_id"]).n_pixels.sum()
+    for (t, k), count in n.items():
+        assert count == int((data.truth.sel(time=t) == k).sum())
+
+
+def test_centred_window_across_the_seam(data):
+    win = centred_window(data.TMQ.isel(time=0), 10.0, 359.0, 20.0)
+    lon = win.lon.values
+    assert lon.min() < 359.0 < lon.max() and lon.max() > 360.0  # runs on through the seam
+    assert np.all(np.diff(lon) > 0)
+    assert abs(lon.mean() - 359.0) < 2.5 and abs(win.lat.values.mean() - 10.0) < 2.0
+
+
+def test_event_map_centres_on_the_selected_event(data):
+    events = events_from_mask(data.truth)
+    table, dmap = event_map(data, data.truth, events)
+    assert isinstance(table, hv.Table) and "class_name" in [d.name for d in table.dimensions()]
+    whole = dmap[()].Image.I
+    assert whole.range("lon")[1] - whole.range("lon")[0] > 300
+    i = int(np.argmax(events.area_km2.values))
+    dmap.streams[0].event(index=[i])
+    view = dmap[()]
+    lon0, lon1 = view.Image.I.range("lon")
+    lat0, lat1 = view.Image.I.range("lat")
+    ev = events.iloc[i]
+    assert abs((lon0 + lon1) / 2 - ev.lon) < 5 and lat0 < ev.lat < lat1
+    assert view.Points.I.dimension_values("lon")[0] == pytest.approx(ev.lon)
+
+
+def test_event_statistics(data):
+    events = events_from_mask(data.truth)
+    counts = counts_over_time(events, times=data.time.values)
+    tc = counts.Curve.Tropical_cyclone
+    expected = events[events.class_id == 1].groupby("time").size().values
+    np.testing.assert_array_equal(tc.dimension_values("events"), expected)
+    hist = area_distribution(events)
+    assert sum(h.dimension_values("events").sum() for h in hist) == len(events)
+    layout = event_view(data, data.truth, events)
+    assert len(layout) == 4
+    with pytest.raises(KeyError, match="area_km2"):
+        area_distribution(pd.DataFrame({"class_name": []}))
+
+
+def test_views_render_with_bokeh(data, prediction):
+    layout = segmentation_explorer(data, data.truth, prediction)
+    model = hv.render(layout, backend="bokeh")
+    assert type(model).__name__ in ("GridPlot", "Column", "Row", "GridBox")
+
+
+def test_export_png_and_gif(data, prediction, tmp_path):
+    from PIL import Image
+
+    from climnb.viz.export import save_animation, save_figure
+
+    png = save_figure(
+        data, data.truth, tmp_path / "fig.png", channel="PSL", time=1, prediction=prediction, dpi=80
+    )
+    with Image.open(png) as im:
+        assert im.format == "PNG" and im.size == (640, 336)  # 8 x 4.2 inches at 80 dpi
+    gif = save_animation(data, data.truth, tmp_path / "anim.gif", times=[0, 1, 2], dpi=40)
+    with Image.open(gif) as im:
+        assert im.format == "GIF" and im.n_frames == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["anim.gif", "fig.png"]
+    with pytest.raises(ValueError, match="gif or .mp4"):
+        save_animation(data, data.truth, tmp_path / "anim.avi")
