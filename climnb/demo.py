@@ -1,9 +1,14 @@
 """The whole workflow on toy data: execute the numbered notebooks in order with papermill.
 
 Each notebook ``notebooks/NN_*.ipynb`` is executed top to bottom (its ``parameters`` cell
-overridden by ``parameters``) into ``reports/NN_*.ipynb`` and rendered to HTML beside it. The
+overridden by :data:`WORKFLOW`) into ``reports/NN_*.ipynb`` and rendered to HTML beside it. The
 notebooks run with the notebooks folder as working directory, as in JupyterLab, so the toy data
 land in ``notebooks/data/toy`` whether a person or the demo runs them.
+
+:data:`WORKFLOW` chains them into the paper's workflow: synthetic fields (00) -> heuristic
+labels (01) -> sample files, stats and staging onto two simulated nodes (02) -> the networks
+(03) -> Horovod training on two MPI engines (04) -> inference on held-out data and the views
+(05). Each notebook also runs alone with its own defaults.
 """
 
 from __future__ import annotations
@@ -23,6 +28,18 @@ log = logging.getLogger(__name__)
 __all__ = ["DemoConfig", "NotebookRun", "find_notebooks", "run_notebook", "run_demo"]
 
 
+#: Parameters that chain the notebooks into the whole workflow on toy data.
+WORKFLOW: dict[str, dict] = {
+    "00": {"n_time": 96, "out_path": "data/toy/fields.nc"},
+    "01": {"input_path": "data/toy/fields.nc", "out_path": "data/toy/labelled.nc"},
+    "02": {"input_path": "data/toy/labelled.nc", "workdir": "data/toy"},
+    "04": {"data_dir": "data/toy/shared", "out_dir": "runs/toy", "epochs": 12},
+    "05": {"model_path": "runs/toy/model", "data_path": "data/toy/heldout.nc"},
+}
+#: What the workflow writes (relative to the notebooks folder); removed before a clean run.
+OUTPUTS = ("data/toy", "runs/toy")
+
+
 @dataclass(frozen=True)
 class DemoConfig:
     """Settings of ``climnb demo``.
@@ -32,7 +49,8 @@ class DemoConfig:
     notebooks : folder holding the numbered notebooks (also their working directory).
     reports : folder for the executed notebooks and their HTML.
     only : run only notebooks whose name starts with one of these prefixes (e.g. ``("00",)``).
-    parameters : papermill parameters given to every notebook that declares them.
+    parameters : papermill parameters per notebook, keyed by the notebook's number
+        (``{"04": {"epochs": 2}}``); a notebook gets the ones it declares.
     kernel : Jupyter kernel name.
     timeout : seconds allowed per cell.
     """
@@ -40,7 +58,8 @@ class DemoConfig:
     notebooks: Path = Path("notebooks")
     reports: Path = Path("reports")
     only: tuple[str, ...] = ()
-    parameters: dict = field(default_factory=dict)
+    parameters: dict = field(default_factory=lambda: {k: dict(v) for k, v in WORKFLOW.items()})
+    clean: bool = True
     kernel: str = "python3"
     timeout: int = 1200
 
@@ -105,27 +124,69 @@ def run_demo(config: DemoConfig = DemoConfig(), *, progress=None) -> list[Notebo
 
     ``progress`` is called with a message before each notebook (the CLI prints it).
     """
+    notebooks = find_notebooks(config.notebooks, config.only)
+    if config.clean and not config.only:
+        import shutil
+
+        for out in OUTPUTS:
+            shutil.rmtree(Path(config.notebooks) / out, ignore_errors=True)
     runs = []
-    for nb in find_notebooks(config.notebooks, config.only):
+    for nb in notebooks:
         if progress:
             progress(f"running {nb.name} ...")
-        runs.append(run_notebook(nb, config.reports, parameters=config.parameters,
+        runs.append(run_notebook(nb, config.reports, parameters=config.parameters.get(nb.name[:2]),
                                  kernel=config.kernel, timeout=config.timeout))
     return runs
 
 
+def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
+    """The workflow's headline figures, read from what the notebooks wrote.
+
+    Label IoU per class against the synthetic truth (notebook 01's labels), the trained
+    model's validation IoU and training throughput (notebook 04), where those files exist.
+    """
+    import numpy as np
+    import pandas as pd
+
+    root, out = Path(notebooks), {}
+    fields, labelled = root / "data/toy/fields.nc", root / "data/toy/labelled.nc"
+    if fields.exists() and labelled.exists():
+        import xarray as xr
+
+        with xr.open_dataset(fields) as f, xr.open_dataset(labelled) as lab:
+            truth, labels = f.truth.values, lab.labels.values
+        for k, name in ((1, "TC"), (2, "AR")):
+            inter = np.logical_and(truth == k, labels == k).sum()
+            union = np.logical_or(truth == k, labels == k).sum()
+            out[f"label IoU {name} vs truth"] = float(inter / union) if union else float("nan")
+    run = root / "runs/toy"
+    if (run / "validation.csv").exists():
+        val = pd.read_csv(run / "validation.csv").iloc[-1]
+        out["model validation mean IoU"] = float(val.mean_iou)
+        out["model validation IoU TC"] = float(val.iou_1)
+        out["model validation IoU AR"] = float(val.iou_2)
+    if (run / "history.csv").exists():
+        hist = pd.read_csv(run / "history.csv")
+        steady = hist.iloc[3:] if len(hist) > 6 else hist
+        out["training samples/s (median, all ranks)"] = float(steady.samples_per_s.median())
+        out["training GFLOP/s (median)"] = float(steady.gflops.median())
+        out["training steps"] = int(hist.step.max())
+    return out
+
+
 def toy_samples(folder: str | os.PathLike, *, n_time: int = 64, seed: int = 0,
                 fields: str | os.PathLike | None = None) -> Path:
-    """Sample files and ``stats.h5`` in ``folder`` for the training notebook, made if missing.
+    """Split sample files and ``stats.h5`` in ``folder`` for training, made if missing.
 
     Uses the fields and labels of ``fields`` (a NetCDF file with a ``labels`` or ``truth``
-    variable) when given and present, else ``n_time`` synthetic steps with their truth.
+    variable) when given and present, else ``n_time`` synthetic steps with their truth. The
+    layout is the one ``climnb samples`` and notebook 02 write: ``train/``, ``validation/``,
+    ``test/`` and ``stats.h5``.
     """
-    from climnb.io.samples import write_samples
-    from climnb.io.stats import compute_stats, write_stats
+    from climnb.io.split import write_split_samples
 
     folder = Path(folder)
-    if (folder / "stats.h5").exists() and any(folder.glob("data-*.h5")):
+    if (folder / "stats.h5").exists() and any((folder / "train").glob("data-*.h5")):
         return folder
     if fields is not None and Path(fields).exists():
         import xarray as xr
@@ -137,7 +198,6 @@ def toy_samples(folder: str | os.PathLike, *, n_time: int = 64, seed: int = 0,
 
         ds, _ = make_dataset(n_time=n_time, seed=seed)
         labels = "truth"
-    files = write_samples(ds, labels, folder)
-    write_stats(compute_stats(files), folder / "stats.h5")
-    log.info("wrote %d toy sample files and stats.h5 to %s", len(files), folder)
+    write_split_samples(ds, labels, folder, seed=seed)
+    log.info("wrote toy sample files and stats.h5 to %s", folder)
     return folder

@@ -13,15 +13,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from climnb.demo import find_notebooks, run_notebook
+from climnb.demo import WORKFLOW, find_notebooks, run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = find_notebooks(ROOT / "notebooks")
 IDS = [nb.stem for nb in NOTEBOOKS]
-# Shorter runs than the notebooks' defaults, where the default is a real workload.
-TEST_PARAMETERS = {
-    "04_distributed_training": {"epochs": 1, "max_steps": 4},
-}
+# The demo's chain of notebooks (each uses what the one before wrote), with shorter runs.
+SHORTER = {"00": {"n_time": 24}, "04": {"epochs": 1, "max_steps": 4}}
+TEST_PARAMETERS = {k: {**WORKFLOW.get(k, {}), **SHORTER.get(k, {})}
+                   for k in set(WORKFLOW) | set(SHORTER)}
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +48,7 @@ def test_committed_without_outputs_and_with_parameters(notebook):
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
 def test_notebook_executes(notebook, workdir, tmp_path):
     run = run_notebook(workdir / notebook.name, tmp_path, timeout=900,
-                       parameters=TEST_PARAMETERS.get(notebook.stem))
+                       parameters=TEST_PARAMETERS.get(notebook.name[:2]))
     executed = json.loads(run.output.read_text())
     errors = [o for c in executed["cells"] for o in c.get("outputs", [])
               if o.get("output_type") == "error"]

@@ -13,29 +13,30 @@ def add_arguments(parser):
     parser.add_argument("--only", nargs="*", default=(), metavar="NN",
                         help="run only notebooks starting with these prefixes")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per cell")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="training epochs in notebook 04 (default: the workflow's 12)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep notebooks/data/toy and runs/toy from an earlier run")
 
 
 def run(args) -> int:
-    from climnb.demo import DemoConfig, run_demo
-    from climnb.synthetic import summarize
+    from climnb.demo import WORKFLOW, DemoConfig, headlines, run_demo
 
     start = time.perf_counter()
+    parameters = {k: dict(v) for k, v in WORKFLOW.items()}
+    if args.epochs:
+        parameters["04"]["epochs"] = args.epochs
     config = DemoConfig(notebooks=Path(args.notebooks), reports=Path(args.reports),
-                        only=tuple(args.only), timeout=args.timeout)
+                        only=tuple(args.only), timeout=args.timeout, parameters=parameters,
+                        clean=not args.keep)
     runs = run_demo(config, progress=lambda msg: print(msg, flush=True))
     print(f"\nclimnb demo finished in {time.perf_counter() - start:.0f} s; reports:")
     for r in runs:
         print(f"  {r.html}  ({r.seconds:.0f} s)")
-    _headlines(Path(args.notebooks), summarize)
+    figures = headlines(args.notebooks)
+    if figures:
+        print("\nheadline results:")
+        for name, value in figures.items():
+            print(f"  {name:<40} {value:.3f}" if isinstance(value, float) else
+                  f"  {name:<40} {value}")
     return 0
-
-
-def _headlines(notebooks: Path, summarize) -> None:
-    import pandas as pd
-    import xarray as xr
-
-    fields = notebooks / "data" / "toy" / "fields.nc"
-    if fields.exists():
-        with xr.open_dataset(fields) as ds:
-            events = pd.read_csv(fields.with_suffix(".events.csv"))
-            print("\ntoy data set:\n" + summarize(ds, events, path=fields))

@@ -224,23 +224,37 @@ def _views(buf, shapes, n: int | None = None) -> list[np.ndarray]:
 
 
 class _Slot:
-    """One batch's worth of shared memory: a file in /dev/shm (or the temp dir), mapped.
+    """One batch's worth of shared memory, mapped; workers open it by ``path``.
 
+    On Linux the memory is an anonymous file (``memfd_create``) that the workers open through
+    ``/proc/<pid>/fd``: it has no name to leak and goes away with the processes however they
+    end. Elsewhere it is a named file in the temporary directory, removed by :meth:`close`.
     ``users`` counts the views handed out; the slot is free again when they are all gone.
     """
 
-    def __init__(self, directory: str, nbytes: int):
-        self.path = os.path.join(directory, f"climnb-batch-{uuid.uuid4().hex}")
-        with open(self.path, "w+b") as f:
-            f.truncate(nbytes)
-            self.buf = mmap.mmap(f.fileno(), nbytes, flags=_MAP_FLAGS)
+    def __init__(self, nbytes: int):
+        proc = f"/proc/{os.getpid()}/fd"
+        self.named = not (hasattr(os, "memfd_create") and os.path.isdir(proc))
+        if self.named:
+            self.path = os.path.join(tempfile.gettempdir(), f"climnb-batch-{uuid.uuid4().hex}")
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        else:
+            self.fd = os.memfd_create("climnb-batch", os.MFD_CLOEXEC)
+            self.path = f"{proc}/{self.fd}"
+        os.ftruncate(self.fd, nbytes)
+        self.buf = mmap.mmap(self.fd, nbytes, flags=_MAP_FLAGS)
         self.users = 0
         self.closed = False
 
-
-def _shm_dir() -> str:
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    def close(self) -> None:
+        """Give the memory back once the views on it are gone (they stay valid until then)."""
+        if self.closed:
+            return
+        self.closed = True
+        os.close(self.fd)
+        if self.named:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
 
 
 def _worker(reader: SampleReader, shapes, tasks, done) -> None:
@@ -308,7 +322,7 @@ class BatchLoader:
                 slot = self._free.get_nowait()
             except queue.Empty:
                 with self._lock:
-                    slot = _Slot(_shm_dir(), self.nbytes)
+                    slot = _Slot(self.nbytes)
                     self._slots.append(slot)
                     self.slots_made += 1
                 return slot
@@ -411,8 +425,4 @@ def _shutdown(procs, tasks, slots) -> None:
         if p.is_alive():
             p.terminate()
     for slot in slots:
-        slot.closed = True
-        try:
-            os.unlink(slot.path)
-        except FileNotFoundError:
-            pass
+        slot.close()

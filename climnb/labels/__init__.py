@@ -20,7 +20,13 @@ Examples
 """
 
 from climnb.labels.config import ARConfig, LabelConfig, TCConfig
-from climnb.labels.dataset import compute, label_dataset, label_step, required_variables
+from climnb.labels.dataset import (
+    compute,
+    label_dataset,
+    label_step,
+    required_variables,
+    save_labelled,
+)
 
 __all__ = [
     "ARConfig",
@@ -30,4 +36,5 @@ __all__ = [
     "compute",
     "label_step",
     "required_variables",
+    "save_labelled",
 ]

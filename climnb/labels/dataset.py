@@ -31,7 +31,10 @@ from climnb.labels.config import LabelConfig
 from climnb.labels.sphere import is_periodic
 from climnb.labels.tc import detect_storms
 
-__all__ = ["required_variables", "label_step", "label_dataset", "compute", "EVENT_COLUMNS"]
+__all__ = [
+    "required_variables", "label_step", "label_dataset", "compute", "save_labelled",
+    "EVENT_COLUMNS",
+]
 
 log = logging.getLogger(__name__)
 
@@ -210,3 +213,24 @@ def compute(*collections, **kwargs):
 
 def _concat(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(tables, ignore_index=True).reindex(columns=list(EVENT_COLUMNS))
+
+
+def save_labelled(ds: xr.Dataset, labels: xr.DataArray, events: pd.DataFrame | None,
+                  path):
+    """Write the fields of ``ds`` with ``labels`` added (NetCDF) and the event table (CSV).
+
+    Both atomically; the events go to ``path`` with the suffix ``.events.csv``. This is the
+    input of the sample-file step (``climnb samples``, notebook 02).
+    """
+    from pathlib import Path
+
+    from climnb.atomic import atomic_path
+
+    path = Path(path)
+    out = ds.assign(labels=labels.astype("uint8"))
+    with atomic_path(path) as tmp:
+        out.to_netcdf(tmp, encoding={"labels": {"dtype": "u1", "zlib": True}})
+    if events is not None:
+        with atomic_path(path.with_suffix(".events.csv")) as tmp:
+            events.to_csv(tmp, index=False)
+    return path

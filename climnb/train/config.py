@@ -21,7 +21,9 @@ class TrainConfig:
 
     Attributes
     ----------
-    data_dir : folder with the sample files (``data-*.h5``) and their ``stats.h5``.
+    data_dir : folder with ``stats.h5`` and either ``train/`` and ``validation/`` folders of
+        sample files (``data-*.h5``, as ``climnb samples`` writes them), or the sample files
+        themselves, split here with ``split`` and ``split_seed``.
     out_dir : run folder: checkpoints, ``history.csv``, the trained model bundle ``model/``,
         and the ``STOP`` file that ends training cleanly after the current step.
     model, preset, model_overrides : network (``"tiramisu"`` or ``"deeplab"``), its preset

@@ -124,18 +124,23 @@ class _Data:
         from climnb.models.losses import PAPER_FREQUENCIES, class_weights
 
         folder = Path(config.data_dir)
-        files = sorted(folder.glob("data-*.h5"))
-        if not files:
-            raise FileNotFoundError(f"no sample files data-*.h5 in {folder}")
+        if (folder / "train").is_dir():  # already split (DeepCAM layout, climnb samples)
+            split = _presplit(folder)
+        else:
+            files = sorted(folder.glob("data-*.h5"))
+            if not files:
+                raise FileNotFoundError(f"no sample files data-*.h5 in {folder} (nor a "
+                                        "train/ folder)")
+            split = split_files(files, fractions=config.split, seed=config.split_seed)
         stats_path = folder / "stats.h5"
         if not stats_path.exists():
             raise FileNotFoundError(f"{stats_path} is missing: compute it with "
                                     "`climnb samples` or climnb.io.stats.compute_stats")
         stats = read_stats(stats_path)
-        split = split_files(files, fractions=config.split, seed=config.split_seed)
         if not split.train or not split.validation:
-            raise ValueError(f"{len(files)} sample files in {folder} are too few for a "
-                             f"train/validation split {config.split}")
+            raise ValueError(f"the sample files in {folder} are too few for a train/validation "
+                             f"split (train {len(split.train)}, validation "
+                             f"{len(split.validation)})")
         info = inspect_sample(split.train[0])
         n_channels = len(config.channels) if config.channels else len(info.channels)
         if config.class_weighting == "none":
@@ -147,6 +152,15 @@ class _Data:
             weights = class_weights(freq, config.class_weighting)
         return cls(tuple(split.train), tuple(split.validation), stats,
                    (*info.shape, n_channels), np.asarray(weights, np.float64))
+
+
+def _presplit(folder: Path):
+    from climnb.io.split import Split
+
+    def files(part):
+        return tuple(sorted((folder / part).glob("data-*.h5")))
+
+    return Split(files("train"), files("validation"), files("test"))
 
 
 def _steps_per_epoch(n_files: int, size: int, batch: int) -> int:
