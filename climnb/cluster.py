@@ -294,6 +294,10 @@ class Engines:
                 env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
             if self.n > (os.cpu_count() or 1):
                 args = ["--oversubscribe", *args]
+            if self.n >= (os.cpu_count() or 1):
+                # Horovod's background thread shares each rank's core: an MPI that spins
+                # while waiting would take that core from the compute
+                env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
             args = ["--bind-to", "none", *args]
         launcher = (config.LocalEngineSetLauncher if self.launcher == "local"
                     else config.MPIEngineSetLauncher)

@@ -9,7 +9,7 @@ def add_arguments(parser):
         "--input",
         required=True,
         nargs="+",
-        help="NetCDF file(s) with the 16 channels and a label variable",
+        help="NetCDF file(s) or glob with the 16 channels and a label variable",
     )
     parser.add_argument(
         "--out",
@@ -24,18 +24,13 @@ def add_arguments(parser):
 def run(args) -> int:
     from pathlib import Path
 
-    import xarray as xr
-
+    from climnb.io.netcdf import open_dataset
     from climnb.io.samples import SampleError
     from climnb.io.split import write_split_samples
     from climnb.io.stats import STATS_NAME
 
     out = Path(args.out)
-    ds = (
-        xr.open_mfdataset(args.input, chunks={"time": 1})
-        if len(args.input) > 1
-        else xr.open_dataset(args.input[0], chunks={"time": 1})
-    )
+    ds = open_dataset(args.input)  # lazily, one time step per chunk
     name = args.labels or next((v for v in ("labels", "truth") if v in ds), None)
     if name is None or name not in ds:
         raise SampleError(f"{args.input}: no label variable ({args.labels or 'labels or truth'})")

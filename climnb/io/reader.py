@@ -298,23 +298,24 @@ class BatchLoader:
         self._lock = threading.Lock()
         self._pending: dict = {}  # key -> [slot, samples left, error]
         self._procs: list = []
-        self._tasks = self._done = None
+        self._queues: dict = {}  # "tasks" and "done", once the workers run
+        # stops the workers and frees the memory when the loader is collected or Python exits
+        self._closer = weakref.finalize(self, _shutdown, self._procs, self._queues, self._slots)
         self.slots_made = 0  # batch buffers allocated so far: how many batches lived at once
 
     def _start(self) -> None:
         if self._procs or not self.workers:
             return
         ctx = multiprocessing.get_context("spawn")  # the parent may run TensorFlow's threads
-        self._tasks, self._done = ctx.Queue(), ctx.Queue()
-        args = (self.reader, self.shapes, self._tasks, self._done)
-        self._procs = [
+        self._queues.update(tasks=ctx.Queue(), done=ctx.Queue())
+        args = (self.reader, self.shapes, self._queues["tasks"], self._queues["done"])
+        self._procs.extend(
             ctx.Process(target=_worker, args=args, daemon=True) for _ in range(self.workers)
-        ]
+        )
         with _main_hidden():
             for p in self._procs:
                 p.start()
         log.debug("started %d reader processes", self.workers)
-        self._closer = weakref.finalize(self, _shutdown, self._procs, self._tasks, self._slots)
 
     def _slot(self) -> _Slot:
         while True:
@@ -334,7 +335,7 @@ class BatchLoader:
         self._pending[key] = entry = [slot, len(indices), None]
         for k, i in enumerate(indices):
             if self.workers:
-                self._tasks.put((key, slot.path, k, int(i)))
+                self._queues["tasks"].put((key, slot.path, k, int(i)))
             else:
                 x, y, w = _views(slot.buf, self.shapes)
                 self.reader.read_into(int(i), x[k], y[k], w[k])
@@ -363,7 +364,7 @@ class BatchLoader:
     def _receive(self):
         while True:
             try:
-                return self._done.get(timeout=1.0)
+                return self._queues["done"].get(timeout=1.0)
             except queue.Empty:  # check that the readers are alive while waiting
                 dead = [p for p in self._procs if not p.is_alive()]
                 if dead:
@@ -390,11 +391,8 @@ class BatchLoader:
 
         The loader starts again (new workers, new memory) if asked for another batch.
         """
-        if self._procs:
-            self._closer()
-        else:
-            _shutdown([], None, self._slots)
-        self._procs, self._slots, self._pending = [], [], {}
+        _shutdown(self._procs, self._queues, self._slots)
+        self._pending = {}
 
 
 @contextlib.contextmanager
@@ -417,12 +415,15 @@ def _main_hidden():
             main.__dict__.pop("__spec__", None)
 
 
-def _shutdown(procs, tasks, slots) -> None:
+def _shutdown(procs: list, queues: dict, slots: list) -> None:
     for _ in procs:
-        tasks.put(None)
+        queues["tasks"].put(None)
     for p in procs:
         p.join(timeout=5)
         if p.is_alive():
             p.terminate()
+    procs.clear()
+    queues.clear()
     for slot in slots:
         slot.close()
+    slots.clear()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -216,6 +217,8 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     TrainResult with this rank's history; rank 0 also wrote ``history.csv``, the checkpoints and
     the model bundle ``out_dir/model`` (:func:`climnb.predict.load_bundle` reads it).
     """
+    if config.threads:  # oneDNN's OpenMP pool: must be sized before TensorFlow loads it
+        os.environ.setdefault("OMP_NUM_THREADS", str(config.threads))
     import tensorflow as tf
 
     _set_threads(tf, config.threads)
