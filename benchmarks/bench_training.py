@@ -63,14 +63,16 @@ def train(ranks: int, data: Path, out: Path, *extra: str) -> tuple[float, pd.Dat
 
 def quality(work: Path, args) -> None:
     data = make_samples(work / "quality", args.samples, seed=1)
-    config = work / "quality.json"
+    warmup = 20
+    config = work / "quality.json"  # the learning rate decays linearly to 0 after the warm-up
     config.write_text(json.dumps({"validate_every": max(args.epochs // 4, 1)}))
     seconds, history, stdout = train(
         2, data, work / "run-quality", "--epochs", str(args.epochs), "--batch-size", "2",
-        "--lr", "2e-3", "--warmup-steps", "20", "--config", str(config))
+        "--lr", str(args.lr), "--warmup-steps", str(warmup), "--config", str(config))
     val = pd.read_csv(work / "run-quality" / "validation.csv")
     best = val.mean_iou.max()
     print(f"quality: toy Tiramisu, 2 MPI ranks, {args.samples} samples, {args.epochs} epochs, "
+          f"lr {args.lr:g} x 2 ranks, linear decay, "
           f"{int(history.step.max())} steps in {seconds:.0f} s (target <= 600 s)")
     print("  validation mean IoU by epoch: "
           + ", ".join(f"{v:.3f}" for v in val.mean_iou))
@@ -102,7 +104,8 @@ def scaling(work: Path, args) -> None:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=160)
-    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--epochs", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1e-3, help="per rank (x2 for 2 ranks)")
     parser.add_argument("--scaling-steps", type=int, default=40)
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-scaling", action="store_true")

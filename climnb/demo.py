@@ -30,10 +30,10 @@ __all__ = ["DemoConfig", "NotebookRun", "find_notebooks", "run_notebook", "run_d
 
 #: Parameters that chain the notebooks into the whole workflow on toy data.
 WORKFLOW: dict[str, dict] = {
-    "00": {"n_time": 96, "out_path": "data/toy/fields.nc"},
+    "00": {"n_time": 160, "out_path": "data/toy/fields.nc"},
     "01": {"input_path": "data/toy/fields.nc", "out_path": "data/toy/labelled.nc"},
     "02": {"input_path": "data/toy/labelled.nc", "workdir": "data/toy"},
-    "04": {"data_dir": "data/toy/shared", "out_dir": "runs/toy", "epochs": 12},
+    "04": {"data_dir": "data/toy/shared", "out_dir": "runs/toy", "epochs": 16},
     "05": {"model_path": "runs/toy/model", "data_path": "data/toy/heldout.nc"},
 }
 #: What the workflow writes (relative to the notebooks folder); removed before a clean run.
@@ -92,6 +92,7 @@ def run_notebook(notebook: Path, reports: Path, *, parameters: dict | None = Non
     import papermill as pm
 
     os.environ.setdefault("IPP_NONINTERACTIVE", "1")
+    logging.getLogger("papermill").setLevel(logging.WARNING)
     notebook, reports = Path(notebook).resolve(), Path(reports).resolve()
     output = reports / notebook.name
     declared = _declared_parameters(notebook)
@@ -106,7 +107,11 @@ def run_notebook(notebook: Path, reports: Path, *, parameters: dict | None = Non
         )
     seconds = time.perf_counter() - start
     html = output.with_suffix(".html")
-    body, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(output, as_version=4))
+    logging.getLogger("traitlets").setLevel(logging.ERROR)  # "alternative text is missing"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Your element with mimetype", UserWarning)
+        notebook_node = nbformat.read(output, as_version=4)
+        body, _ = nbconvert.HTMLExporter().from_notebook_node(notebook_node)
     with atomic_path(html) as tmp:
         tmp.write_text(body)
     log.info("%s ran in %.1f s -> %s", notebook.name, seconds, output)

@@ -14,7 +14,7 @@ def add_arguments(parser):
                         help="run only notebooks starting with these prefixes")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per cell")
     parser.add_argument("--epochs", type=int, default=None,
-                        help="training epochs in notebook 04 (default: the workflow's 12)")
+                        help="training epochs in notebook 04 (default: the workflow's 16)")
     parser.add_argument("--keep", action="store_true",
                         help="keep notebooks/data/toy and runs/toy from an earlier run")
 

@@ -17,6 +17,8 @@ def add_arguments(parser):
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--lr", type=float, default=1e-3, help="per-rank learning rate")
     parser.add_argument("--warmup-steps", type=int, default=0)
+    parser.add_argument("--lr-decay", choices=["linear", "none"], default="linear",
+                        help="linear decay to 0 at the last step (default), or none")
     parser.add_argument("--larc", action="store_true", help="layer-wise adaptive rate clipping")
     parser.add_argument("--gradient-lag", action="store_true", help="apply last step's gradient")
     parser.add_argument("--mixed-precision", action="store_true", help="float16 compute")
@@ -43,6 +45,7 @@ def run(args) -> int:
         "preset": args.preset, "epochs": args.epochs, "batch_size": args.batch_size,
         "max_steps": args.max_steps, "checkpoint_every": args.checkpoint_every,
         "resume": not args.no_resume, "threads": args.threads, "seed": args.seed,
+        "lr_decay": args.lr_decay,
         "optimizer": optimizer,
     })
 

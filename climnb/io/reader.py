@@ -37,6 +37,7 @@ import mmap
 import multiprocessing
 import os
 import queue
+import signal
 import sys
 import tempfile
 import threading
@@ -259,6 +260,9 @@ class _Slot:
 
 def _worker(reader: SampleReader, shapes, tasks, done) -> None:
     """Worker process: read samples into the batch slots named by the tasks."""
+    # Ctrl-C / a kernel shutdown signals the whole process group: the parent stops its
+    # workers (a None task, or terminate() as daemons), so they need no traceback of their own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     maps: dict[str, mmap.mmap] = {}
     while (task := tasks.get()) is not None:
         key, path, k, i = task

@@ -34,6 +34,9 @@ class TrainConfig:
     optimizer : Adam/LARC/lag/schedule/mixed-precision settings; ``learning_rate`` is per rank.
     scale_lr : multiply the learning rate by the number of ranks (with ``warmup_steps``
         of linear warm-up, Goyal et al.), as the paper did.
+    lr_decay : ``"linear"``: after the warm-up, decay the learning rate linearly to zero at the
+        run's last step (overrides the optimizer's schedule); ``"none"``: the optimizer's
+        ``schedule`` as given.
     class_weighting : ``"inverse_sqrt"`` (the paper's code), ``"deepcam"`` (freq^-0.125),
         ``"inverse"`` or ``"none"``; frequencies from ``stats.h5`` class counts when present.
     split_seed, split : seeded train/validation/test split of the files (fractions).
@@ -57,6 +60,7 @@ class TrainConfig:
     max_steps: int | None = None
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     scale_lr: bool = True
+    lr_decay: str = "linear"
     class_weighting: str = "inverse_sqrt"
     split_seed: int = 0
     split: tuple[float, float, float] = (0.8, 0.1, 0.1)
@@ -74,6 +78,8 @@ class TrainConfig:
                      "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.lr_decay not in ("linear", "none"):
+            raise ValueError(f"lr_decay must be 'linear' or 'none', got {self.lr_decay!r}")
         if self.class_weighting not in ("inverse_sqrt", "deepcam", "inverse", "none"):
             raise ValueError(f"class_weighting must be inverse_sqrt, deepcam, inverse or none, "
                              f"got {self.class_weighting!r}")

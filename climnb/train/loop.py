@@ -226,8 +226,10 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     rank, size = hvd.rank(), hvd.size()
     emit = on_record or (lambda record: None)
     data = _Data.prepare(config)
-    run = _Run(config, data, hvd, tf)
     steps = _steps_per_epoch(len(data.train), size, config.batch_size)
+    total = steps * config.epochs
+    run = _Run(config, data, hvd, tf,
+               total_steps=min(total, config.max_steps) if config.max_steps else total)
     log.info("rank %d/%d: %d training files, %d steps per epoch", rank, size, len(data.train),
              steps)
     stopped = False
@@ -255,7 +257,7 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
 class _Run:
     """State of one rank's run: model, optimiser, counters, records."""
 
-    def __init__(self, config: TrainConfig, data: _Data, hvd, tf):
+    def __init__(self, config: TrainConfig, data: _Data, hvd, tf, total_steps: int):
         from climnb.models import build_model, count_flops
         from climnb.models.losses import weighted_cross_entropy
         from climnb.train.optim import make_optimizer
@@ -267,6 +269,10 @@ class _Run:
         if config.scale_lr and self.size > 1:
             opt_config = dataclasses.replace(
                 opt_config, learning_rate=opt_config.learning_rate * self.size)
+        if config.lr_decay == "linear":  # to zero at the run's last step
+            opt_config = dataclasses.replace(
+                opt_config, schedule="poly", power=1.0, end_learning_rate=0.0,
+                decay_steps=max(total_steps - opt_config.warmup_steps, 1))
         self.model = build_model(config.model, data.shape, 3, config.preset,
                                  mixed_precision=opt_config.mixed_precision,
                                  **config.model_overrides)
