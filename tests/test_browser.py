@@ -1,4 +1,8 @@
-"""Notebook 05 in a real browser: JupyterLab on localhost, driven by headless Chromium.
+"""Notebooks 04 and 05 in a real browser: JupyterLab on localhost, driven by headless Chromium.
+
+Notebook 04 (a 6-step run on two MPI engines) must show the live dashboard: the status line
+changes while training runs, the progress bar ends full, the stop button is there and the loss
+curve holds every step.
 
 The test starts JupyterLab (random free port, random token) in a temporary folder holding a
 copy of ``05_segmentation_explorer.ipynb``, opens it in Debian's ``chromium`` through
@@ -29,6 +33,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "05_segmentation_explorer.ipynb"
+TRAINING = ROOT / "notebooks" / "04_distributed_training.ipynb"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
@@ -107,12 +112,14 @@ def lab(tmp_path_factory):
         pytest.skip(reason)
     work = tmp_path_factory.mktemp("lab")
     shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    _short_training_copy(work / TRAINING.name)
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(
         os.environ,
         JUPYTER_RUNTIME_DIR=str(work / ".runtime"),
         JUPYTER_CONFIG_DIR=str(work / ".config"),
         TF_CPP_MIN_LOG_LEVEL="2",
+        IPP_NONINTERACTIVE="",  # a person is watching: widgets, not printed progress
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     )
     cmd = [
@@ -143,6 +150,16 @@ def lab(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+def _short_training_copy(path: Path) -> None:
+    """Notebook 04 with a short run injected as papermill would (6 steps on 2 engines)."""
+    import nbformat
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    nb = parameterize_notebook(load_notebook_node(str(TRAINING)), {"epochs": 1, "max_steps": 6})
+    nbformat.write(nb, path)
 
 
 def _wait_for_server(url, token, server, log_path, timeout=90):
@@ -283,3 +300,52 @@ def _explorer_screenshot(driver, path: Path) -> bytes:
     time.sleep(0.5)
     out.screenshot(str(path))
     return path.read_bytes()
+
+
+_JS_DASHBOARD = """
+const texts = [...document.querySelectorAll('.widget-html-content')].map(e => e.innerText);
+const bars = [...document.querySelectorAll('.widget-hprogress .progress-bar')]
+  .map(e => e.style.width);
+const buttons = [...document.querySelectorAll('button.jupyter-button')].map(e => e.innerText);
+let points = 0;
+if (window.Bokeh && Bokeh.index) {
+  for (const view of Object.values(Bokeh.index)) {
+    for (const model of view.model.document.all_models) {
+      if (model.type === "ColumnDataSource" && model.data.loss) {
+        points = Math.max(points, model.data.loss.length);
+      }
+    }
+  }
+}
+return {texts, bars, buttons, points};
+"""
+
+
+def test_training_dashboard_updates_live(lab, browser):
+    """Notebook 04 in JupyterLab: engines train while the widgets and plots update."""
+    url, token = lab
+    started = time.monotonic()
+    browser.get(f"{url}/lab/tree/{TRAINING.name}?token={token}&reset")
+    _poll(lambda: _run_all(browser), 120, "the notebook and an idle kernel")
+    seen = []
+
+    def progress():
+        state = browser.execute_script(_JS_DASHBOARD)
+        status = [t for t in state["texts"] if t.startswith("step ")]
+        if status and status[0] not in seen:
+            seen.append(status[0])
+        return _kernel_idle_and_done(browser) and state
+
+    state = _poll(progress, 420, "training to finish")
+    errors = browser.execute_script(
+        "return [...document.querySelectorAll('.jp-OutputArea-output[data-mime-type="
+        '"application/vnd.jupyter.stderr"]\')].map(e => e.innerText)'
+        ".filter(t => t.includes('Traceback'));"
+    )
+    assert not errors, errors
+    assert any(t.startswith("step 6/6") for t in state["texts"]), state["texts"]
+    assert "100%" in state["bars"], state["bars"]
+    assert any("stop" in b for b in state["buttons"]), state["buttons"]
+    assert state["points"] >= 6, "the loss curve holds every step"
+    assert len(seen) >= 2, f"the status changed while training ran: {seen}"
+    print(f"dashboard test: statuses seen {seen}; {time.monotonic() - started:.0f} s")
