@@ -189,7 +189,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50, help="steps per size for quality")
     parser.add_argument("--seeds", type=int, default=5, help="seeds the steps are split over")
-    parser.add_argument("--scaling-steps", type=int, default=12)
+    parser.add_argument("--scaling-steps", type=int, default=32)
     parser.add_argument("--memory-steps", type=int, default=8)
     parser.add_argument("--recipe", choices=("default", "paper"), default="default")
     parser.add_argument("--quick", action="store_true", help="toy quality and speed only")
