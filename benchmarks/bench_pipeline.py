@@ -210,10 +210,9 @@ def bench_pipeline(files, stats_path, args) -> dict[str, list[float]]:
 def bench_staging(shared: Path, args) -> dict:
     """Stage onto two simulated nodes under mpirun; returns the job's report."""
     work = Path(tempfile.mkdtemp(prefix="climnb-stage-", dir=args.dir.parent))
-    env = dict(os.environ)
-    if os.geteuid() == 0:
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    from climnb.cluster import mpi_settings
+
+    env = {**os.environ, **mpi_settings(2)}
     report = work / "report.json"
     cmd = [
         "mpirun",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from climnb.cluster import mpi_settings
 from climnb.synthetic import make_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,19 +24,12 @@ def toy():
 
 @pytest.fixture(scope="session")
 def mpi_env():
-    """Environment for launching MPI programs from the tests.
-
-    OpenMPI refuses to run as root, and more ranks than cores, unless told; we tell it only
-    when it applies (root; a 2-core machine), as a user would on such a machine.
+    """Environment for launching the tests' MPI programs (two ranks): OpenMPI's settings for
+    this machine from :func:`climnb.cluster.mpi_settings`, and the venv first on PATH.
     """
     if shutil.which("mpirun") is None:
         pytest.skip("mpirun not found: install OpenMPI (make setup does it with apt as root)")
-    env = dict(os.environ)
+    env = {**os.environ, **mpi_settings(2)}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-    if os.geteuid() == 0:
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-    if (os.cpu_count() or 1) < 4:
-        env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
