@@ -72,6 +72,23 @@ for (const view of Object.values(Bokeh.index)) {
 return null;
 """
 
+# Panel's client-side CommManager queues widget changes while it waits for the kernel to
+# acknowledge the previous message, and sends the queue on the next change made more than its
+# timeout (5 s) later. Its state tells a stalled queue from a slow or failing kernel.
+_JS_COMM_STATE = """
+const out = [];
+if (!window.Bokeh || !Bokeh.index) { return out; }
+for (const view of Object.values(Bokeh.index)) {
+  for (const model of view.model.document.all_models) {
+    if (String(model.type).endsWith("CommManager")) {
+      out.push({blocked: model._blocked, queued: (model._event_buffer || []).length,
+                timeout_ms: model.timeout});
+    }
+  }
+}
+return out;
+"""
+
 _JS_CANVASES = """
 let n = 0;
 const walk = (root) => {
@@ -105,7 +122,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """A JupyterLab server on 127.0.0.1 serving a folder with notebook 05: ``(url, token)``."""
+    """JupyterLab on 127.0.0.1 serving notebooks 04 and 05: ``(url, token, log path)``."""
     reason = _requirements()
     if reason:
         print(f"SKIPPED browser test: {reason}")
@@ -142,7 +159,7 @@ def lab(tmp_path_factory):
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_for_server(url, token, server, work / "lab.log")
-        yield url, token
+        yield url, token, work / "lab.log"
     finally:
         server.terminate()
         try:
@@ -182,6 +199,7 @@ def browser(tmp_path_factory):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     profile = tmp_path_factory.mktemp("chromium-profile")
     for flag in (
         "--headless",
@@ -237,7 +255,7 @@ def _kernel_idle_and_done(driver):
 
 
 def test_explorer_renders_and_time_slider_redraws(lab, browser, tmp_path):
-    url, token = lab
+    url, token, _ = lab
     started = time.monotonic()
     browser.get(f"{url}/lab/tree/{NOTEBOOK.name}?token={token}&reset")
     _poll(lambda: _run_all(browser), 120, "the notebook and an idle kernel")
@@ -259,22 +277,50 @@ def test_explorer_renders_and_time_slider_redraws(lab, browser, tmp_path):
     before = {i[0]: i[1:] for i in state["images"]}
 
     slider = state["sliders"][0]
-    assert browser.execute_script(_JS_SET_SLIDER, slider) is not None
 
     def redrawn():
         now = {i[0]: i[1:] for i in browser.execute_script(_JS_MODELS)["images"]}
         changed = [k for k in now if k in before and now[k] != before[k]]
         return changed or [k for k in now if k not in before]
 
-    changed = _poll(redrawn, 60, "the kernel to send the next time step")
-    assert changed
+    # Move the slider one step, as a drag would; if nothing is redrawn within 15 s, move it
+    # again, as a person would (a change queued behind an unacknowledged message goes out with
+    # the next one: see _JS_COMM_STATE). Four moves, 60 s in all, then fail with the state.
+    changed, moves = [], 0
+    for moves in range(1, 5):  # noqa: B007 - reported below
+        assert browser.execute_script(_JS_SET_SLIDER, slider) is not None
+        try:
+            changed = _poll(redrawn, 15, "the kernel to send the next time step")
+            break
+        except AssertionError:
+            continue
+    assert changed, (
+        f"no image redrawn after {moves} slider moves in 60 s; comm state "
+        f"{browser.execute_script(_JS_COMM_STATE)}; browser console:\n"
+        f"{_console(browser)}\nJupyterLab log:\n{_lab_log(lab)}"
+    )
     time.sleep(1.0)  # let the canvas repaint
     shot_after = _explorer_screenshot(browser, tmp_path / "after.png")
     assert shot_after != shot_before, "the canvas looks the same after moving the slider"
     print(
-        f"browser test: {len(changed)} image source(s) redrawn, "
-        f"{time.monotonic() - started:.0f} s in the browser"
+        f"browser test: {len(changed)} image source(s) redrawn after {moves} slider move(s), "
+        f"{time.monotonic() - started:.0f} s in the browser; "
+        f"comm state {browser.execute_script(_JS_COMM_STATE)}"
     )
+
+
+def _console(driver, n=40) -> str:
+    """The last ``n`` lines of the browser's console log."""
+    try:
+        entries = driver.get_log("browser")
+    except Exception as err:  # noqa: BLE001 - diagnostics only
+        return f"(console log unavailable: {err})"
+    return "\n".join(f"{e['level']}: {e['message']}" for e in entries[-n:])
+
+
+def _lab_log(lab, n=3000) -> str:
+    """The tail of the JupyterLab server's log (kernel tracebacks land there)."""
+    return lab[2].read_text()[-n:]
 
 
 _JS_EXPLORER_OUTPUT = """
@@ -323,7 +369,7 @@ return {texts, bars, buttons, points};
 
 def test_training_dashboard_updates_live(lab, browser):
     """Notebook 04 in JupyterLab: engines train while the widgets and plots update."""
-    url, token = lab
+    url, token, _ = lab
     started = time.monotonic()
     browser.get(f"{url}/lab/tree/{TRAINING.name}?token={token}&reset")
     _poll(lambda: _run_all(browser), 120, "the notebook and an idle kernel")
