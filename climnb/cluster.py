@@ -172,6 +172,7 @@ class Engines:
         self.cluster = None
         self.client = None
         self._rendezvous = None
+        self._watchdog = None
 
     # --- start and stop ------------------------------------------------------------------------
 
@@ -180,6 +181,7 @@ class Engines:
         import ipyparallel as ipp
 
         self._check_launcher()
+        self._start_watchdog()
         self.cluster = ipp.Cluster(
             engines="local" if self.launcher == "local" else "mpi",
             n=self.n, engine_timeout=int(self.config.timeout), log_level=logging.ERROR,
@@ -212,6 +214,21 @@ class Engines:
             self._rendezvous.stop()
             self._rendezvous = None
         _reap_children()
+        if self._watchdog is not None:
+            self._watchdog.terminate()
+            self._watchdog.wait()
+            self._watchdog = None
+
+    def _start_watchdog(self) -> None:
+        """A process that stops the engines if this one dies without calling :meth:`stop`
+        (a kernel killed with SIGKILL or by the out-of-memory killer): see climnb._watchdog."""
+        import subprocess
+
+        if self._watchdog is None:
+            self._watchdog = subprocess.Popen(
+                [sys.executable, "-m", "climnb._watchdog", str(os.getpid())],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+            )
 
     def __enter__(self) -> Engines:
         return self.start()
@@ -343,26 +360,15 @@ def _reap_children(timeout: float = 15.0) -> None:
     """Wait for the engine processes we started to exit; kill what is left after ``timeout``."""
     import psutil
 
-    def ours():
-        return [p for p in psutil.Process().children(recursive=True)
-                if _is_engine_process(p)]
+    from climnb._watchdog import engine_processes
 
+    me = psutil.Process()
     deadline = time.monotonic() + timeout
-    while ours() and time.monotonic() < deadline:
+    while engine_processes(me) and time.monotonic() < deadline:
         time.sleep(0.2)
-    for proc in ours():
+    for proc in engine_processes(me):
         log.warning("killing stray engine process %d", proc.pid)
         proc.kill()
-
-
-def _is_engine_process(proc) -> bool:
-    import psutil
-
-    try:
-        cmd = " ".join(proc.cmdline())
-    except psutil.Error:
-        return False
-    return "ipyparallel" in cmd or "ipengine" in cmd or "mpiexec" in cmd or "srun" in cmd
 
 
 def _engine_init_horovod(threads: int, env: dict[str, str]) -> dict:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
+import signal
+import subprocess
+import sys
 import textwrap
 
 import psutil
 import pytest
 
+from climnb._watchdog import is_engine_process
 from climnb.cluster import Engines, EngineStartError, SlurmAllocation, detect_launcher
 
 pytestmark = [pytest.mark.horovod, pytest.mark.slow]
@@ -138,3 +143,37 @@ def test_bad_settings():
         Engines(n=0, launcher="local")
     with pytest.raises(ValueError, match="launcher must be auto, slurm, mpi or local, got 'pbs'"):
         Engines(n=1, launcher="pbs")
+
+
+KERNEL = """
+import json, sys, time
+import psutil
+from climnb.cluster import Engines
+engines = Engines(n=2, launcher="mpi").start()
+print(json.dumps([p.pid for p in psutil.Process().children(recursive=True)]), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.mpi
+def test_engines_stop_when_the_kernel_is_killed(mpi_env, tmp_path):
+    """A kernel killed with SIGKILL runs no clean-up: the watchdog stops its engines."""
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as stderr:
+        kernel = subprocess.Popen(
+            [sys.executable, "-c", KERNEL], env=mpi_env, stdout=subprocess.PIPE,
+            stderr=stderr, text=True, start_new_session=True,
+        )
+    try:
+        line = kernel.stdout.readline()
+        assert line, f"the kernel stand-in failed: {err.read_text()[-2000:]}"
+        started = [psutil.Process(pid) for pid in json.loads(line)]
+        names = [" ".join(p.cmdline()) for p in started]
+        assert sum(map(is_engine_process, started)) >= 4, names  # controller, mpiexec, 2 engines
+        assert any("climnb._watchdog" in n for n in names), names
+    finally:
+        os.killpg(kernel.pid, signal.SIGKILL)  # the kernel and its process group, no clean-up
+        kernel.wait()
+    _, alive = psutil.wait_procs(started, timeout=30)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
+    assert "stopped engine processes" in err.read_text()
