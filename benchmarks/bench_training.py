@@ -1,4 +1,4 @@
-"""Distributed training: quality in a time budget, and weak scaling from 1 to 2 ranks.
+"""Distributed training: quality in a time budget, weak scaling, epoch turnover.
 
 1. Quality: toy Tiramisu trained on two MPI ranks (``mpirun -np 2 python -m climnb train``) on
    toy data with the synthetic truth as labels; prints the validation mean IoU (target >= 0.70)
@@ -6,8 +6,14 @@
 2. Weak scaling: the same per-rank batch on 1 and on 2 ranks, one compute thread each; the
    baseline (1 rank) is measured in the same run. Efficiency = rate(2) / (2 x rate(1))
    (target >= 85 %).
+3. Epoch turnover: the time from an epoch's last step to the next epoch's first (the
+   validation in between included), on two MPI ranks with TensorFlow's default threads, as
+   on notebook engines; with tf.data's autotuner (the baseline, measured in the same run: it
+   made tearing down an epoch's iterator wait ~5 s at random) and without it (climnb's
+   default, ``PipelineConfig.autotune``).
 
     .venv/bin/python benchmarks/bench_training.py [--samples 160] [--epochs 12] [--skip-quality]
+        [--skip-scaling] [--skip-turnover]
 """
 
 from __future__ import annotations
@@ -44,10 +50,14 @@ def make_samples(folder: Path, n: int, seed: int) -> Path:
     return folder
 
 
-def train(ranks: int, data: Path, out: Path, *extra: str) -> tuple[float, pd.DataFrame, str]:
-    cmd = ["mpirun", "-np", str(ranks), "--bind-to", "core", sys.executable, "-m", "climnb",
-           "train", "--data", str(data), "--out", str(out), "--threads", "1", "--no-resume",
-           *extra]
+def train(ranks: int, data: Path, out: Path, *extra: str,
+          pinned: bool = True) -> tuple[float, pd.DataFrame, str]:
+    """``climnb train`` under mpirun; ``pinned``: one core and one compute thread per rank
+    (else TensorFlow's default threads and no binding, as on notebook engines)."""
+    binding = ["--bind-to", "core"] if pinned else ["--bind-to", "none"]
+    threads = ["--threads", "1"] if pinned else []
+    cmd = ["mpirun", "-np", str(ranks), *binding, sys.executable, "-m", "climnb", "train",
+           "--data", str(data), "--out", str(out), *threads, "--no-resume", *extra]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=mpi_env(ranks), capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -96,6 +106,30 @@ def scaling(work: Path, args) -> None:
           f"{'OK' if efficiency >= 0.85 else 'MISSED'}")
 
 
+def turnover(work: Path, args) -> None:
+    data = make_samples(work / "turnover", 80, seed=3)
+    results = {}
+    for autotune in (True, False):
+        config = work / f"turnover-{autotune}.json"
+        config.write_text(json.dumps({"data_autotune": autotune}))
+        seconds, history, _ = train(2, data, work / f"run-turnover-{autotune}", "--epochs",
+                                    str(args.turnover_epochs), "--batch-size", "2",
+                                    "--config", str(config), pinned=False)
+        steps = history[(history.kind == "step") & (history["rank"] == 0)].copy()
+        steps["gap"] = steps.time.diff()
+        first = steps.groupby("epoch").head(1).gap.dropna()  # includes the validation
+        inside = steps.gap[~steps.index.isin(first.index)].dropna()
+        results[autotune] = (seconds, first)
+        label = "with the autotuner (baseline)" if autotune else "without (climnb default)"
+        print(f"epoch turnover {label}: first-step gaps "
+              f"{', '.join(f'{g:.1f}' for g in first)} s (median step gap "
+              f"{inside.median():.2f} s); {seconds:.0f} s for {args.turnover_epochs} epochs")
+    (base_s, base), (ours_s, ours) = results[True], results[False]
+    print(f"epoch turnover: median {ours.median():.2f} s vs {base.median():.2f} s baseline "
+          f"({base.median() / ours.median():.1f}x), total {ours_s:.0f} s vs {base_s:.0f} s "
+          f"({base_s / ours_s:.2f}x)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=160)
@@ -104,11 +138,15 @@ def main(argv=None):
     parser.add_argument("--scaling-steps", type=int, default=40)
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument("--skip-turnover", action="store_true")
+    parser.add_argument("--turnover-epochs", type=int, default=8)
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="climnb-bench-train-"))
     try:
         if not args.skip_scaling:
             scaling(work, args)
+        if not args.skip_turnover:
+            turnover(work, args)
         if not args.skip_quality:
             quality(work, args)
     finally:

@@ -62,6 +62,9 @@ class PipelineConfig:
     prefetch : batches TensorFlow keeps ready ahead of the consumer.
     drop_remainder : drop an epoch's last, smaller batch.
     block_rows : rows read and normalised at a time (a block should fit in the CPU cache).
+    autotune : let tf.data's autotuner run. Off by default: the sizes above are fixed, so it
+        has nothing to tune, and its model thread made destroying an iterator wait ~5 s at
+        random (at the end of most epochs of a two-rank run; benchmarks/bench_training.py).
 
     Memory: about ``(read_ahead + prefetch + 2) * batch_size`` samples of shared memory
     (57 MB each at full size, plus labels and weights).
@@ -76,6 +79,7 @@ class PipelineConfig:
     prefetch: int = 2
     drop_remainder: bool = False
     block_rows: int = 16
+    autotune: bool = False
 
     def __post_init__(self):
         for name in ("batch_size", "block_rows"):
@@ -199,7 +203,10 @@ def make_dataset(
     last = stop if stop is not None else np.iinfo(np.int64).max
     ds = tf.data.Dataset.range(start_epoch, last).flat_map(batches)
     ds = ds.map(read_op)  # in order, one call at a time: the parallelism is in the readers
-    return ds.prefetch(cfg.prefetch) if cfg.prefetch else ds
+    ds = ds.prefetch(cfg.prefetch) if cfg.prefetch else ds
+    options = tf.data.Options()
+    options.autotune.enabled = cfg.autotune  # see PipelineConfig.autotune
+    return ds.with_options(options)
 
 
 def throughput(dataset, *, batches: int | None = None) -> dict[str, float]:

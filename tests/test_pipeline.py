@@ -142,6 +142,17 @@ def test_dataset_shards_by_rank_and_drops_remainder(files, stats, tf):
     assert sorted(seen) == want
 
 
+def test_autotuner_off_unless_asked(files, stats, tf):
+    """The sizes are fixed, so tf.data's autotuner stays off (it stalled iterator teardown)."""
+    from climnb.pipeline import make_dataset
+
+    default = make_dataset(files, stats, config=PipelineConfig(batch_size=2))
+    assert default.options().autotune.enabled is False
+    tuned = make_dataset(files, stats, config=PipelineConfig(batch_size=2, autotune=True))
+    assert tuned.options().autotune.enabled is True
+    assert [x.shape[0] for x, *_ in tuned] == [x.shape[0] for x, *_ in default]
+
+
 def test_buffers_are_reused_when_tensors_are_dropped(files, stats, tf, monkeypatch):
     import climnb.pipeline as pipeline
 

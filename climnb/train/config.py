@@ -48,6 +48,8 @@ class TrainConfig:
     channels : channel subset to train on (``None``: all 16).
     threads : compute threads per rank (``None``: TensorFlow's default).
     read_workers : reader processes of the input pipeline per rank (0: read in-process).
+    data_autotune : tf.data's autotuner in the input pipeline (off: see
+        :class:`climnb.pipeline.PipelineConfig`).
     """
 
     data_dir: str
@@ -72,6 +74,7 @@ class TrainConfig:
     channels: tuple[str, ...] | None = None
     threads: int | None = None
     read_workers: int = 1
+    data_autotune: bool = False
 
     def __post_init__(self):
         for name in ("batch_size", "epochs", "validate_every", "checkpoint_every",

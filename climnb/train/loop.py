@@ -193,7 +193,7 @@ def _batches(files, stats, config: TrainConfig, rank, size, epoch, *, shuffle=Tr
 
     pipe = PipelineConfig(batch_size=config.batch_size, seed=config.seed, shuffle=shuffle,
                           channels=config.channels, drop_remainder=shuffle,
-                          workers=config.read_workers)
+                          workers=config.read_workers, autotune=config.data_autotune)
     return make_dataset(files, stats, rank=rank, size=size, epochs=1, start_epoch=epoch,
                         config=pipe)
 
