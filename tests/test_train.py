@@ -144,16 +144,19 @@ def test_damaged_checkpoint_is_named(tmp_path):
 @pytest.mark.mpi
 @pytest.mark.horovod
 def test_two_mpi_ranks_end_with_identical_weights(samples, tmp_path, mpi_env):
-    cmd = ["mpirun", "-np", "2", "--bind-to", "none", sys.executable, "-m", "climnb", "train",
-           "--data", str(samples), "--out", str(tmp_path), "--epochs", "1", "--threads", "1",
-           "--batch-size", "2"]
+    # each rank's stdout in its own file: mpirun's merged stdout may interleave the ranks' lines
+    logs = tmp_path / "logs"
+    cmd = ["mpirun", "-np", "2", "--bind-to", "none", "--output-filename", str(logs),
+           sys.executable, "-m", "climnb", "train", "--data", str(samples), "--out",
+           str(tmp_path), "--epochs", "1", "--threads", "1", "--batch-size", "2"]
     config = tmp_path / "config.json"
     config.write_text('{"model_overrides": {"growth_rate": 6, "initial_filters": 8}}')
     out = subprocess.run([*cmd, "--config", str(config)], capture_output=True, text=True,
                          env=mpi_env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    ranks = dict(re.findall(r"rank (\d) of 2: 4 steps, loss \S+, weights (\w+)", out.stdout))
-    assert set(ranks) == {"0", "1"}, out.stdout
+    stdout = "\n".join(f.read_text() for f in sorted(logs.glob("*/rank.*/stdout")))
+    ranks = dict(re.findall(r"rank (\d) of 2: 4 steps, loss \S+, weights (\w+)", stdout))
+    assert set(ranks) == {"0", "1"}, stdout
     assert ranks["0"] == ranks["1"], "weights differ between ranks"
     assert (tmp_path / "model" / "climnb.json").exists()
 
