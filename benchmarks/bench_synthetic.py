@@ -34,8 +34,10 @@ def bench_generation(shape, n_time, repeat):
     rng = np.random.default_rng(0)
     base = best_of(repeat, lambda: rng.standard_normal((n_time, 16, *shape), np.float32))
     per_step, base_step = gen / n_time, base / n_time
-    print(f"{shape[0]:>4} x {shape[1]:<5} generate {per_step:8.4f} s/step | "
-          f"numpy noise baseline {base_step:8.4f} s/step | ratio {per_step / base_step:6.1f}x")
+    print(
+        f"{shape[0]:>4} x {shape[1]:<5} generate {per_step:8.4f} s/step | "
+        f"numpy noise baseline {base_step:8.4f} s/step | ratio {per_step / base_step:6.1f}x"
+    )
     return per_step
 
 
@@ -44,8 +46,10 @@ def bench_import(repeat):
         return best_of(repeat, lambda: subprocess.run([sys.executable, "-c", code], check=True))
 
     bare, climnb = run("pass"), run("import climnb")
-    print(f"import climnb {climnb - bare:.3f} s above a bare interpreter ({bare:.3f} s); "
-          f"ratio of process times {climnb / bare:.2f}x")
+    print(
+        f"import climnb {climnb - bare:.3f} s above a bare interpreter ({bare:.3f} s); "
+        f"ratio of process times {climnb / bare:.2f}x"
+    )
 
 
 def main(argv=None):

@@ -50,14 +50,30 @@ def make_samples(folder: Path, n: int, seed: int) -> Path:
     return folder
 
 
-def train(ranks: int, data: Path, out: Path, *extra: str,
-          pinned: bool = True) -> tuple[float, pd.DataFrame, str]:
+def train(
+    ranks: int, data: Path, out: Path, *extra: str, pinned: bool = True
+) -> tuple[float, pd.DataFrame, str]:
     """``climnb train`` under mpirun; ``pinned``: one core and one compute thread per rank
     (else TensorFlow's default threads and no binding, as on notebook engines)."""
     binding = ["--bind-to", "core"] if pinned else ["--bind-to", "none"]
     threads = ["--threads", "1"] if pinned else []
-    cmd = ["mpirun", "-np", str(ranks), *binding, sys.executable, "-m", "climnb", "train",
-           "--data", str(data), "--out", str(out), *threads, "--no-resume", *extra]
+    cmd = [
+        "mpirun",
+        "-np",
+        str(ranks),
+        *binding,
+        sys.executable,
+        "-m",
+        "climnb",
+        "train",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        *threads,
+        "--no-resume",
+        *extra,
+    ]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=mpi_env(ranks), capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -72,19 +88,34 @@ def quality(work: Path, args) -> None:
     config = work / "quality.json"  # the learning rate decays linearly to 0 after the warm-up
     config.write_text(json.dumps({"validate_every": max(args.epochs // 4, 1)}))
     seconds, history, stdout = train(
-        2, data, work / "run-quality", "--epochs", str(args.epochs), "--batch-size", "2",
-        "--lr", str(args.lr), "--warmup-steps", str(warmup), "--config", str(config))
+        2,
+        data,
+        work / "run-quality",
+        "--epochs",
+        str(args.epochs),
+        "--batch-size",
+        "2",
+        "--lr",
+        str(args.lr),
+        "--warmup-steps",
+        str(warmup),
+        "--config",
+        str(config),
+    )
     val = pd.read_csv(work / "run-quality" / "validation.csv")
     best = val.mean_iou.max()
-    print(f"quality: toy Tiramisu, 2 MPI ranks, {args.samples} samples, {args.epochs} epochs, "
-          f"lr {args.lr:g} x 2 ranks, linear decay, "
-          f"{int(history.step.max())} steps in {seconds:.0f} s (target <= 600 s)")
-    print("  validation mean IoU by epoch: "
-          + ", ".join(f"{v:.3f}" for v in val.mean_iou))
+    print(
+        f"quality: toy Tiramisu, 2 MPI ranks, {args.samples} samples, {args.epochs} epochs, "
+        f"lr {args.lr:g} x 2 ranks, linear decay, "
+        f"{int(history.step.max())} steps in {seconds:.0f} s (target <= 600 s)"
+    )
+    print("  validation mean IoU by epoch: " + ", ".join(f"{v:.3f}" for v in val.mean_iou))
     last = val.iloc[-1]
-    print(f"  final mean IoU {last.mean_iou:.3f} (background {last.iou_0:.3f}, "
-          f"TC {last.iou_1:.3f}, AR {last.iou_2:.3f}); best {best:.3f} (target >= 0.70): "
-          f"{'OK' if last.mean_iou >= 0.70 and seconds <= 600 else 'MISSED'}")
+    print(
+        f"  final mean IoU {last.mean_iou:.3f} (background {last.iou_0:.3f}, "
+        f"TC {last.iou_1:.3f}, AR {last.iou_2:.3f}); best {best:.3f} (target >= 0.70): "
+        f"{'OK' if last.mean_iou >= 0.70 and seconds <= 600 else 'MISSED'}"
+    )
 
 
 def scaling(work: Path, args) -> None:
@@ -94,16 +125,30 @@ def scaling(work: Path, args) -> None:
     config.write_text(json.dumps({"read_workers": 0}))
     rates = {}
     for ranks in (1, 2):
-        _, history, _ = train(ranks, data, work / f"run-scaling-{ranks}", "--epochs", "100",
-                              "--batch-size", "2", "--max-steps", str(args.scaling_steps),
-                              "--config", str(config))
+        _, history, _ = train(
+            ranks,
+            data,
+            work / f"run-scaling-{ranks}",
+            "--epochs",
+            "100",
+            "--batch-size",
+            "2",
+            "--max-steps",
+            str(args.scaling_steps),
+            "--config",
+            str(config),
+        )
         steady = history.iloc[5:]  # leave out tracing and warm-up
         rates[ranks] = float(steady.samples_per_s.median())
-        print(f"weak scaling: {ranks} rank(s), batch 2 per rank, 1 thread each: "
-              f"{rates[ranks]:.2f} samples/s (median of {len(steady)} steps)")
+        print(
+            f"weak scaling: {ranks} rank(s), batch 2 per rank, 1 thread each: "
+            f"{rates[ranks]:.2f} samples/s (median of {len(steady)} steps)"
+        )
     efficiency = rates[2] / (2 * rates[1])
-    print(f"weak-scaling efficiency 1 -> 2 ranks: {100 * efficiency:.1f} % (target >= 85 %): "
-          f"{'OK' if efficiency >= 0.85 else 'MISSED'}")
+    print(
+        f"weak-scaling efficiency 1 -> 2 ranks: {100 * efficiency:.1f} % (target >= 85 %): "
+        f"{'OK' if efficiency >= 0.85 else 'MISSED'}"
+    )
 
 
 def turnover(work: Path, args) -> None:
@@ -112,22 +157,35 @@ def turnover(work: Path, args) -> None:
     for autotune in (True, False):
         config = work / f"turnover-{autotune}.json"
         config.write_text(json.dumps({"data_autotune": autotune}))
-        seconds, history, _ = train(2, data, work / f"run-turnover-{autotune}", "--epochs",
-                                    str(args.turnover_epochs), "--batch-size", "2",
-                                    "--config", str(config), pinned=False)
+        seconds, history, _ = train(
+            2,
+            data,
+            work / f"run-turnover-{autotune}",
+            "--epochs",
+            str(args.turnover_epochs),
+            "--batch-size",
+            "2",
+            "--config",
+            str(config),
+            pinned=False,
+        )
         steps = history[(history.kind == "step") & (history["rank"] == 0)].copy()
         steps["gap"] = steps.time.diff()
         first = steps.groupby("epoch").head(1).gap.dropna()  # includes the validation
         inside = steps.gap[~steps.index.isin(first.index)].dropna()
         results[autotune] = (seconds, first)
         label = "with the autotuner (baseline)" if autotune else "without (climnb default)"
-        print(f"epoch turnover {label}: first-step gaps "
-              f"{', '.join(f'{g:.1f}' for g in first)} s (median step gap "
-              f"{inside.median():.2f} s); {seconds:.0f} s for {args.turnover_epochs} epochs")
+        print(
+            f"epoch turnover {label}: first-step gaps "
+            f"{', '.join(f'{g:.1f}' for g in first)} s (median step gap "
+            f"{inside.median():.2f} s); {seconds:.0f} s for {args.turnover_epochs} epochs"
+        )
     (base_s, base), (ours_s, ours) = results[True], results[False]
-    print(f"epoch turnover: median {ours.median():.2f} s vs {base.median():.2f} s baseline "
-          f"({base.median() / ours.median():.1f}x), total {ours_s:.0f} s vs {base_s:.0f} s "
-          f"({base_s / ours_s:.2f}x)")
+    print(
+        f"epoch turnover: median {ours.median():.2f} s vs {base.median():.2f} s baseline "
+        f"({base.median() / ours.median():.1f}x), total {ours_s:.0f} s vs {base_s:.0f} s "
+        f"({base_s / ours_s:.2f}x)"
+    )
 
 
 def main(argv=None):

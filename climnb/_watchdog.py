@@ -101,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     stopped = watch(int(argv[0]))
     if stopped:
-        print(f"climnb watchdog: process {argv[0]} died; stopped engine processes {stopped}",
-              file=sys.stderr)
+        print(
+            f"climnb watchdog: process {argv[0]} died; stopped engine processes {stopped}",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -49,8 +49,13 @@ class Channel:
 
 
 CHANNELS: tuple[Channel, ...] = (
-    Channel("TMQ", "kg m-2", "total (vertically integrated) precipitable water", "YlGnBu",
-            "atmosphere_mass_content_of_water_vapor"),
+    Channel(
+        "TMQ",
+        "kg m-2",
+        "total (vertically integrated) precipitable water",
+        "YlGnBu",
+        "atmosphere_mass_content_of_water_vapor",
+    ),
     Channel("U850", "m s-1", "zonal wind at 850 hPa", "RdBu_r", "eastward_wind"),
     Channel("V850", "m s-1", "meridional wind at 850 hPa", "RdBu_r", "northward_wind"),
     Channel("UBOT", "m s-1", "lowest model level zonal wind", "RdBu_r", "eastward_wind"),
@@ -60,8 +65,13 @@ CHANNELS: tuple[Channel, ...] = (
     Channel("PSL", "Pa", "sea level pressure", "viridis", "air_pressure_at_mean_sea_level"),
     Channel("T200", "K", "temperature at 200 hPa", "inferno", "air_temperature"),
     Channel("T500", "K", "temperature at 500 hPa", "inferno", "air_temperature"),
-    Channel("PRECT", "m s-1", "total (convective and large-scale) precipitation rate", "Blues",
-            "lwe_precipitation_rate"),
+    Channel(
+        "PRECT",
+        "m s-1",
+        "total (convective and large-scale) precipitation rate",
+        "Blues",
+        "lwe_precipitation_rate",
+    ),
     Channel("TS", "K", "surface temperature (radiative)", "inferno", "surface_temperature"),
     Channel("TREFHT", "K", "reference height temperature", "inferno", "air_temperature"),
     Channel("Z1000", "m", "geopotential height at 1000 hPa", "cividis", "geopotential_height"),

@@ -36,7 +36,11 @@ from typing import Literal
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ClusterConfig", "Engines", "EngineStartError", "SlurmAllocation", "detect_launcher",
+    "ClusterConfig",
+    "Engines",
+    "EngineStartError",
+    "SlurmAllocation",
+    "detect_launcher",
     "mpi_settings",
 ]
 
@@ -164,8 +168,11 @@ class Engines:
         if n < 1:
             raise ValueError(f"the number of engines must be at least 1, got {n}")
         self.n = n
-        cores = (self.slurm.cpus_on_node if self.slurm and self.slurm.cpus_on_node
-                 else os.cpu_count() or 1)
+        cores = (
+            self.slurm.cpus_on_node
+            if self.slurm and self.slurm.cpus_on_node
+            else os.cpu_count() or 1
+        )
         per_node = _engines_per_node(n, self.launcher, self.slurm)
         self.threads = config.threads_per_engine or max(1, cores // per_node)
         self.config = config
@@ -184,7 +191,9 @@ class Engines:
         self._start_watchdog()
         self.cluster = ipp.Cluster(
             engines="local" if self.launcher == "local" else "mpi",
-            n=self.n, engine_timeout=int(self.config.timeout), log_level=logging.ERROR,
+            n=self.n,
+            engine_timeout=int(self.config.timeout),
+            log_level=logging.ERROR,
             shutdown_atexit=True,
         )
         self._configure_launcher(self.cluster.config)
@@ -227,7 +236,9 @@ class Engines:
         if self._watchdog is None:
             self._watchdog = subprocess.Popen(
                 [sys.executable, "-m", "climnb._watchdog", str(os.getpid())],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
             )
 
     def __enter__(self) -> Engines:
@@ -260,8 +271,16 @@ class Engines:
         ]
         for eid, result in zip(view.targets, results, strict=True):
             rows.append({**result.get(timeout=self.config.timeout), "engine_id": eid})
-        columns = ["rank", "local_rank", "size", "host", "engine_id", "threads", "controller",
-                   "pid"]
+        columns = [
+            "rank",
+            "local_rank",
+            "size",
+            "host",
+            "engine_id",
+            "threads",
+            "controller",
+            "pid",
+        ]
         table = pd.DataFrame(rows)[columns].sort_values("rank").reset_index(drop=True)
         if sorted(table["rank"]) != list(range(self.n)):
             raise EngineStartError(f"Horovod ranks are not 0..{self.n - 1}:\n{table}")
@@ -289,10 +308,16 @@ class Engines:
             "HOROVOD_GLOO_IFACE": "lo",
         }
         return [
-            {**common, "HOROVOD_HOSTNAME": hostname, "HOROVOD_RANK": str(s.rank),
-             "HOROVOD_SIZE": str(s.size), "HOROVOD_LOCAL_RANK": str(s.local_rank),
-             "HOROVOD_LOCAL_SIZE": str(s.local_size), "HOROVOD_CROSS_RANK": str(s.cross_rank),
-             "HOROVOD_CROSS_SIZE": str(s.cross_size)}
+            {
+                **common,
+                "HOROVOD_HOSTNAME": hostname,
+                "HOROVOD_RANK": str(s.rank),
+                "HOROVOD_SIZE": str(s.size),
+                "HOROVOD_LOCAL_RANK": str(s.local_rank),
+                "HOROVOD_LOCAL_SIZE": str(s.local_size),
+                "HOROVOD_CROSS_RANK": str(s.cross_rank),
+                "HOROVOD_CROSS_SIZE": str(s.cross_size),
+            }
             for s in slots
         ]
 
@@ -301,8 +326,10 @@ class Engines:
     def _check_launcher(self) -> None:
         if self.launcher == "slurm":
             if not shutil.which("srun"):
-                raise EngineStartError("launcher 'slurm' needs srun on PATH: run inside an "
-                                       "allocation (salloc/sbatch) on a Slurm system")
+                raise EngineStartError(
+                    "launcher 'slurm' needs srun on PATH: run inside an "
+                    "allocation (salloc/sbatch) on a Slurm system"
+                )
             if self.slurm and self.slurm.n_tasks and self.n > self.slurm.n_tasks:
                 raise EngineStartError(
                     f"the allocation {self.slurm.job_id} has {self.slurm.n_tasks} tasks but "
@@ -310,49 +337,66 @@ class Engines:
                     "(e.g. salloc --ntasks N)"
                 )
         if self.launcher in ("slurm", "mpi") and not _has_module("mpi4py"):
-            raise EngineStartError("MPI engines need mpi4py: pip install mpi4py (make setup "
-                                   "installs it), or use launcher='local' (Horovod over Gloo)")
+            raise EngineStartError(
+                "MPI engines need mpi4py: pip install mpi4py (make setup "
+                "installs it), or use launcher='local' (Horovod over Gloo)"
+            )
         if self.launcher == "mpi" and not shutil.which("mpiexec"):
-            raise EngineStartError("launcher 'mpi' needs mpiexec on PATH: install OpenMPI "
-                                   "(apt-get install openmpi-bin) or use launcher='local'")
+            raise EngineStartError(
+                "launcher 'mpi' needs mpiexec on PATH: install OpenMPI "
+                "(apt-get install openmpi-bin) or use launcher='local'"
+            )
 
     def _configure_launcher(self, config) -> None:
-        env = {"OMP_NUM_THREADS": str(self.threads), "IPP_NONINTERACTIVE": "1",
-               "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-               "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
-               **self.config.env}
+        env = {
+            "OMP_NUM_THREADS": str(self.threads),
+            "IPP_NONINTERACTIVE": "1",
+            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+            "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
+            **self.config.env,
+        }
         args = list(self.config.launcher_args)
         if self.launcher == "slurm":
             per_node = _engines_per_node(self.n, "slurm", self.slurm)
             config.MPIEngineSetLauncher.mpi_cmd = ["srun"]
-            args = [f"--ntasks-per-node={per_node}", f"--cpus-per-task={self.threads}",
-                    "--kill-on-bad-exit=1", *args]
+            args = [
+                f"--ntasks-per-node={per_node}",
+                f"--cpus-per-task={self.threads}",
+                "--kill-on-bad-exit=1",
+                *args,
+            ]
         elif self.launcher == "mpi":
             env = {**mpi_settings(self.n), **env}
             args = ["--bind-to", "none", *args]
-        launcher = (config.LocalEngineSetLauncher if self.launcher == "local"
-                    else config.MPIEngineSetLauncher)
+        launcher = (
+            config.LocalEngineSetLauncher
+            if self.launcher == "local"
+            else config.MPIEngineSetLauncher
+        )
         launcher.environment = env
         if self.launcher != "local":
             config.MPIEngineSetLauncher.mpi_args = args
 
     def _launcher_output(self) -> str:
         try:
-            return "\n".join(es.get_output(remove=False)
-                             for es in (self.cluster.engines or {}).values())[-3000:]
+            return "\n".join(
+                es.get_output(remove=False) for es in (self.cluster.engines or {}).values()
+            )[-3000:]
         except Exception:
             return ""
 
     def _start_hint(self, err: BaseException, output: str) -> str:
         what = {
             "mpi": "that `mpiexec -n 2 python -c 'import mpi4py.MPI'` works, and that OpenMPI "
-                   "may run as root / oversubscribe on this machine",
+            "may run as root / oversubscribe on this machine",
             "slurm": "that the allocation is still running (squeue), has enough tasks for "
-                     f"{self.n} engines, and that srun can start {sys.executable}",
+            f"{self.n} engines, and that srun can start {sys.executable}",
             "local": "that ipyparallel is installed in the notebook's environment",
         }[self.launcher]
-        msg = (f"{self.n} {self.launcher} engines did not start within "
-               f"{self.config.timeout:.0f} s ({type(err).__name__}: {err}). Check {what}.")
+        msg = (
+            f"{self.n} {self.launcher} engines did not start within "
+            f"{self.config.timeout:.0f} s ({type(err).__name__}: {err}). Check {what}."
+        )
         return msg + (f"\nlauncher output:\n{output}" if output.strip() else "")
 
 
@@ -387,9 +431,15 @@ def _engine_init_horovod(threads: int, env: dict[str, str]) -> dict:
     import horovod.tensorflow as hvd
 
     hvd.init()
-    return {"rank": hvd.rank(), "local_rank": hvd.local_rank(), "size": hvd.size(),
-            "host": socket.gethostname(), "pid": os.getpid(), "threads": threads,
-            "controller": "mpi" if hvd.mpi_enabled() else "gloo"}
+    return {
+        "rank": hvd.rank(),
+        "local_rank": hvd.local_rank(),
+        "size": hvd.size(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "threads": threads,
+        "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+    }
 
 
 def _engine_allreduce() -> float:

@@ -79,13 +79,21 @@ def find_notebooks(folder: Path, only: Iterable[str] = ()) -> list[Path]:
     if only:
         found = [p for p in found if p.name.startswith(only)]
     if not found:
-        raise FileNotFoundError(f"no numbered notebooks (NN_*.ipynb) in {folder}"
-                                + (f" starting with {', '.join(only)}" if only else ""))
+        raise FileNotFoundError(
+            f"no numbered notebooks (NN_*.ipynb) in {folder}"
+            + (f" starting with {', '.join(only)}" if only else "")
+        )
     return found
 
 
-def run_notebook(notebook: Path, reports: Path, *, parameters: dict | None = None,
-                 kernel: str = "python3", timeout: int = 1200) -> NotebookRun:
+def run_notebook(
+    notebook: Path,
+    reports: Path,
+    *,
+    parameters: dict | None = None,
+    kernel: str = "python3",
+    timeout: int = 1200,
+) -> NotebookRun:
     """Execute one notebook with papermill into ``reports`` and render it to HTML."""
     import nbconvert
     import nbformat
@@ -101,8 +109,13 @@ def run_notebook(notebook: Path, reports: Path, *, parameters: dict | None = Non
     with atomic_path(output) as tmp, warnings.catch_warnings():
         warnings.filterwarnings("ignore", "The specified file", UserWarning)  # our .tmp name
         pm.execute_notebook(
-            str(notebook), str(tmp), parameters=given, kernel_name=kernel,
-            cwd=str(notebook.parent), execution_timeout=timeout, progress_bar=False,
+            str(notebook),
+            str(tmp),
+            parameters=given,
+            kernel_name=kernel,
+            cwd=str(notebook.parent),
+            execution_timeout=timeout,
+            progress_bar=False,
             request_save_on_cell_execute=False,
         )
     seconds = time.perf_counter() - start
@@ -139,8 +152,15 @@ def run_demo(config: DemoConfig = DemoConfig(), *, progress=None) -> list[Notebo
     for nb in notebooks:
         if progress:
             progress(f"running {nb.name} ...")
-        runs.append(run_notebook(nb, config.reports, parameters=config.parameters.get(nb.name[:2]),
-                                 kernel=config.kernel, timeout=config.timeout))
+        runs.append(
+            run_notebook(
+                nb,
+                config.reports,
+                parameters=config.parameters.get(nb.name[:2]),
+                kernel=config.kernel,
+                timeout=config.timeout,
+            )
+        )
     return runs
 
 
@@ -179,8 +199,13 @@ def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
     return out
 
 
-def toy_samples(folder: str | os.PathLike, *, n_time: int = 64, seed: int = 0,
-                fields: str | os.PathLike | None = None) -> Path:
+def toy_samples(
+    folder: str | os.PathLike,
+    *,
+    n_time: int = 64,
+    seed: int = 0,
+    fields: str | os.PathLike | None = None,
+) -> Path:
     """Split sample files and ``stats.h5`` in ``folder`` for training, made if missing.
 
     Uses the fields and labels of ``fields`` (a NetCDF file with a ``labels`` or ``truth``

@@ -41,8 +41,13 @@ from climnb.atomic import atomic_path
 from climnb.channels import CHANNEL_NAMES, CHANNELS, CLASS_NAMES
 
 __all__ = [
-    "make_dataset", "write_dataset", "save_dataset", "summarize",
-    "EARTH_RADIUS_KM", "TOY_SHAPE", "FULL_SHAPE",
+    "make_dataset",
+    "write_dataset",
+    "save_dataset",
+    "summarize",
+    "EARTH_RADIUS_KM",
+    "TOY_SHAPE",
+    "FULL_SHAPE",
 ]
 
 EARTH_RADIUS_KM = 6371.0
@@ -142,7 +147,11 @@ class _Events:
         drop = rng.uniform(1000.0, 8000.0)
         moving = (rng.random() < self.moving_fraction) if moving is None else moving
         return _Storm(
-            id=self._id(), lat=lat, lon=lon, radius_km=radius, drop_pa=drop,
+            id=self._id(),
+            lat=lat,
+            lon=lon,
+            radius_km=radius,
+            drop_pa=drop,
             warm_k=1.5 + 5.0 * drop / 8000.0,
             dlat=hemi * rng.uniform(0.2, 0.6) if moving else 0.0,
             dlon=-rng.uniform(0.4, 1.2) if moving else 0.0,
@@ -155,10 +164,16 @@ class _Events:
         length = rng.uniform(2000.0, 6000.0)
         heading = rng.uniform(np.radians(5), np.radians(28))
         river = _River(
-            id=self._id(), lat=hemi * rng.uniform(26.0, 42.0), lon=rng.uniform(0.0, 360.0),
-            heading=heading, curvature=rng.uniform(-0.15, 0.15), length_km=length,
-            width_km=rng.uniform(300.0, 900.0), moisture=rng.uniform(22.0, 32.0),
-            jet=rng.uniform(15.0, 25.0), dlon=rng.uniform(0.5, 2.0),
+            id=self._id(),
+            lat=hemi * rng.uniform(26.0, 42.0),
+            lon=rng.uniform(0.0, 360.0),
+            heading=heading,
+            curvature=rng.uniform(-0.15, 0.15),
+            length_km=length,
+            width_km=rng.uniform(300.0, 900.0),
+            moisture=rng.uniform(22.0, 32.0),
+            jet=rng.uniform(15.0, 25.0),
+            dlon=rng.uniform(0.5, 2.0),
             life=int(rng.integers(3, 10)),
         )
         river.path = _river_path(river, hemi)
@@ -272,8 +287,14 @@ def _background(lat, noise: _Noise, topo) -> dict[str, np.ndarray]:
     tmq = rh * 62.0 * np.exp(0.065 * (ts - 302.0))
     prect = 4e-8 * (tmq / 50.0) ** 2 * np.exp(1.2 * n[5])
     return {
-        "TS": ts, "PSL": psl, "U850": u, "V850": v, "TMQ": tmq, "PRECT": prect,
-        "T500": 0.6 * ts + 85.0 + 1.5 * n[6], "T200": 218.0 + 4.0 * s2 + 1.0 * n[6],
+        "TS": ts,
+        "PSL": psl,
+        "U850": u,
+        "V850": v,
+        "TMQ": tmq,
+        "PRECT": prect,
+        "T500": 0.6 * ts + 85.0 + 1.5 * n[6],
+        "T200": 218.0 + 4.0 * s2 + 1.0 * n[6],
         "topo": topo,
     }
 
@@ -317,9 +338,14 @@ def _box(lat, lon, lat0, lat1, lon0, lon1):
 
 def _draw_storm(f, truth, lat, lon, s: _Storm):
     half = np.degrees(3.0 * s.radius_km / EARTH_RADIUS_KM)
-    rows, cols = _box(lat, lon, s.lat - half, s.lat + half,
-                      s.lon - half / np.cos(np.radians(s.lat)),
-                      s.lon + half / np.cos(np.radians(s.lat)))
+    rows, cols = _box(
+        lat,
+        lon,
+        s.lat - half,
+        s.lat + half,
+        s.lon - half / np.cos(np.radians(s.lat)),
+        s.lon + half / np.cos(np.radians(s.lat)),
+    )
     la, lo = np.meshgrid(lat[rows], lon[cols], indexing="ij")
     r = _great_circle_km(s.lat, s.lon, la, lo)
     x = EARTH_RADIUS_KM * np.radians((lo - s.lon + 180.0) % 360.0 - 180.0) * np.cos(np.radians(la))
@@ -349,8 +375,14 @@ def _draw_river(f, truth, lat, lon, r: _River):
     pad = np.degrees(reach / EARTH_RADIUS_KM)
     plat, plon = _densify(r.path, step_km=hw / 10.0)
     coslat = np.cos(np.radians(min(np.abs(plat).max() + pad, 80.0)))
-    rows, cols = _box(lat, lon, plat.min() - pad, plat.max() + pad,
-                      plon.min() - pad / coslat, plon.max() + pad / coslat)
+    rows, cols = _box(
+        lat,
+        lon,
+        plat.min() - pad,
+        plat.max() + pad,
+        plon.min() - pad / coslat,
+        plon.max() + pad / coslat,
+    )
     la, lo = np.meshgrid(lat[rows], lon[cols], indexing="ij")
     tree = cKDTree(_xyz(plat, plon))
     chord, nearest = tree.query(
@@ -502,20 +534,52 @@ def make_dataset(
 def _catalogue(time, events: _Events) -> list[dict]:
     rows = []
     for s in events.storms:
-        rows.append(dict(time=time, event_id=s.id, class_id=1, lat=s.lat, lon=s.lon % 360.0,
-                         radius_km=s.radius_km, psl_drop_pa=s.drop_pa, max_wind=s.vmax))
+        rows.append(
+            dict(
+                time=time,
+                event_id=s.id,
+                class_id=1,
+                lat=s.lat,
+                lon=s.lon % 360.0,
+                radius_km=s.radius_km,
+                psl_drop_pa=s.drop_pa,
+                max_wind=s.vmax,
+            )
+        )
     for r in events.rivers:
         mid = r.path[len(r.path) // 2]
         lons = r.path[:, 1]
         seam = np.floor(lons.min() / 360.0) != np.floor(lons.max() / 360.0)
-        rows.append(dict(time=time, event_id=r.id, class_id=2, lat=mid[0], lon=mid[1] % 360.0,
-                         length_km=r.length_km, width_km=r.width_km, crosses_seam=bool(seam)))
+        rows.append(
+            dict(
+                time=time,
+                event_id=r.id,
+                class_id=2,
+                lat=mid[0],
+                lon=mid[1] % 360.0,
+                length_km=r.length_km,
+                width_km=r.width_km,
+                crosses_seam=bool(seam),
+            )
+        )
     return rows
 
 
 def _events_frame(rows: list[dict]) -> pd.DataFrame:
-    columns = ["time", "event_id", "class_id", "class_name", "lat", "lon", "radius_km",
-               "psl_drop_pa", "max_wind", "length_km", "width_km", "crosses_seam"]
+    columns = [
+        "time",
+        "event_id",
+        "class_id",
+        "class_name",
+        "lat",
+        "lon",
+        "radius_km",
+        "psl_drop_pa",
+        "max_wind",
+        "length_km",
+        "width_km",
+        "crosses_seam",
+    ]
     df = pd.DataFrame(rows, columns=[c for c in columns if c != "class_name"])
     df.insert(3, "class_name", [CLASS_NAMES[c] for c in df.class_id])
     df["crosses_seam"] = df.crosses_seam.astype("boolean")
@@ -525,20 +589,44 @@ def _events_frame(rows: list[dict]) -> pd.DataFrame:
 def _to_dataset(data, truth, time, lat, lon, seed) -> xr.Dataset:
     dims = ("time", "lat", "lon")
     variables = {c.name: (dims, data[c.name], c.attrs) for c in CHANNELS}
-    variables["truth"] = (dims, truth, {
-        "long_name": "true class of each pixel",
-        "flag_values": np.array([0, 1, 2], np.uint8),
-        "flag_meanings": " ".join(CLASS_NAMES),
-    })
+    variables["truth"] = (
+        dims,
+        truth,
+        {
+            "long_name": "true class of each pixel",
+            "flag_values": np.array([0, 1, 2], np.uint8),
+            "flag_meanings": " ".join(CLASS_NAMES),
+        },
+    )
     coords = {
         "time": ("time", time, {"standard_name": "time"}),
-        "lat": ("lat", lat, {"units": "degrees_north", "standard_name": "latitude",
-                             "long_name": "latitude", "axis": "Y"}),
-        "lon": ("lon", lon, {"units": "degrees_east", "standard_name": "longitude",
-                             "long_name": "longitude", "axis": "X"}),
+        "lat": (
+            "lat",
+            lat,
+            {
+                "units": "degrees_north",
+                "standard_name": "latitude",
+                "long_name": "latitude",
+                "axis": "Y",
+            },
+        ),
+        "lon": (
+            "lon",
+            lon,
+            {
+                "units": "degrees_east",
+                "standard_name": "longitude",
+                "long_name": "longitude",
+                "axis": "X",
+            },
+        ),
     }
-    attrs = {"title": "climnb synthetic CAM5-like fields", "source": "climnb.synthetic",
-             "seed": seed, "Conventions": "CF-1.8"}
+    attrs = {
+        "title": "climnb synthetic CAM5-like fields",
+        "source": "climnb.synthetic",
+        "seed": seed,
+        "Conventions": "CF-1.8",
+    }
     return xr.Dataset(variables, coords=coords, attrs=attrs)
 
 

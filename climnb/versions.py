@@ -11,9 +11,26 @@ import sys
 __all__ = ["show_versions", "versions", "horovod_build"]
 
 _PACKAGES = (
-    "climnb", "numpy", "scipy", "pandas", "xarray", "dask", "distributed", "h5py", "netCDF4",
-    "holoviews", "bokeh", "panel", "ipywidgets", "jupyterlab", "ipyparallel", "papermill",
-    "tensorflow", "keras", "horovod", "mpi4py",
+    "climnb",
+    "numpy",
+    "scipy",
+    "pandas",
+    "xarray",
+    "dask",
+    "distributed",
+    "h5py",
+    "netCDF4",
+    "holoviews",
+    "bokeh",
+    "panel",
+    "ipywidgets",
+    "jupyterlab",
+    "ipyparallel",
+    "papermill",
+    "tensorflow",
+    "keras",
+    "horovod",
+    "mpi4py",
 )
 
 
@@ -68,5 +85,8 @@ def show_versions(file=None) -> None:
     else:
         built = [k for k, v in build.items() if v]
         missing = [k for k, v in build.items() if not v]
-        print(f"horovod build: with {', '.join(built) or 'nothing'}; "
-              f"without {', '.join(missing) or 'nothing'}", file=file)
+        print(
+            f"horovod build: with {', '.join(built) or 'nothing'}; "
+            f"without {', '.join(missing) or 'nothing'}",
+            file=file,
+        )

@@ -32,8 +32,11 @@ def mpi_environ(mpi_env, monkeypatch):
 
 
 def _no_engine_processes_left():
-    left = [p for p in psutil.Process().children(recursive=True)
-            if "ipyparallel" in " ".join(p.cmdline())]
+    left = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "ipyparallel" in " ".join(p.cmdline())
+    ]
     assert not left, left
 
 
@@ -161,8 +164,12 @@ def test_engines_stop_when_the_kernel_is_killed(mpi_env, tmp_path):
     err = tmp_path / "stderr.txt"
     with open(err, "w") as stderr:
         kernel = subprocess.Popen(
-            [sys.executable, "-c", KERNEL], env=mpi_env, stdout=subprocess.PIPE,
-            stderr=stderr, text=True, start_new_session=True,
+            [sys.executable, "-c", KERNEL],
+            env=mpi_env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
         )
     try:
         line = kernel.stdout.readline()

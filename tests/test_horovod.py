@@ -31,8 +31,9 @@ ALLREDUCE = textwrap.dedent(
 
 def test_horovod_built_with_mpi_and_gloo(mpi_env):
     code = "import horovod.tensorflow as h; print(h.mpi_built(), h.gloo_built())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=mpi_env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=mpi_env, check=True
+    )
     assert out.stdout.split() == ["True", "True"]
 
 
@@ -45,8 +46,13 @@ def _ranks_agree(out_dir, stdout: str) -> None:
 def test_allreduce_over_mpi(tmp_path, mpi_env):
     script = tmp_path / "allreduce.py"
     script.write_text(ALLREDUCE)
-    out = subprocess.run(["mpirun", "-np", "2", sys.executable, str(script), str(tmp_path)],
-                         capture_output=True, text=True, env=mpi_env, timeout=180)
+    out = subprocess.run(
+        ["mpirun", "-np", "2", sys.executable, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=mpi_env,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     _ranks_agree(tmp_path, out.stdout)
 
@@ -55,8 +61,22 @@ def test_allreduce_over_gloo(tmp_path, mpi_env):
     script = tmp_path / "allreduce.py"
     script.write_text(ALLREDUCE)
     horovodrun = shutil.which("horovodrun", path=mpi_env["PATH"])
-    out = subprocess.run([horovodrun, "--gloo", "-np", "2", "-H", "localhost:2",
-                          sys.executable, str(script), str(tmp_path)],
-                         capture_output=True, text=True, env=mpi_env, timeout=180)
+    out = subprocess.run(
+        [
+            horovodrun,
+            "--gloo",
+            "-np",
+            "2",
+            "-H",
+            "localhost:2",
+            sys.executable,
+            str(script),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=mpi_env,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     _ranks_agree(tmp_path, out.stdout)

@@ -20,8 +20,9 @@ NOTEBOOKS = find_notebooks(ROOT / "notebooks")
 IDS = [nb.stem for nb in NOTEBOOKS]
 # The demo's chain of notebooks (each uses what the one before wrote), with shorter runs.
 SHORTER = {"00": {"n_time": 24}, "04": {"epochs": 1, "max_steps": 4}}
-TEST_PARAMETERS = {k: {**WORKFLOW.get(k, {}), **SHORTER.get(k, {})}
-                   for k in set(WORKFLOW) | set(SHORTER)}
+TEST_PARAMETERS = {
+    k: {**WORKFLOW.get(k, {}), **SHORTER.get(k, {})} for k in set(WORKFLOW) | set(SHORTER)
+}
 
 
 @pytest.fixture(scope="session")
@@ -47,10 +48,18 @@ def test_committed_without_outputs_and_with_parameters(notebook):
 @pytest.mark.notebook
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
 def test_notebook_executes(notebook, workdir, tmp_path):
-    run = run_notebook(workdir / notebook.name, tmp_path, timeout=900,
-                       parameters=TEST_PARAMETERS.get(notebook.name[:2]))
+    run = run_notebook(
+        workdir / notebook.name,
+        tmp_path,
+        timeout=900,
+        parameters=TEST_PARAMETERS.get(notebook.name[:2]),
+    )
     executed = json.loads(run.output.read_text())
-    errors = [o for c in executed["cells"] for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
+    errors = [
+        o
+        for c in executed["cells"]
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors
     assert run.html.stat().st_size > 10_000

@@ -28,8 +28,9 @@ def test_without_root_or_apt_it_says_what_to_do(tmp_path):
     for fake in ("id", "dpkg-query"):
         (bin_dir / fake).chmod(0o755)
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "VENV": str(tmp_path / "venv")}
-    out = subprocess.run([shutil.which("bash"), "tools/setup.sh"], cwd=ROOT, env=env,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [shutil.which("bash"), "tools/setup.sh"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     assert out.returncode == 1
     assert "missing system packages: build-essential cmake openmpi-bin" in out.stderr
     assert "conda env create -f environment.yml" in out.stderr

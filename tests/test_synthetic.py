@@ -243,8 +243,19 @@ def test_cyclone_wins_where_events_overlap():
         ({"tc_radius_km": (500, 400)}, "tc_radius_km"),
         ({"moving_fraction": 1.5}, "moving_fraction"),
     ],
-    ids=["no-time", "negative-lat", "float-lon", "negative-tc", "negative-ar", "tiny-grid",
-         "coarse-for-tc", "coarse-for-ar", "too-many-storms", "radius-order", "fraction"],
+    ids=[
+        "no-time",
+        "negative-lat",
+        "float-lon",
+        "negative-tc",
+        "negative-ar",
+        "tiny-grid",
+        "coarse-for-tc",
+        "coarse-for-ar",
+        "too-many-storms",
+        "radius-order",
+        "fraction",
+    ],
 )
 def test_bad_arguments_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):

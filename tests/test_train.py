@@ -34,8 +34,15 @@ def samples(tmp_path_factory):
 
 
 def _config(samples, out, **kw):
-    base = dict(data_dir=str(samples), out_dir=str(out), model_overrides=SMALL, batch_size=2,
-                epochs=1, threads=1, checkpoint_every=3)
+    base = dict(
+        data_dir=str(samples),
+        out_dir=str(out),
+        model_overrides=SMALL,
+        batch_size=2,
+        epochs=1,
+        threads=1,
+        checkpoint_every=3,
+    )
     return TrainConfig(**{**base, **kw})
 
 
@@ -43,8 +50,9 @@ def _config(samples, out, **kw):
 
 
 def test_config_round_trip_and_errors(samples, tmp_path):
-    config = _config(samples, tmp_path,
-                     optimizer={"larc": True, "boundaries": [5], "factors": [0.1]})
+    config = _config(
+        samples, tmp_path, optimizer={"larc": True, "boundaries": [5], "factors": [0.1]}
+    )
     assert config.optimizer.larc and config.optimizer.boundaries == (5,)
     assert TrainConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match=r"unknown training settings \['epoch'\]"):
@@ -146,13 +154,34 @@ def test_damaged_checkpoint_is_named(tmp_path):
 def test_two_mpi_ranks_end_with_identical_weights(samples, tmp_path, mpi_env):
     # each rank's stdout in its own file: mpirun's merged stdout may interleave the ranks' lines
     logs = tmp_path / "logs"
-    cmd = ["mpirun", "-np", "2", "--bind-to", "none", "--output-filename", str(logs),
-           sys.executable, "-m", "climnb", "train", "--data", str(samples), "--out",
-           str(tmp_path), "--epochs", "1", "--threads", "1", "--batch-size", "2"]
+    cmd = [
+        "mpirun",
+        "-np",
+        "2",
+        "--bind-to",
+        "none",
+        "--output-filename",
+        str(logs),
+        sys.executable,
+        "-m",
+        "climnb",
+        "train",
+        "--data",
+        str(samples),
+        "--out",
+        str(tmp_path),
+        "--epochs",
+        "1",
+        "--threads",
+        "1",
+        "--batch-size",
+        "2",
+    ]
     config = tmp_path / "config.json"
     config.write_text('{"model_overrides": {"growth_rate": 6, "initial_filters": 8}}')
-    out = subprocess.run([*cmd, "--config", str(config)], capture_output=True, text=True,
-                         env=mpi_env, timeout=600)
+    out = subprocess.run(
+        [*cmd, "--config", str(config)], capture_output=True, text=True, env=mpi_env, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     stdout = "\n".join(f.read_text() for f in sorted(logs.glob("*/rank.*/stdout")))
     ranks = dict(re.findall(r"rank (\d) of 2: 4 steps, loss \S+, weights (\w+)", stdout))
@@ -176,7 +205,8 @@ def mpi_process_env(mpi_env, monkeypatch):
 @pytest.mark.horovod
 @pytest.mark.slow
 def test_engines_train_with_dashboard_and_recover_from_a_killed_engine(
-        samples, tmp_path, mpi_process_env, capsys):
+    samples, tmp_path, mpi_process_env, capsys
+):
     from climnb.cluster import Engines
     from climnb.train.engines import TrainingError, train_on_engines
     from climnb.train.loop import plan
@@ -221,12 +251,19 @@ def test_dashboard_figures_hold_the_records():
 
     from climnb.viz.dashboard import merge_published, training_figures
 
-    steps = [{"rank": r, "step": s, "loss": 1.0 / s + r, "loss_avg": 1.0 / s,
-              "samples_per_s": 10.0} for r in (0, 1) for s in (1, 2, 3)]
+    steps = [
+        {"rank": r, "step": s, "loss": 1.0 / s + r, "loss_avg": 1.0 / s, "samples_per_s": 10.0}
+        for r in (0, 1)
+        for s in (1, 2, 3)
+    ]
     vals = [{"rank": 0, "step": 3, "mean_iou": 0.5, "iou_0": 0.9, "iou_1": 0.2, "iou_2": 0.4}]
     sample = {"label": np.zeros((4, 6), np.uint8), "prediction": np.ones((4, 6), np.uint8)}
-    merged = merge_published({0: {"steps": steps[:3], "validations": vals, "sample": sample},
-                              1: {"steps": steps[3:], "validations": []}})
+    merged = merge_published(
+        {
+            0: {"steps": steps[:3], "validations": vals, "sample": sample},
+            1: {"steps": steps[3:], "validations": []},
+        }
+    )
     layout = training_figures(*merged)
     assert isinstance(layout, hv.Layout) and len(layout) == 5
     loss = layout[0]

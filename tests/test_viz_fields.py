@@ -15,8 +15,9 @@ def test_channel_map_holds_the_field(toy):
     assert isinstance(img, hv.Image)
     assert [d.name for d in img.kdims] == ["lon", "lat"]
     assert img.vdims[0].name == "PSL" and img.vdims[0].unit == "Pa"
-    np.testing.assert_array_equal(img.dimension_values("PSL", flat=False),
-                                  ds.PSL.isel(time=2).values)
+    np.testing.assert_array_equal(
+        img.dimension_values("PSL", flat=False), ds.PSL.isel(time=2).values
+    )
 
 
 def test_mask_overlay_is_transparent_on_background(toy):

@@ -10,13 +10,25 @@ EXAMPLE = "climnb demo --reports reports --only 00"
 def add_arguments(parser):
     parser.add_argument("--notebooks", default="notebooks", help="folder of NN_*.ipynb")
     parser.add_argument("--reports", default="reports", help="output folder (default reports)")
-    parser.add_argument("--only", nargs="*", default=(), metavar="NN",
-                        help="run only notebooks starting with these prefixes")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=(),
+        metavar="NN",
+        help="run only notebooks starting with these prefixes",
+    )
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per cell")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="training epochs in notebook 04 (default: the workflow's 16)")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep notebooks/data/toy and runs/toy from an earlier run")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="training epochs in notebook 04 (default: the workflow's 16)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep notebooks/data/toy and runs/toy from an earlier run",
+    )
 
 
 def run(args) -> int:
@@ -26,9 +38,14 @@ def run(args) -> int:
     parameters = {k: dict(v) for k, v in WORKFLOW.items()}
     if args.epochs:
         parameters["04"]["epochs"] = args.epochs
-    config = DemoConfig(notebooks=Path(args.notebooks), reports=Path(args.reports),
-                        only=tuple(args.only), timeout=args.timeout, parameters=parameters,
-                        clean=not args.keep)
+    config = DemoConfig(
+        notebooks=Path(args.notebooks),
+        reports=Path(args.reports),
+        only=tuple(args.only),
+        timeout=args.timeout,
+        parameters=parameters,
+        clean=not args.keep,
+    )
     runs = run_demo(config, progress=lambda msg: print(msg, flush=True))
     print(f"\nclimnb demo finished in {time.perf_counter() - start:.0f} s; reports:")
     for r in runs:
@@ -37,6 +54,7 @@ def run(args) -> int:
     if figures:
         print("\nheadline results:")
         for name, value in figures.items():
-            print(f"  {name:<40} {value:.3f}" if isinstance(value, float) else
-                  f"  {name:<40} {value}")
+            print(
+                f"  {name:<40} {value:.3f}" if isinstance(value, float) else f"  {name:<40} {value}"
+            )
     return 0

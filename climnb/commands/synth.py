@@ -19,8 +19,14 @@ def run(args) -> int:
 
     n_lat, n_lon = _shape(args.shape)
     summary = write_dataset(
-        args.out, events_path=args.events, n_time=args.n_time, n_lat=n_lat, n_lon=n_lon,
-        n_tc=args.n_tc, n_ar=args.n_ar, seed=args.seed,
+        args.out,
+        events_path=args.events,
+        n_time=args.n_time,
+        n_lat=n_lat,
+        n_lon=n_lon,
+        n_tc=args.n_tc,
+        n_ar=args.n_ar,
+        seed=args.seed,
     )
     print(summary)
     return 0

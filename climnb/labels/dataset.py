@@ -32,7 +32,11 @@ from climnb.labels.sphere import is_periodic
 from climnb.labels.tc import detect_storms
 
 __all__ = [
-    "required_variables", "label_step", "label_dataset", "compute", "save_labelled",
+    "required_variables",
+    "label_step",
+    "label_dataset",
+    "compute",
+    "save_labelled",
     "EVENT_COLUMNS",
 ]
 
@@ -215,8 +219,7 @@ def _concat(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(tables, ignore_index=True).reindex(columns=list(EVENT_COLUMNS))
 
 
-def save_labelled(ds: xr.Dataset, labels: xr.DataArray, events: pd.DataFrame | None,
-                  path):
+def save_labelled(ds: xr.Dataset, labels: xr.DataArray, events: pd.DataFrame | None, path):
     """Write the fields of ``ds`` with ``labels`` added (NetCDF) and the event table (CSV).
 
     Both atomically; the events go to ``path`` with the suffix ``.events.csv``. This is the

@@ -70,8 +70,9 @@ def load_checkpoint(path) -> Checkpoint:
             opt = [z[k] for k in sorted(k for k in z.files if k.startswith("o"))]
             state = json.loads(bytes(z["state"]).decode())
     except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"checkpoint {path} is damaged ({err}); delete it to resume from "
-                         "the one before") from err
+        raise ValueError(
+            f"checkpoint {path} is damaged ({err}); delete it to resume from the one before"
+        ) from err
     return Checkpoint(path, weights, opt, state)
 
 

@@ -77,15 +77,22 @@ class TrainConfig:
     data_autotune: bool = False
 
     def __post_init__(self):
-        for name in ("batch_size", "epochs", "validate_every", "checkpoint_every",
-                     "keep_checkpoints"):
+        for name in (
+            "batch_size",
+            "epochs",
+            "validate_every",
+            "checkpoint_every",
+            "keep_checkpoints",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.lr_decay not in ("linear", "none"):
             raise ValueError(f"lr_decay must be 'linear' or 'none', got {self.lr_decay!r}")
         if self.class_weighting not in ("inverse_sqrt", "deepcam", "inverse", "none"):
-            raise ValueError(f"class_weighting must be inverse_sqrt, deepcam, inverse or none, "
-                             f"got {self.class_weighting!r}")
+            raise ValueError(
+                f"class_weighting must be inverse_sqrt, deepcam, inverse or none, "
+                f"got {self.class_weighting!r}"
+            )
         if isinstance(self.optimizer, Mapping):
             object.__setattr__(self, "optimizer", _optimizer(self.optimizer))
         object.__setattr__(self, "model_overrides", dict(self.model_overrides))
@@ -110,8 +117,7 @@ class TrainConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
-            raise ValueError(f"unknown training settings {sorted(unknown)}; "
-                             f"known: {sorted(names)}")
+            raise ValueError(f"unknown training settings {sorted(unknown)}; known: {sorted(names)}")
         d = dict(d)
         for key in ("split", "channels"):
             if d.get(key) is not None:

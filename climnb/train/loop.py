@@ -130,29 +130,42 @@ class _Data:
         else:
             files = sorted(folder.glob("data-*.h5"))
             if not files:
-                raise FileNotFoundError(f"no sample files data-*.h5 in {folder} (nor a "
-                                        "train/ folder)")
+                raise FileNotFoundError(
+                    f"no sample files data-*.h5 in {folder} (nor a train/ folder)"
+                )
             split = split_files(files, fractions=config.split, seed=config.split_seed)
         stats_path = folder / "stats.h5"
         if not stats_path.exists():
-            raise FileNotFoundError(f"{stats_path} is missing: compute it with "
-                                    "`climnb samples` or climnb.io.stats.compute_stats")
+            raise FileNotFoundError(
+                f"{stats_path} is missing: compute it with "
+                "`climnb samples` or climnb.io.stats.compute_stats"
+            )
         stats = read_stats(stats_path)
         if not split.train or not split.validation:
-            raise ValueError(f"the sample files in {folder} are too few for a train/validation "
-                             f"split (train {len(split.train)}, validation "
-                             f"{len(split.validation)})")
+            raise ValueError(
+                f"the sample files in {folder} are too few for a train/validation "
+                f"split (train {len(split.train)}, validation "
+                f"{len(split.validation)})"
+            )
         info = inspect_sample(split.train[0])
         n_channels = len(config.channels) if config.channels else len(info.channels)
         if config.class_weighting == "none":
             weights = np.ones(3)
         else:
             counts = getattr(stats, "class_counts", None)
-            freq = (np.maximum(counts, 1) / np.maximum(counts, 1).sum()
-                    if counts is not None and np.sum(counts) > 0 else PAPER_FREQUENCIES)
+            freq = (
+                np.maximum(counts, 1) / np.maximum(counts, 1).sum()
+                if counts is not None and np.sum(counts) > 0
+                else PAPER_FREQUENCIES
+            )
             weights = class_weights(freq, config.class_weighting)
-        return cls(tuple(split.train), tuple(split.validation), stats,
-                   (*info.shape, n_channels), np.asarray(weights, np.float64))
+        return cls(
+            tuple(split.train),
+            tuple(split.validation),
+            stats,
+            (*info.shape, n_channels),
+            np.asarray(weights, np.float64),
+        )
 
 
 def _presplit(folder: Path):
@@ -168,8 +181,10 @@ def _steps_per_epoch(n_files: int, size: int, batch: int) -> int:
     """Every rank must take the same number of steps (else the allreduce waits forever)."""
     steps = (n_files // size) // batch
     if steps < 1:
-        raise ValueError(f"{n_files} training files cannot give every one of {size} ranks a "
-                         f"batch of {batch}: use a smaller batch, fewer ranks or more data")
+        raise ValueError(
+            f"{n_files} training files cannot give every one of {size} ranks a "
+            f"batch of {batch}: use a smaller batch, fewer ranks or more data"
+        )
     return steps
 
 
@@ -191,11 +206,18 @@ def plan(config: TrainConfig, size: int) -> dict[str, int]:
 def _batches(files, stats, config: TrainConfig, rank, size, epoch, *, shuffle=True):
     from climnb.pipeline import PipelineConfig, make_dataset
 
-    pipe = PipelineConfig(batch_size=config.batch_size, seed=config.seed, shuffle=shuffle,
-                          channels=config.channels, drop_remainder=shuffle,
-                          workers=config.read_workers, autotune=config.data_autotune)
-    return make_dataset(files, stats, rank=rank, size=size, epochs=1, start_epoch=epoch,
-                        config=pipe)
+    pipe = PipelineConfig(
+        batch_size=config.batch_size,
+        seed=config.seed,
+        shuffle=shuffle,
+        channels=config.channels,
+        drop_remainder=shuffle,
+        workers=config.read_workers,
+        autotune=config.data_autotune,
+    )
+    return make_dataset(
+        files, stats, rank=rank, size=size, epochs=1, start_epoch=epoch, config=pipe
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,10 +250,16 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     data = _Data.prepare(config)
     steps = _steps_per_epoch(len(data.train), size, config.batch_size)
     total = steps * config.epochs
-    run = _Run(config, data, hvd, tf,
-               total_steps=min(total, config.max_steps) if config.max_steps else total)
-    log.info("rank %d/%d: %d training files, %d steps per epoch", rank, size, len(data.train),
-             steps)
+    run = _Run(
+        config,
+        data,
+        hvd,
+        tf,
+        total_steps=min(total, config.max_steps) if config.max_steps else total,
+    )
+    log.info(
+        "rank %d/%d: %d training files, %d steps per epoch", rank, size, len(data.train), steps
+    )
     stopped = False
     for epoch in range(run.epoch, config.epochs):
         skip, run.step_in_epoch = run.step_in_epoch, 0
@@ -250,8 +278,16 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
         if stopped or run.reached_max:
             break
     checkpoint, bundle = run.finish()
-    return TrainResult(rank, size, pd.DataFrame(run.records), pd.DataFrame(run.validations),
-                       weights_checksum(run.model), stopped, checkpoint, bundle)
+    return TrainResult(
+        rank,
+        size,
+        pd.DataFrame(run.records),
+        pd.DataFrame(run.validations),
+        weights_checksum(run.model),
+        stopped,
+        checkpoint,
+        bundle,
+    )
 
 
 class _Run:
@@ -268,14 +304,24 @@ class _Run:
         opt_config = config.optimizer
         if config.scale_lr and self.size > 1:
             opt_config = dataclasses.replace(
-                opt_config, learning_rate=opt_config.learning_rate * self.size)
+                opt_config, learning_rate=opt_config.learning_rate * self.size
+            )
         if config.lr_decay == "linear":  # to zero at the run's last step
             opt_config = dataclasses.replace(
-                opt_config, schedule="poly", power=1.0, end_learning_rate=0.0,
-                decay_steps=max(total_steps - opt_config.warmup_steps, 1))
-        self.model = build_model(config.model, data.shape, 3, config.preset,
-                                 mixed_precision=opt_config.mixed_precision,
-                                 **config.model_overrides)
+                opt_config,
+                schedule="poly",
+                power=1.0,
+                end_learning_rate=0.0,
+                decay_steps=max(total_steps - opt_config.warmup_steps, 1),
+            )
+        self.model = build_model(
+            config.model,
+            data.shape,
+            3,
+            config.preset,
+            mixed_precision=opt_config.mixed_precision,
+            **config.model_overrides,
+        )
         self.optimizer = make_optimizer(opt_config)
         self.optimizer.build(self.model.trainable_variables)
         weights = data.class_weights
@@ -319,8 +365,14 @@ class _Run:
 
         @tf.function
         def step(x, y):
-            return train_step(self.model, self.optimizer, self.loss_fn, x, y,
-                              allreduce=allreduce if self.size > 1 else None)
+            return train_step(
+                self.model,
+                self.optimizer,
+                self.loss_fn,
+                x,
+                y,
+                allreduce=allreduce if self.size > 1 else None,
+            )
 
         return step
 
@@ -331,19 +383,24 @@ class _Run:
         start = time.perf_counter()
         loss = self._step_fn(x, y)
         stop_here = float(self.config.stop_file.exists())
-        both = self.hvd.allreduce(tf.stack([tf.cast(loss, tf.float32), stop_here]),
-                                  op=self.hvd.Sum)
+        both = self.hvd.allreduce(tf.stack([tf.cast(loss, tf.float32), stop_here]), op=self.hvd.Sum)
         loss_sum, stop = (float(v) for v in np.asarray(both))
         seconds = time.perf_counter() - start
         self.global_step += 1
         self.step_in_epoch += 1
         samples = self.config.batch_size * self.size
         record = {
-            "kind": "step", "rank": self.rank, "step": self.global_step, "epoch": epoch,
-            "loss": float(loss), "loss_avg": loss_sum / self.size,
+            "kind": "step",
+            "rank": self.rank,
+            "step": self.global_step,
+            "epoch": epoch,
+            "loss": float(loss),
+            "loss_avg": loss_sum / self.size,
             "lr": float(np.asarray(self.optimizer.learning_rate)),
-            "seconds": seconds, "samples_per_s": samples / seconds,
-            "gflops": self.flop_per_sample * samples / seconds / 1e9, "time": time.time(),
+            "seconds": seconds,
+            "samples_per_s": samples / seconds,
+            "gflops": self.flop_per_sample * samples / seconds / 1e9,
+            "time": time.time(),
         }
         self.records.append(record)
         if self.global_step % self.config.checkpoint_every == 0:
@@ -362,8 +419,7 @@ class _Run:
         """
         variables = self.model.non_trainable_variables
         if self.size > 1 and variables:
-            averaged = self.hvd.grouped_allreduce([v.value for v in variables],
-                                                  op=self.hvd.Average)
+            averaged = self.hvd.grouped_allreduce([v.value for v in variables], op=self.hvd.Average)
             for var, value in zip(variables, averaged, strict=True):
                 var.assign(value)
 
@@ -376,22 +432,41 @@ class _Run:
         cm = ConfusionMatrix(3)
         sample = None
         if shard_files(self.data.validation, self.rank, self.size):
-            batches = _batches(self.data.validation, self.data.stats, self.config, self.rank,
-                               self.size, 0, shuffle=False)
+            batches = _batches(
+                self.data.validation,
+                self.data.stats,
+                self.config,
+                self.rank,
+                self.size,
+                0,
+                shuffle=False,
+            )
             for x, y, _ in batches:
                 pred = tf.argmax(self.model(x, training=False), axis=-1)
                 cm.update(y, pred)
                 if sample is None and self.rank == 0:
-                    sample = {"label": np.asarray(y[0], np.uint8),
-                              "prediction": np.asarray(pred[0], np.uint8)}
+                    sample = {
+                        "label": np.asarray(y[0], np.uint8),
+                        "prediction": np.asarray(pred[0], np.uint8),
+                    }
         total = self.hvd.allreduce(cm.state, op=self.hvd.Sum)
         per_class, mean_iou = cm.result(total)
-        record = {"kind": "validation", "rank": self.rank, "step": self.global_step,
-                  "epoch": epoch, "mean_iou": float(mean_iou),
-                  **{f"iou_{k}": float(v) for k, v in enumerate(per_class)}}
+        record = {
+            "kind": "validation",
+            "rank": self.rank,
+            "step": self.global_step,
+            "epoch": epoch,
+            "mean_iou": float(mean_iou),
+            **{f"iou_{k}": float(v) for k, v in enumerate(per_class)},
+        }
         self.validations.append(record)
-        log.info("rank %d epoch %d step %d: validation mean IoU %.3f", self.rank, epoch,
-                 self.global_step, mean_iou)
+        log.info(
+            "rank %d epoch %d step %d: validation mean IoU %.3f",
+            self.rank,
+            epoch,
+            self.global_step,
+            mean_iou,
+        )
         return {**record, "sample": sample} if sample is not None else record
 
     # --- saving --------------------------------------------------------------------------------
@@ -401,10 +476,19 @@ class _Run:
 
         if self.rank != 0:
             return None
-        state = {"epoch": self.epoch if self.step_in_epoch == 0 else epoch,
-                 "step_in_epoch": self.step_in_epoch, "records": self.records}
-        path = save_checkpoint(self.checkpoints, self.global_step, self.model, self.optimizer,
-                               state, keep=self.config.keep_checkpoints)
+        state = {
+            "epoch": self.epoch if self.step_in_epoch == 0 else epoch,
+            "step_in_epoch": self.step_in_epoch,
+            "records": self.records,
+        }
+        path = save_checkpoint(
+            self.checkpoints,
+            self.global_step,
+            self.model,
+            self.optimizer,
+            state,
+            keep=self.config.keep_checkpoints,
+        )
         self._write_history()
         return str(path)
 
@@ -425,9 +509,13 @@ class _Run:
         stats, channels = self.data.stats, self.config.channels or tuple(self.data.stats.channels)
         index = [list(stats.channels).index(c) for c in channels]
         bundle = save_bundle(
-            self.model, Path(self.config.out_dir) / "model", channels=channels,
-            minval=np.asarray(stats.minval)[index], maxval=np.asarray(stats.maxval)[index],
-            name=self.config.model, preset=self.config.preset,
+            self.model,
+            Path(self.config.out_dir) / "model",
+            channels=channels,
+            minval=np.asarray(stats.minval)[index],
+            maxval=np.asarray(stats.maxval)[index],
+            name=self.config.model,
+            preset=self.config.preset,
             extra={"train_config": self.config.to_dict(), "steps": self.global_step},
         )
         return checkpoint, str(bundle)
@@ -439,5 +527,3 @@ def weights_checksum(model) -> str:
     for w in model.get_weights():
         digest.update(np.ascontiguousarray(w).tobytes())
     return digest.hexdigest()
-
-

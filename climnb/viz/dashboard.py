@@ -55,14 +55,21 @@ def merge_published(data: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict | None
     return pd.DataFrame(steps), pd.DataFrame(vals), sample
 
 
-def training_figures(steps: pd.DataFrame, validations: pd.DataFrame,
-                     sample: dict | None = None, *, width: int = 420,
-                     height: int = 240) -> hv.Layout:
+def training_figures(
+    steps: pd.DataFrame,
+    validations: pd.DataFrame,
+    sample: dict | None = None,
+    *,
+    width: int = 420,
+    height: int = 240,
+) -> hv.Layout:
     """Loss per rank and averaged, validation IoU, throughput, and the latest prediction."""
     opts = {"width": width, "height": height, "show_grid": True}
-    panels = [_loss(steps).opts(title="training loss", logy=True, **opts),
-              _iou(validations).opts(title="validation IoU", ylim=(0, 1), **opts),
-              _throughput(steps).opts(title="throughput", **opts)]
+    panels = [
+        _loss(steps).opts(title="training loss", logy=True, **opts),
+        _iou(validations).opts(title="validation IoU", ylim=(0, 1), **opts),
+        _throughput(steps).opts(title="throughput", **opts),
+    ]
     if sample is not None:
         panels += [_mask(sample["label"], "label"), _mask(sample["prediction"], "prediction")]
     return hv.Layout(panels).cols(3)
@@ -71,11 +78,16 @@ def training_figures(steps: pd.DataFrame, validations: pd.DataFrame,
 def _loss(steps: pd.DataFrame) -> hv.Overlay:
     if steps.empty:
         return hv.Overlay([hv.Curve([], "step", "loss")])
-    curves = [hv.Curve(g, "step", "loss", label=f"rank {r}").opts(alpha=0.5)
-              for r, g in steps.groupby("rank")]
+    curves = [
+        hv.Curve(g, "step", "loss", label=f"rank {r}").opts(alpha=0.5)
+        for r, g in steps.groupby("rank")
+    ]
     mean = steps.groupby("step", as_index=False).loss_avg.first()
-    curves.append(hv.Curve(mean, "step", ("loss_avg", "loss"), label="average")
-                  .opts(color="black", line_width=2))
+    curves.append(
+        hv.Curve(mean, "step", ("loss_avg", "loss"), label="average").opts(
+            color="black", line_width=2
+        )
+    )
     return hv.Overlay(curves)
 
 
@@ -87,8 +99,11 @@ def _iou(validations: pd.DataFrame) -> hv.Overlay:
     for k, name in enumerate(CLASS_NAMES):
         if f"iou_{k}" in v:
             color = CLASS_COLORS.get(k, "grey")
-            curves.append(hv.Curve(v, "step", (f"iou_{k}", "IoU"), label=name)
-                          .opts(color=color, line_dash="dashed"))
+            curves.append(
+                hv.Curve(v, "step", (f"iou_{k}", "IoU"), label=name).opts(
+                    color=color, line_dash="dashed"
+                )
+            )
     return hv.Overlay(curves)
 
 
@@ -102,9 +117,9 @@ def _throughput(steps: pd.DataFrame) -> hv.Curve:
 
 def _mask(mask, title: str) -> hv.Image:
     mask = np.asarray(mask, np.float32)[::-1]  # row 0 is the southernmost latitude
-    return hv.Image(mask, bounds=(0, -90, 360, 90), kdims=["lon", "lat"],
-                    vdims=["class"]).opts(cmap=_CLASS_CMAP, clim=(-0.5, 2.5), width=300,
-                                          height=180, title=f"validation {title}")
+    return hv.Image(mask, bounds=(0, -90, 360, 90), kdims=["lon", "lat"], vdims=["class"]).opts(
+        cmap=_CLASS_CMAP, clim=(-0.5, 2.5), width=300, height=180, title=f"validation {title}"
+    )
 
 
 class TrainingDashboard:
@@ -119,8 +134,15 @@ class TrainingDashboard:
     print_every : seconds between printed progress lines (non-interactive).
     """
 
-    def __init__(self, config, total_steps: int, *, interactive: bool | None = None,
-                 print_every: float = 10.0, stream=None):
+    def __init__(
+        self,
+        config,
+        total_steps: int,
+        *,
+        interactive: bool | None = None,
+        print_every: float = 10.0,
+        stream=None,
+    ):
         self.config, self.total = config, max(int(total_steps), 1)
         self.interactive = is_interactive() if interactive is None else interactive
         self.print_every, self.stream = print_every, stream or sys.stdout
@@ -138,11 +160,16 @@ class TrainingDashboard:
         import ipywidgets as w
         from IPython.display import display
 
-        bar = w.IntProgress(min=0, max=self.total, description="training",
-                            layout=w.Layout(width="420px"))
+        bar = w.IntProgress(
+            min=0, max=self.total, description="training", layout=w.Layout(width="420px")
+        )
         label = w.HTML("starting ...")
-        stop = w.Button(description="stop", button_style="warning", icon="stop",
-                        tooltip="end training after the current step (the checkpoint is kept)")
+        stop = w.Button(
+            description="stop",
+            button_style="warning",
+            icon="stop",
+            tooltip="end training after the current step (the checkpoint is kept)",
+        )
         stop.on_click(lambda _: self.request_stop())
         self._widgets = {"bar": bar, "label": label, "stop": stop}
         self._pipe = hv.streams.Pipe(data=(self.steps, self.validations, self.sample))

@@ -45,9 +45,7 @@ def channel_map(ds: xr.Dataset, name: str, *, time: int | str = 0, **opts) -> hv
     ch = channel(name)
     da = _at_time(ds[name], time)
     img = hv.Image(da, kdims=["lon", "lat"], vdims=[hv.Dimension(name, unit=ch.units)])
-    return img.opts(
-        cmap=ch.cmap, colorbar=True, title=f"{name} [{ch.units}]", **opts
-    )
+    return img.opts(cmap=ch.cmap, colorbar=True, title=f"{name} [{ch.units}]", **opts)
 
 
 def mask_overlay(mask: xr.DataArray, *, time: int | str = 0, alpha: float = 0.6) -> hv.Image:
@@ -56,8 +54,13 @@ def mask_overlay(mask: xr.DataArray, *, time: int | str = 0, alpha: float = 0.6)
     m = m.where(m > 0)  # NaN is drawn transparent
     cmap = [CLASS_COLORS[1], CLASS_COLORS[2]]
     img = hv.Image(m, kdims=["lon", "lat"], vdims=[hv.Dimension("class")])
-    return img.opts(cmap=cmap, clim=(0.5, 2.5), alpha=alpha, colorbar=False,
-                    clipping_colors={"NaN": "transparent"})
+    return img.opts(
+        cmap=cmap,
+        clim=(0.5, 2.5),
+        alpha=alpha,
+        colorbar=False,
+        clipping_colors={"NaN": "transparent"},
+    )
 
 
 def channel_grid(
