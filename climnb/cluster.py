@@ -173,8 +173,8 @@ class Engines:
             if self.slurm and self.slurm.cpus_on_node
             else os.cpu_count() or 1
         )
-        per_node = _engines_per_node(n, self.launcher, self.slurm)
-        self.threads = config.threads_per_engine or max(1, cores // per_node)
+        self.per_node = _engines_per_node(n, self.launcher, self.slurm)
+        self.threads = config.threads_per_engine or max(1, cores // self.per_node)
         self.config = config
         self.cluster = None
         self.client = None
@@ -357,10 +357,9 @@ class Engines:
         }
         args = list(self.config.launcher_args)
         if self.launcher == "slurm":
-            per_node = _engines_per_node(self.n, "slurm", self.slurm)
             config.MPIEngineSetLauncher.mpi_cmd = ["srun"]
             args = [
-                f"--ntasks-per-node={per_node}",
+                f"--ntasks-per-node={self.per_node}",
                 f"--cpus-per-task={self.threads}",
                 "--kill-on-bad-exit=1",
                 *args,

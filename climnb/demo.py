@@ -170,7 +170,6 @@ def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
     Label IoU per class against the synthetic truth (notebook 01's labels), the trained
     model's validation IoU and training throughput (notebook 04), where those files exist.
     """
-    import numpy as np
     import pandas as pd
 
     root, out = Path(notebooks), {}
@@ -178,12 +177,13 @@ def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
     if fields.exists() and labelled.exists():
         import xarray as xr
 
+        from climnb.models.metrics import confusion_matrix_np, iou_from_confusion
+
         with xr.open_dataset(fields) as f, xr.open_dataset(labelled) as lab:
             truth, labels = f.truth.values, lab.labels.values
-        for k, name in ((1, "TC"), (2, "AR")):
-            inter = np.logical_and(truth == k, labels == k).sum()
-            union = np.logical_or(truth == k, labels == k).sum()
-            out[f"label IoU {name} vs truth"] = float(inter / union) if union else float("nan")
+        per_class, _ = iou_from_confusion(confusion_matrix_np(truth, labels, 3))
+        out["label IoU TC vs truth"] = float(per_class[1])
+        out["label IoU AR vs truth"] = float(per_class[2])
     run = root / "runs/toy"
     if (run / "validation.csv").exists():
         val = pd.read_csv(run / "validation.csv").iloc[-1]
@@ -214,20 +214,20 @@ def toy_samples(
     ``test/`` and ``stats.h5``.
     """
     from climnb.io.split import write_split_samples
+    from climnb.io.stats import STATS_NAME
 
     folder = Path(folder)
-    if (folder / "stats.h5").exists() and any((folder / "train").glob("data-*.h5")):
+    if (folder / STATS_NAME).exists() and any((folder / "train").glob("data-*.h5")):
         return folder
     if fields is not None and Path(fields).exists():
         import xarray as xr
 
-        ds = xr.open_dataset(fields)
-        labels = "labels" if "labels" in ds else "truth"
+        with xr.open_dataset(fields) as ds:
+            write_split_samples(ds, "labels" if "labels" in ds else "truth", folder, seed=seed)
     else:
         from climnb.synthetic import make_dataset
 
         ds, _ = make_dataset(n_time=n_time, seed=seed)
-        labels = "truth"
-    write_split_samples(ds, labels, folder, seed=seed)
+        write_split_samples(ds, "truth", folder, seed=seed)
     log.info("wrote toy sample files and stats.h5 to %s", folder)
     return folder

@@ -597,14 +597,12 @@ def _as_xarray(bundle: Bundle, ds: xr.Dataset, classes, probs) -> xr.DataArray |
 
 def _to_input_grid(out, original: xr.Dataset):
     """Put ``out`` back on the latitude/longitude values and order of the input Dataset."""
-    lat_name = next(n for n in _LAT_NAMES if n in original.coords)
-    lon_name = next(n for n in _LON_NAMES if n in original.coords)
+    from climnb.io.netcdf import COORD_ALIASES
+
+    lat_name = next(n for n in COORD_ALIASES["lat"] if n in original.coords)
+    lon_name = next(n for n in COORD_ALIASES["lon"] if n in original.coords)
     lat, lon = original[lat_name].values, original[lon_name].values
     out = out.sel(lat=lat, lon=lon % 360.0)
     return out.assign_coords(
         lat=("lat", lat, original[lat_name].attrs), lon=("lon", lon, original[lon_name].attrs)
     )
-
-
-_LAT_NAMES = ("lat", "latitude", "Latitude", "LAT", "nav_lat", "y_lat")
-_LON_NAMES = ("lon", "longitude", "Longitude", "LON", "nav_lon", "x_lon")

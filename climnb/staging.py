@@ -354,7 +354,8 @@ def _exchange(config, plan, comm, missing, read: Reader) -> dict[str, int]:
         round_files = [q[k] for q in queues if k < len(q)]
         buffers = _run_round(config, plan, comm, round_files, readers, targets, read, counts)
         for i, buf in buffers.items():
-            _check_digest(buf, plan.names[i])
+            if readers[i] != comm.rank:  # the reader hashed these bytes itself just now
+                _check_digest(buf, plan.names[i])
             for node in targets[i]:
                 if _owner(node, size) == comm.rank:
                     _write_local(config.node_dir(node), plan.names[i], buf)

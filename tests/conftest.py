@@ -12,7 +12,6 @@ import pytest
 from climnb.cluster import mpi_settings
 from climnb.synthetic import make_dataset
 
-ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -33,3 +32,16 @@ def mpi_env():
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
+
+
+@pytest.fixture
+def mpi_environ(mpi_env, monkeypatch):
+    """:func:`mpi_env` applied to this process, for engines started from the tests (they
+    inherit it); no Slurm variables, no interactive progress widgets."""
+    for key in (*mpi_settings(2), "PATH", "TF_CPP_MIN_LOG_LEVEL"):
+        if key in mpi_env:
+            monkeypatch.setenv(key, mpi_env[key])
+    for key in [k for k in os.environ if k.startswith("SLURM_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("IPP_NONINTERACTIVE", "1")
+    return mpi_env

@@ -20,17 +20,6 @@ from climnb.cluster import Engines, EngineStartError, SlurmAllocation, detect_la
 pytestmark = [pytest.mark.horovod, pytest.mark.slow]
 
 
-@pytest.fixture
-def mpi_environ(mpi_env, monkeypatch):
-    """The MPI-on-a-small-machine environment, applied to this process (engines inherit it)."""
-    for key in ("PATH", "OMPI_MCA_rmaps_base_oversubscribe", "TF_CPP_MIN_LOG_LEVEL"):
-        if key in mpi_env:
-            monkeypatch.setenv(key, mpi_env[key])
-    for key in [k for k in os.environ if k.startswith("SLURM_")]:
-        monkeypatch.delenv(key)
-    return mpi_env
-
-
 def _no_engine_processes_left():
     left = [
         p

@@ -229,11 +229,8 @@ def test_stage_under_mpirun_reads_once(shared, tmp_path, mpi_env):
 
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_stage_on_ipyparallel_mpi_engines(shared, tmp_path, mpi_env, monkeypatch):
+def test_stage_on_ipyparallel_mpi_engines(shared, tmp_path, mpi_environ):
     ipp = pytest.importorskip("ipyparallel")
-    for k, v in mpi_env.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("IPP_NONINTERACTIVE", "1")
     cfg = config(shared, tmp_path)
     cluster = ipp.Cluster(engines="mpi", n=2, log_level=40)
     client = cluster.start_and_connect_sync()

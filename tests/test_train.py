@@ -193,19 +193,11 @@ def test_two_mpi_ranks_end_with_identical_weights(samples, tmp_path, mpi_env):
 # --- engines ----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def mpi_process_env(mpi_env, monkeypatch):
-    for key in ("PATH", "OMPI_MCA_rmaps_base_oversubscribe", "TF_CPP_MIN_LOG_LEVEL"):
-        if key in mpi_env:
-            monkeypatch.setenv(key, mpi_env[key])
-    monkeypatch.setenv("IPP_NONINTERACTIVE", "1")
-
-
 @pytest.mark.mpi
 @pytest.mark.horovod
 @pytest.mark.slow
 def test_engines_train_with_dashboard_and_recover_from_a_killed_engine(
-    samples, tmp_path, mpi_process_env, capsys
+    samples, tmp_path, mpi_environ, capsys
 ):
     from climnb.cluster import Engines
     from climnb.train.engines import TrainingError, train_on_engines

@@ -38,7 +38,8 @@ __all__ = ["normalize", "open_dataset", "DIMS"]
 log = logging.getLogger(__name__)
 
 DIMS = ("time", "lat", "lon")
-_ALIASES = {
+#: Names under which latitude, longitude and time are recognised, canonical first.
+COORD_ALIASES = {
     "lat": ("lat", "latitude", "Latitude", "LAT", "nav_lat", "y_lat"),
     "lon": ("lon", "longitude", "Longitude", "LON", "nav_lon", "x_lon"),
     "time": ("time", "Time", "TIME", "t"),
@@ -49,7 +50,7 @@ _FILL_LIMIT = 1e30
 def _rename(ds: xr.Dataset) -> xr.Dataset:
     names = set(ds.dims) | set(ds.coords)
     mapping = {}
-    for canonical, aliases in _ALIASES.items():
+    for canonical, aliases in COORD_ALIASES.items():
         if canonical in names:
             continue
         found = [a for a in aliases if a in names]
@@ -62,7 +63,7 @@ def _require_coords(ds: xr.Dataset) -> None:
     for dim in ("lat", "lon"):
         if dim not in ds.dims:
             raise ValueError(
-                f"no {dim} dimension: looked for {', '.join(_ALIASES[dim])}; "
+                f"no {dim} dimension: looked for {', '.join(COORD_ALIASES[dim])}; "
                 f"found dimensions {sorted(map(str, ds.dims))} and coordinates "
                 f"{sorted(map(str, ds.coords))}"
             )

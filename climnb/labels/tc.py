@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import ndimage
 
+from climnb.labels.components import label_components
 from climnb.labels.config import TCConfig
 from climnb.labels.dynamics import vorticity
 from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2
@@ -226,7 +227,7 @@ def _threshold(sub, centre, core, config: TCConfig) -> np.ndarray:
 
 def _piece(mask: np.ndarray, centre) -> np.ndarray:
     """The connected piece of ``mask`` holding ``centre``, else the largest one."""
-    labels, n = ndimage.label(mask, structure=np.ones((3, 3), bool))
+    labels, n = label_components(mask, periodic=False)  # the box is already unwrapped
     if n == 0:
         return mask
     lab = labels[centre]

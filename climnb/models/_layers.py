@@ -61,7 +61,7 @@ class LayerFactory:
             x = self.layers.BatchNormalization(name=f"{name}_bn", dtype=self.policy)(x)
         return self.layers.ReLU(name=f"{name}_relu", dtype=self.policy)(x)
 
-    def conv_bn_relu(self, x, filters, kernel, *, name, strides=1, dilation=1, dropout=None):
+    def conv_bn_relu(self, x, filters, kernel, *, name, strides=1, dilation=1):
         """Convolution - batch norm - ReLU (- dropout). No conv bias when batch norm follows."""
         x = self.conv(
             x,
@@ -73,9 +73,8 @@ class LayerFactory:
             use_bias=not self.batch_norm,
         )
         x = self.bn_relu(x, name=name)
-        rate = self.dropout if dropout is None else dropout
-        if rate:
-            x = self.layers.Dropout(rate, name=f"{name}_drop", dtype=self.policy)(x)
+        if self.dropout:
+            x = self.layers.Dropout(self.dropout, name=f"{name}_drop", dtype=self.policy)(x)
         return x
 
     def concat(self, tensors, *, name):

@@ -89,7 +89,7 @@ def _bottleneck_v2(mk: LayerFactory, x, width, stride, rate, name):
             shortcut = mk.layers.MaxPooling2D(1, stride, name=f"{name}_sub", dtype=mk.policy)(x)
     else:
         shortcut = mk.conv(preact, depth, 1, strides=stride, name=f"{name}_shortcut")
-    conv1 = mk.conv_bn_relu(preact, width, 1, name=f"{name}_conv1", dropout=0)
+    conv1 = mk.conv_bn_relu(preact, width, 1, name=f"{name}_conv1")
     r = mk.conv_bn_relu(conv1, width, 3, strides=stride, dilation=rate, name=f"{name}_conv2")
     r = mk.conv(r, depth, 1, name=f"{name}_conv3")
     return mk.layers.Add(name=f"{name}_add", dtype=mk.policy)([shortcut, r]), conv1
@@ -110,9 +110,9 @@ def _backbone(mk: LayerFactory, inputs, config: DeepLabConfig):
 def _aspp(mk: LayerFactory, x, config: DeepLabConfig):
     """Atrous spatial pyramid pooling: 1x1, three dilated 3x3, image pooling; 1x1 projection."""
     f = config.aspp_filters
-    branches = [mk.conv_bn_relu(x, f, 1, name="aspp_1x1", dropout=0)]
+    branches = [mk.conv_bn_relu(x, f, 1, name="aspp_1x1")]
     for rate in config.aspp_rates:
-        branches.append(mk.conv_bn_relu(x, f, 3, dilation=rate, name=f"aspp_r{rate}", dropout=0))
+        branches.append(mk.conv_bn_relu(x, f, 3, dilation=rate, name=f"aspp_r{rate}"))
     h, w = x.shape[1], x.shape[2]
     pooled = mk.layers.GlobalAveragePooling2D(keepdims=True, name="aspp_pool", dtype=mk.policy)(x)
     pooled = mk.conv(pooled, f, 1, name="aspp_pool_conv")
@@ -120,7 +120,7 @@ def _aspp(mk: LayerFactory, x, config: DeepLabConfig):
     pooled = mk.layers.UpSampling2D((h, w), name="aspp_pool_up", dtype=mk.policy)(pooled)
     branches.append(pooled)
     x = mk.concat(branches, name="aspp_cat")
-    return mk.conv_bn_relu(x, f, 1, name="aspp_proj", dropout=0)
+    return mk.conv_bn_relu(x, f, 1, name="aspp_proj")
 
 
 def _up(mk: LayerFactory, x, filters, name):
@@ -134,19 +134,19 @@ def _decoder(mk: LayerFactory, inputs, encoded, low_level, config: DeepLabConfig
     x = encoded
     for i in range(int(math.log2(config.output_stride // 4))):
         x = _up(mk, x, encoded.shape[-1], f"dec_up{i + 1}")
-    low = mk.conv_bn_relu(low_level, config.low_level_filters, 1, name="dec_low", dropout=0)
+    low = mk.conv_bn_relu(low_level, config.low_level_filters, 1, name="dec_low")
     x = mk.concat([x, low], name="dec_low_cat")
-    x = mk.conv_bn_relu(x, f, 3, name="dec_conv1", dropout=0)
-    x = mk.conv_bn_relu(x, f, 3, name="dec_conv2", dropout=0)
+    x = mk.conv_bn_relu(x, f, 3, name="dec_conv1")
+    x = mk.conv_bn_relu(x, f, 3, name="dec_conv2")
     x = _up(mk, x, f, "dec_up_half")
     x = _up(mk, x, f, "dec_up_full")
     if config.input_skip:
         skip = inputs
         for i, n in enumerate(config.input_skip, start=1):
-            skip = mk.conv_bn_relu(skip, n, 3, name=f"dec_skip{i}", dropout=0)
+            skip = mk.conv_bn_relu(skip, n, 3, name=f"dec_skip{i}")
         x = mk.concat([x, skip], name="dec_skip_cat")
-        x = mk.conv_bn_relu(x, f, 3, name="dec_full1", dropout=0)
-        x = mk.conv_bn_relu(x, f, 3, name="dec_full2", dropout=0)
+        x = mk.conv_bn_relu(x, f, 3, name="dec_full1")
+        x = mk.conv_bn_relu(x, f, 3, name="dec_full2")
     return x
 
 

@@ -122,7 +122,11 @@ class _Data:
         from climnb.io.samples import inspect_sample
         from climnb.io.split import split_files
         from climnb.io.stats import read_stats
-        from climnb.models.losses import PAPER_FREQUENCIES, class_weights
+        from climnb.models.losses import (
+            PAPER_FREQUENCIES,
+            class_weights,
+            frequencies_from_counts,
+        )
 
         folder = Path(config.data_dir)
         if (folder / "train").is_dir():  # already split (DeepCAM layout, climnb samples)
@@ -152,9 +156,9 @@ class _Data:
         if config.class_weighting == "none":
             weights = np.ones(3)
         else:
-            counts = getattr(stats, "class_counts", None)
+            counts = stats.class_counts
             freq = (
-                np.maximum(counts, 1) / np.maximum(counts, 1).sum()
+                frequencies_from_counts(np.maximum(counts, 1))
                 if counts is not None and np.sum(counts) > 0
                 else PAPER_FREQUENCIES
             )
@@ -188,13 +192,17 @@ def _steps_per_epoch(n_files: int, size: int, batch: int) -> int:
     return steps
 
 
+def _total_steps(config: TrainConfig, steps_per_epoch: int) -> int:
+    """All epochs' steps, capped at ``config.max_steps``."""
+    total = steps_per_epoch * config.epochs
+    return min(total, config.max_steps) if config.max_steps else total
+
+
 def plan(config: TrainConfig, size: int) -> dict[str, int]:
     """Files and steps a run of ``config`` on ``size`` ranks will take (for progress bars)."""
     data = _Data.prepare(config)
     steps = _steps_per_epoch(len(data.train), size, config.batch_size)
-    total = steps * config.epochs
-    if config.max_steps:
-        total = min(total, config.max_steps)
+    total = _total_steps(config, steps)
     return {
         "train_files": len(data.train),
         "validation_files": len(data.validation),
@@ -249,14 +257,7 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     emit = on_record or (lambda record: None)
     data = _Data.prepare(config)
     steps = _steps_per_epoch(len(data.train), size, config.batch_size)
-    total = steps * config.epochs
-    run = _Run(
-        config,
-        data,
-        hvd,
-        tf,
-        total_steps=min(total, config.max_steps) if config.max_steps else total,
-    )
+    run = _Run(config, data, hvd, tf, total_steps=_total_steps(config, steps))
     log.info(
         "rank %d/%d: %d training files, %d steps per epoch", rank, size, len(data.train), steps
     )
@@ -267,7 +268,7 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
         for x, y, _ in batches.skip(skip):
             record, stop = run.step(x, y, epoch)
             emit(record)
-            if stop or (config.max_steps and run.global_step >= config.max_steps):
+            if stop or run.reached_max:
                 stopped = stop
                 break
         else:
@@ -507,13 +508,13 @@ class _Run:
         from climnb.predict import save_bundle
 
         stats, channels = self.data.stats, self.config.channels or tuple(self.data.stats.channels)
-        index = [list(stats.channels).index(c) for c in channels]
+        chosen = stats.select([list(stats.channels).index(c) for c in channels])
         bundle = save_bundle(
             self.model,
             Path(self.config.out_dir) / "model",
             channels=channels,
-            minval=np.asarray(stats.minval)[index],
-            maxval=np.asarray(stats.maxval)[index],
+            minval=chosen.minval,
+            maxval=chosen.maxval,
             name=self.config.model,
             preset=self.config.preset,
             extra={"train_config": self.config.to_dict(), "steps": self.global_step},

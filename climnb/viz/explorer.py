@@ -43,6 +43,7 @@ import pandas as pd
 import xarray as xr
 
 from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
+from climnb.models.metrics import confusion_matrix_np, iou_from_confusion
 from climnb.viz.fields import CLASS_COLORS
 
 __all__ = [
@@ -247,9 +248,14 @@ def disagreement(
     max_shape: tuple[int, int] = (360, 540),
 ) -> hv.Image:
     """Where label and prediction differ: FP orange, FN purple, wrong class dark grey."""
-    code = disagreement_codes(_step(labels, time), _step(prediction, time))
-    code = decimate(code, x_range=x_range, y_range=y_range, max_shape=max_shape, how="nearest")
-    code = code.astype(np.float32)
+    # cut and thin out before coding: the codes are per pixel and decimation picks pixels
+    lab, pred = (
+        decimate(
+            _step(m, time), x_range=x_range, y_range=y_range, max_shape=max_shape, how="nearest"
+        )
+        for m in (labels, prediction)
+    )
+    code = disagreement_codes(lab, pred).astype(np.float32)
     img = hv.Image(code.where(code > 0), kdims=["lon", "lat"], vdims=["disagreement"])
     n = {k: int((code == k).sum()) for k in _DISAGREEMENT_NAMES}
     title = "disagreement: " + ", ".join(f"{_DISAGREEMENT_NAMES[k]} {n[k]}" for k in n)
@@ -262,23 +268,11 @@ def disagreement(
     )
 
 
-def _confusion(labels: np.ndarray, prediction: np.ndarray, n_classes: int) -> np.ndarray:
-    from climnb.models.metrics import confusion_matrix_np
-
-    return confusion_matrix_np(labels, prediction, n_classes)
-
-
-def _iou(confusion: np.ndarray) -> np.ndarray:
-    from climnb.models.metrics import iou_from_confusion
-
-    return iou_from_confusion(confusion)[0]
-
-
 def step_iou(labels: xr.DataArray, prediction: xr.DataArray, time=0) -> hv.Bars:
     """Per-class IoU of one step as bars (NaN where a class is in neither mask)."""
     n = len(CLASS_NAMES)
-    cm = _confusion(_step(labels, time).values, _step(prediction, time).values, n)
-    iou = _iou(cm)
+    cm = confusion_matrix_np(_step(labels, time).values, _step(prediction, time).values, n)
+    iou = iou_from_confusion(cm)[0]
     frame = pd.DataFrame({"class": list(CLASS_NAMES), "IoU": iou})
     present = iou[~np.isnan(iou)]
     mean = f"{present.mean():.3f}" if present.size else "n/a"
@@ -302,8 +296,8 @@ def iou_over_time(
     """
     n = len(CLASS_NAMES)
     lab, pred = labels.transpose("time", ...).values, prediction.transpose("time", ...).values
-    cms = np.stack([_confusion(lab[i], pred[i], n) for i in range(lab.shape[0])])
-    per_step = np.stack([_iou(cm) for cm in cms])
+    cms = np.stack([confusion_matrix_np(lab[i], pred[i], n) for i in range(lab.shape[0])])
+    per_step = np.stack([iou_from_confusion(cm)[0] for cm in cms])
     times = labels.time.values
     curves = [
         hv.Curve(
@@ -311,7 +305,7 @@ def iou_over_time(
         ).opts(color=CLASS_COLORS.get(k, "#999999"))
         for k in range(n)
     ]
-    total = _iou(cms.sum(axis=0))
+    total = iou_from_confusion(cms.sum(axis=0))[0]
     with np.errstate(all="ignore"):
         table = pd.DataFrame(
             {
