@@ -13,17 +13,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from climnb.bundle import META_FILE, MODEL_FILE, BundleError, load_bundle, save_bundle
 from climnb.channels import CHANNEL_NAMES
 from climnb.cli import main
-from climnb.predict import (
-    META_FILE,
-    MODEL_FILE,
-    BundleError,
-    load_bundle,
-    pad_fields,
-    predict,
-    save_bundle,
-)
+from climnb.predict import pad_fields, predict
 from climnb.synthetic import make_dataset
 
 keras = pytest.importorskip(

@@ -24,7 +24,8 @@ def run(args) -> int:
     import xarray as xr
 
     from climnb.atomic import atomic_path
-    from climnb.predict import load_bundle, predict
+    from climnb.bundle import load_bundle
+    from climnb.predict import predict
 
     bundle = load_bundle(args.model)
     out = predict(

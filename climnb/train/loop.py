@@ -245,7 +245,7 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     Returns
     -------
     TrainResult with this rank's history; rank 0 also wrote ``history.csv``, the checkpoints and
-    the model bundle ``out_dir/model`` (:func:`climnb.predict.load_bundle` reads it).
+    the model bundle ``out_dir/model`` (:func:`climnb.bundle.load_bundle` reads it).
     """
     if config.threads:  # oneDNN's OpenMP pool: must be sized before TensorFlow loads it
         os.environ.setdefault("OMP_NUM_THREADS", str(config.threads))
@@ -505,7 +505,7 @@ class _Run:
         checkpoint = self.save(self.epoch)
         if self.rank != 0:
             return None, None
-        from climnb.predict import save_bundle
+        from climnb.bundle import save_bundle
 
         stats, channels = self.data.stats, self.config.channels or tuple(self.data.stats.channels)
         chosen = stats.select([list(stats.channels).index(c) for c in channels])

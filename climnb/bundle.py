@@ -1,0 +1,307 @@
+"""The model bundle: a trained network with everything inference needs, in one directory.
+
+A **model bundle** holds what inference needs, so that a model trained on one machine segments
+data anywhere else exactly as it did in training:
+
+* ``model.keras``: the Keras 3 model (architecture and weights);
+* ``climnb.json``: the channel list (in the network's input order), the per-channel min-max
+  normalisation of training, the number of classes, the architecture's name, preset and field
+  overrides, its stride (input height and width must be multiples of it), the input shape it
+  was built for and the climnb version.
+
+The format sits below both training (:mod:`climnb.train`, which writes bundles with
+:func:`save_bundle`) and inference (:mod:`climnb.predict`, which reads them with
+:func:`load_bundle`), so neither imports the other. TensorFlow is imported only when a model is
+saved or loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from climnb.channels import CLASS_NAMES
+
+__all__ = ["Bundle", "BundleError", "save_bundle", "load_bundle", "MODEL_FILE", "META_FILE"]
+
+log = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike
+MODEL_FILE = "model.keras"
+META_FILE = "climnb.json"
+FORMAT = "climnb-model-bundle"
+FORMAT_VERSION = 1
+
+
+class BundleError(ValueError):
+    """A model bundle that cannot be used, or input that does not fit it."""
+
+
+@dataclass(frozen=True, eq=False)
+class Bundle:
+    """A trained network with what inference needs to feed it as in training.
+
+    Attributes
+    ----------
+    path : the bundle directory.
+    channels : input channel names, in the order of the network's last input axis.
+    minval, maxval : per-channel min-max normalisation of training (float64, one per channel):
+        the network sees ``(x - minval) / (maxval - minval)`` (0 where ``maxval == minval``).
+    n_classes : classes of the output (3: background, tropical cyclone, atmospheric river).
+    name, preset : architecture (``"tiramisu"``, ``"deeplab"``, or any other name) and preset.
+    overrides : fields of the architecture's config that differed from the preset.
+    stride : input height and width must be multiples of this.
+    input_shape : ``(height, width, channels)`` the saved network was built for; a height or
+        width of ``None`` means any multiple of ``stride``.
+    climnb_version : version of climnb that wrote the bundle.
+    extra : free-form metadata given to :func:`save_bundle` (epoch, IoU, data set, ...).
+    """
+
+    path: Path
+    channels: tuple[str, ...]
+    minval: np.ndarray
+    maxval: np.ndarray
+    n_classes: int
+    name: str
+    preset: str
+    overrides: dict
+    stride: int
+    input_shape: tuple[int | None, int | None, int]
+    climnb_version: str
+    extra: dict = field(default_factory=dict)
+    _models: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """Class names, from :data:`climnb.channels.CLASS_NAMES` where the count matches."""
+        if self.n_classes == len(CLASS_NAMES):
+            return CLASS_NAMES
+        return tuple(f"class{i}" for i in range(self.n_classes))
+
+    def normalise(self, x: np.ndarray) -> np.ndarray:
+        """Min-max normalise ``x`` (..., channels) in place as the training pipeline does.
+
+        NaN (missing values) become 0, the normalised minimum.
+        """
+        span = self.maxval - self.minval
+        offset = self.minval.astype(np.float32)
+        scale = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0).astype(np.float32)
+        np.subtract(x, offset, out=x)
+        np.multiply(x, scale, out=x)
+        return np.nan_to_num(x, copy=False, nan=0.0)
+
+    def model(self, height: int | None = None, width: int | None = None):
+        """The Keras model, for inputs of ``height`` x ``width`` (default: as saved).
+
+        A network saved for a fixed grid is rebuilt for another one (with
+        :func:`climnb.models.build_model` for climnb's architectures, else by cloning) and
+        given the saved weights; the result is cached.
+        """
+        saved = self._models.get("saved")
+        if saved is None:
+            saved = self._models["saved"] = _load_keras(self.path / MODEL_FILE)
+        h0, w0, _ = self.input_shape
+        if (height is None or h0 in (None, height)) and (width is None or w0 in (None, width)):
+            return saved
+        key = (height, width)
+        if key not in self._models:
+            self._models[key] = _rebuild(self, saved, height, width)
+        return self._models[key]
+
+
+def save_bundle(
+    model,
+    path: PathLike,
+    *,
+    channels: Sequence[str],
+    minval: Sequence[float] | np.ndarray,
+    maxval: Sequence[float] | np.ndarray,
+    name: str,
+    preset: str,
+    overrides: dict | None = None,
+    stride: int | None = None,
+    extra: dict | None = None,
+) -> Path:
+    """Save a trained Keras model with its normalisation as a bundle directory, atomically.
+
+    Parameters
+    ----------
+    model : the Keras 3 model (logits or probabilities of shape (batch, h, w, n_classes)).
+    path : the bundle directory to write; an existing bundle there is replaced as a whole
+        (readers see the old bundle or the new one, never a mix).
+    channels : the input channel names in the order the network was fed (for a training run
+        on a channel subset, the subset).
+    minval, maxval : per-channel minimum and maximum used to normalise the training input,
+        in the order of ``channels`` (from ``stats.h5``: ``stats.select(index).minval``).
+    name, preset : architecture and preset as given to :func:`climnb.models.build_model`.
+    overrides : config fields given to ``build_model`` beyond the preset (e.g.
+        ``{"dropout": 0.0}``), so that the network can be rebuilt for other grid sizes.
+    stride : input size divisor; default the architecture's (``get_config(...).stride``).
+    extra : JSON-serialisable metadata to keep (epoch, validation IoU, data set, ...).
+
+    Returns
+    -------
+    Path
+        The bundle directory.
+    """
+    path = Path(path)
+    minval, maxval = np.asarray(minval, np.float64), np.asarray(maxval, np.float64)
+    channels = tuple(str(c) for c in channels)
+    if minval.shape != (len(channels),) or maxval.shape != (len(channels),):
+        raise BundleError(
+            f"minval and maxval need one value per channel ({len(channels)}); "
+            f"got shapes {minval.shape} and {maxval.shape}"
+        )
+    meta = _metadata(
+        model, channels, minval, maxval, name, preset, overrides or {}, stride, extra or {}
+    )
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.mkdir(parents=True)
+    try:
+        model.save(tmp / MODEL_FILE)
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        _replace_dir(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("saved %s/%s bundle (%d channels) to %s", name, preset, len(channels), path)
+    return path
+
+
+def _metadata(model, channels, minval, maxval, name, preset, overrides, stride, extra) -> dict:
+    import climnb
+
+    shape = tuple(model.input_shape[1:])
+    if len(shape) != 3 or shape[-1] != len(channels):
+        raise BundleError(
+            f"the model takes input {model.input_shape}, expected "
+            f"(batch, height, width, {len(channels)}) for {len(channels)} channels"
+        )
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "climnb_version": climnb.__version__,
+        "model": {
+            "file": MODEL_FILE,
+            "name": name,
+            "preset": preset,
+            "overrides": _jsonable(overrides),
+            "n_classes": int(model.output_shape[-1]),
+            "stride": int(stride or _architecture_stride(name, preset, overrides)),
+            "input_shape": list(shape),
+        },
+        "channels": list(channels),
+        "normalisation": {"method": "minmax", "minval": minval.tolist(), "maxval": maxval.tolist()},
+        "classes": list(CLASS_NAMES) if model.output_shape[-1] == len(CLASS_NAMES) else None,
+        "extra": _jsonable(extra),
+    }
+
+
+def _jsonable(obj):
+    return json.loads(
+        json.dumps(obj, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
+    )
+
+
+def _architecture_stride(name: str, preset: str, overrides: dict) -> int:
+    from climnb.models import get_config
+
+    try:
+        return get_config(name, preset, **overrides).stride
+    except (ValueError, TypeError) as err:
+        raise BundleError(
+            f"cannot tell the stride of model {name!r} (preset {preset!r}): {err}; pass stride="
+        ) from None
+
+
+def _replace_dir(new: Path, path: Path) -> None:
+    """Move directory ``new`` to ``path``, replacing what is there."""
+    if not path.exists():
+        os.replace(new, path)
+        return
+    if not (path / META_FILE).exists() and any(path.iterdir()):
+        raise BundleError(f"{path} exists and is not a model bundle; not replacing it")
+    old = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.old")
+    os.replace(path, old)
+    os.replace(new, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_bundle(path: PathLike) -> Bundle:
+    """Read a bundle's metadata; the Keras model itself loads on first use.
+
+    Raises
+    ------
+    BundleError
+        When the directory, its ``climnb.json`` or ``model.keras`` is missing or unreadable.
+    """
+    path = Path(path)
+    meta_path = path / META_FILE
+    if not meta_path.is_file():
+        what = "no such directory" if not path.exists() else f"no {META_FILE} in it"
+        raise BundleError(
+            f"{path}: not a climnb model bundle ({what}); bundles are written by "
+            "climnb.bundle.save_bundle at the end of training"
+        )
+    try:
+        meta = json.loads(meta_path.read_text())
+        m, norm = meta["model"], meta["normalisation"]
+    except (ValueError, KeyError) as err:
+        raise BundleError(f"{meta_path}: unreadable bundle metadata: {err}") from None
+    if meta.get("format") != FORMAT or meta.get("format_version", 0) > FORMAT_VERSION:
+        raise BundleError(
+            f"{meta_path}: format {meta.get('format')!r} version "
+            f"{meta.get('format_version')} is not one this climnb reads"
+        )
+    if not (path / m.get("file", MODEL_FILE)).is_file():
+        raise BundleError(f"{path}: the model file {MODEL_FILE} is missing")
+    shape = tuple(m["input_shape"])
+    return Bundle(
+        path=path,
+        channels=tuple(meta["channels"]),
+        minval=np.asarray(norm["minval"], np.float64),
+        maxval=np.asarray(norm["maxval"], np.float64),
+        n_classes=int(m["n_classes"]),
+        name=m["name"],
+        preset=m["preset"],
+        overrides=dict(m.get("overrides") or {}),
+        stride=int(m["stride"]),
+        input_shape=shape,
+        climnb_version=meta.get("climnb_version", "?"),
+        extra=dict(meta.get("extra") or {}),
+    )
+
+
+def _load_keras(path: Path):
+    from climnb.models._backend import import_keras
+
+    keras = import_keras()
+    try:
+        return keras.models.load_model(path, compile=False)
+    except Exception as err:  # Keras raises many types for a bad file
+        raise BundleError(f"{path}: cannot load the Keras model: {err}") from err
+
+
+def _rebuild(bundle: Bundle, saved, height: int, width: int):
+    """The saved network for a (height, width) input, with the saved weights."""
+    from climnb.models import MODEL_NAMES, build_model
+    from climnb.models._backend import import_keras
+
+    shape = (height, width, len(bundle.channels))
+    log.info("rebuilding %s for input %s x %s", bundle.name, height, width)
+    try:
+        model = build_model(bundle.name, shape, bundle.n_classes, bundle.preset, **bundle.overrides)
+    except ValueError:
+        if bundle.name.lower() in MODEL_NAMES:
+            raise
+        keras = import_keras()  # a foreign architecture: re-run its layers on a new input
+        model = keras.models.clone_model(saved, input_tensors=keras.Input(shape))
+    model.set_weights(saved.get_weights())
+    return model
