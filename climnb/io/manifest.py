@@ -55,15 +55,21 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True)
 class Entry:
-    """One file of a manifest: size, SHA-256 of its bytes, time and class pixel counts."""
+    """One file of a manifest: size, SHA-256 of its bytes, time and class pixel counts; for a
+    staged copy, ``source``: the identity of the shared file it copies."""
 
     bytes: int
     sha256: str
     time: str | None = None
     class_counts: tuple[int, ...] | None = None
+    source: str | None = None  # staged copies: identity of the shared file copied
 
     def to_json(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+        return {
+            k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in asdict(self).items()
+            if v is not None or k in ("time", "class_counts")
+        }
 
     @classmethod
     def from_json(cls, d: Mapping) -> Entry:
@@ -73,6 +79,7 @@ class Entry:
             str(d["sha256"]),
             d.get("time"),
             tuple(int(c) for c in counts) if counts is not None else None,
+            d.get("source"),
         )
 
 
