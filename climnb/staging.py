@@ -425,6 +425,10 @@ def _claim_stores(config, comm, mine) -> dict[tuple[int, Path], tuple[int, ...]]
             f"dest must contain {{node}} when a process stages {len(mine)} nodes "
             f"({clash[0]} would be written for several nodes)"
         )
+    source = Path(config.source).resolve()
+    inside = [d for _, d in stores if d.resolve() == source or source in d.resolve().parents]
+    if inside:  # a staged folder drops files its ranks do not need: never the source's
+        raise ValueError(f"dest {inside[0]} lies in the source {config.source}: stage elsewhere")
     token = comm.bcast(uuid.uuid4().hex[:12] if comm.rank == 0 else None, root=0)
     for _, d in stores:
         d.mkdir(parents=True, exist_ok=True)

@@ -153,6 +153,12 @@ def test_one_process_needs_node_placeholder(shared, tmp_path):
     cfg = StagingConfig(source=str(shared), dest=str(tmp_path / "local"), n_nodes=2)
     with pytest.raises(ValueError, match=r"\{node\}"):
         stage(cfg)
+    before = sorted(shared.iterdir())
+    with pytest.raises(ValueError, match="lies in the source"):
+        stage(StagingConfig(source=str(shared), dest=str(shared / "n{node}"), n_nodes=1))
+    with pytest.raises(ValueError, match="lies in the source"):
+        stage(StagingConfig(source=str(shared), dest=str(shared), n_nodes=1))
+    assert sorted(shared.iterdir()) == before
 
 
 def test_stage_command_without_mpi(shared, tmp_path, capsys):
