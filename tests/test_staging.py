@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -445,3 +446,29 @@ def test_shared_dest_without_node_is_refused_under_mpirun(shared, tmp_path, mpi_
     assert "one folder shared by several MPI processes" in out.stderr
     assert "Put {node} in --dest" in out.stderr
     assert not list((tmp_path / "local").glob("data-*.h5"))  # refused before any write
+
+
+@pytest.mark.slow
+def test_stage_killed_at_random_moments_then_rerun_equals_clean_run(split_set, tmp_path):
+    """kill -9 at seeded random moments of ``climnb stage``; the rerun finishes the job and the
+    node folders are byte-identical to an uninterrupted run's, with no temporary files left."""
+    ss, _ = split_set
+
+    def cmd(dest):
+        args = ["stage", "--no-mpi", "--source", str(ss.root), "--dest", str(dest / "n{node}")]
+        args += ["--nodes", "2", "--ranks-per-node", "2", "--samples-per-rank", "6"]
+        return [sys.executable, "-m", "climnb", *args, "--no-progress"]
+
+    subprocess.run(cmd(tmp_path / "clean"), check=True, capture_output=True, timeout=300)
+    rng = np.random.default_rng(7)
+    for delay in rng.uniform(0.5, 5.0, size=4):
+        p = subprocess.Popen(cmd(tmp_path / "killed"), stdout=subprocess.DEVNULL)
+        time.sleep(delay)
+        p.kill()
+        p.wait()
+    subprocess.run(cmd(tmp_path / "killed"), check=True, capture_output=True, timeout=300)
+
+    def digests(root):
+        return {str(p.relative_to(root)): sha(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+    assert digests(tmp_path / "killed") == digests(tmp_path / "clean")
