@@ -24,6 +24,8 @@ from pathlib import Path
 
 from climnb.atomic import atomic_path
 from climnb.io.samples import SampleError
+from climnb.io.sampleset import SampleSet, write_sample_set
+from climnb.synthetic import make_dataset
 
 log = logging.getLogger(__name__)
 
@@ -214,8 +216,6 @@ def toy_samples(
     Uses the fields and labels of ``fields`` (a NetCDF file with a ``labels`` or ``truth``
     variable) when given and present, else ``n_time`` synthetic steps with their truth.
     """
-    from climnb.io.sampleset import SampleSet, write_sample_set
-
     folder = Path(folder)
     with contextlib.suppress(SampleError):
         ss = SampleSet.open(folder)
@@ -228,8 +228,6 @@ def toy_samples(
             label = "labels" if "labels" in ds else "truth"
             write_sample_set(ds, label, folder, seed=seed, overwrite=True)
     else:
-        from climnb.synthetic import make_dataset
-
         ds, _ = make_dataset(n_time=n_time, seed=seed)
         write_sample_set(ds, "truth", folder, seed=seed, overwrite=True)
     log.info("wrote toy sample files and stats.h5 to %s", folder)

@@ -30,9 +30,10 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,7 @@ import h5py
 import numpy as np
 
 from climnb.atomic import atomic_path
-from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
+from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
 from climnb.io.manifest import Entry, Manifest, sha256_file
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "group_channels",
     "inspect_sample",
     "list_samples",
+    "open_checked",
     "open_sample",
     "read_sample",
     "sample_name",
@@ -271,6 +273,28 @@ def write_samples(
     return paths
 
 
+@contextlib.contextmanager
+def open_checked(
+    path: PathLike, *, shape: tuple[int, int] | None = None
+) -> Iterator[tuple[SampleInfo, h5py.File]]:
+    """Open a sample file once with h5py, checked: yields ``(info, file)``.
+
+    Any failure inside, reads included, becomes a :class:`SampleError` naming the file.
+    """
+    path = Path(path)
+    try:
+        with h5py.File(path, "r") as f:
+            yield _info(path, f, shape), f
+    except SampleError:
+        raise
+    except FileNotFoundError:
+        raise SampleError(f"{path}: no such file") from None
+    except (OSError, KeyError, RuntimeError, TypeError) as err:
+        raise SampleError(
+            f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}"
+        ) from err
+
+
 def inspect_sample(path: PathLike, *, shape: tuple[int, int] | None = None) -> SampleInfo:
     """Check a sample file and describe it; raise :class:`SampleError` naming what is wrong.
 
@@ -279,18 +303,8 @@ def inspect_sample(path: PathLike, *, shape: tuple[int, int] | None = None) -> S
     path : the file.
     shape : expected (H, W), if known (for example the first file's).
     """
-    path = Path(path)
-    try:
-        with h5py.File(path, "r") as f:
-            return _info(path, f, shape)
-    except SampleError:
-        raise
-    except FileNotFoundError:
-        raise SampleError(f"{path}: no such file") from None
-    except (OSError, KeyError, RuntimeError) as err:
-        raise SampleError(
-            f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}"
-        ) from err
+    with open_checked(path, shape=shape) as (info, _):
+        return info
 
 
 def _info(path: Path, f: h5py.File, shape) -> SampleInfo:
@@ -357,23 +371,11 @@ def read_sample(
 
     ``channels`` picks channel indices (default: all). Errors name the file and the problem.
     """
-    path = Path(path)
-    try:
-        with h5py.File(path, "r") as f:
-            _info(path, f, None)
-            data = f[DATA][...]
-            labels = f[LABELS][...]
-    except SampleError:
-        raise
-    except FileNotFoundError:
-        raise SampleError(f"{path}: no such file") from None
-    except (OSError, KeyError, RuntimeError, TypeError) as err:
-        raise SampleError(
-            f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}"
-        ) from err
+    with open_checked(path) as (info, f):
+        data, labels = f[DATA][...], f[LABELS][...]
     if channels is not None:
         data = np.take(data, list(channels), axis=-1)
-    return data, _labels_uint8(labels, path)
+    return data, _labels_uint8(labels, info.path)
 
 
 def _labels_uint8(labels: np.ndarray, path) -> np.ndarray:
@@ -391,17 +393,11 @@ def open_sample(path: PathLike):
     Coordinates come from the file where it has them (``time``, ``lat``, ``lon``), else the
     dimensions are plain indices.
     """
-    import xarray as xr
+    import xarray as xr  # here, not at the top: reader worker processes import this module
 
-    from climnb.channels import channel
-
-    info = inspect_sample(path)
-    data, labels = read_sample(path)
-    coords = {}
-    with h5py.File(path, "r") as f:
-        for name in ("lat", "lon"):
-            if f"climate/{name}" in f:
-                coords[name] = f[f"climate/{name}"][...]
+    with open_checked(path) as (info, f):
+        data, labels = f[DATA][...], _labels_uint8(f[LABELS][...], info.path)
+        coords = {n: f[f"climate/{n}"][...] for n in ("lat", "lon") if f"climate/{n}" in f}
     variables = {}
     for i, name in enumerate(info.channels):
         attrs = channel(name).attrs if name in CHANNEL_NAMES else {}

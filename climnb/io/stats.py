@@ -40,7 +40,14 @@ import numpy as np
 
 from climnb.atomic import atomic_path
 from climnb.channels import CLASS_NAMES
-from climnb.io.samples import DATA, LABELS, SampleError, group_channels, inspect_sample
+from climnb.io.samples import (
+    DATA,
+    LABELS,
+    SampleError,
+    group_channels,
+    inspect_sample,
+    open_checked,
+)
 
 __all__ = ["STATS_NAME", "Stats", "compute_stats", "file_stats", "read_stats", "write_stats"]
 
@@ -144,11 +151,10 @@ class _Partial:
 
 def file_stats(path: PathLike, n_classes: int = len(CLASS_NAMES)) -> _Partial:
     """Sums of one sample file, read a block of rows at a time."""
-    info = inspect_sample(path)
-    c = len(info.channels)
-    lo, hi = np.full(c, np.inf), np.full(c, -np.inf)
-    total, sumsq = np.zeros(c), np.zeros(c)
-    with h5py.File(path, "r") as f:
+    with open_checked(path) as (info, f):
+        c = len(info.channels)
+        lo, hi = np.full(c, np.inf), np.full(c, -np.inf)
+        total, sumsq = np.zeros(c), np.zeros(c)
         data, labels = f[DATA], f[LABELS]
         for r in range(0, info.shape[0], _ROWS):
             block = data[r : r + _ROWS].reshape(-1, c).astype(np.float64)
