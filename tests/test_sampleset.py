@@ -130,6 +130,17 @@ def test_samples_refuses_non_empty_then_overwrites_whole_set(long_toy, tmp_path,
     ss.verify()
 
 
+def test_overwrite_never_deletes_an_input(long_toy, tmp_path, capsys):
+    src = _fields(long_toy, tmp_path / "f.nc")
+    before = sha(tmp_path / "f.nc")
+    assert samples_cli([src], tmp_path, "--overwrite") == 2  # OUT holds the input
+    assert "f.nc, not part of a sample set" in capsys.readouterr().err
+    assert sha(tmp_path / "f.nc") == before and sorted(tmp_path.iterdir()) == [tmp_path / "f.nc"]
+    assert samples_cli([src], tmp_path / "f.nc") == 2  # OUT is the input
+    assert "exists and is not a directory" in capsys.readouterr().err
+    assert sha(tmp_path / "f.nc") == before
+
+
 def test_interrupted_overwrite_keeps_old_set(long_toy, tmp_path, monkeypatch):
     out = tmp_path / "out"
     write_sample_set(long_toy, "truth", out)

@@ -44,13 +44,10 @@ def run(args) -> int:
 
     from climnb.io.netcdf import open_dataset
     from climnb.io.samples import SampleError
-    from climnb.io.sampleset import write_sample_set
+    from climnb.io.sampleset import check_output, write_sample_set
 
     out = Path(args.out)
-    if out.is_dir() and any(out.iterdir()) and not args.overwrite:  # before any work
-        raise SampleError(f"{out}: not empty; pass --overwrite to replace the whole sample set")
-    if out.exists() and not out.is_dir():
-        raise SampleError(f"{out}: exists and is not a directory")
+    check_output(out, overwrite=args.overwrite)  # before any work
     ds = open_dataset(args.input)  # lazily, one time step per chunk
     name = args.labels or next((v for v in ("labels", "truth") if v in ds), None)
     if name is None or name not in ds:

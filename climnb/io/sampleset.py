@@ -70,6 +70,7 @@ __all__ = [
     "STATS_NAME",
     "SampleSet",
     "StagedSet",
+    "check_output",
     "resolve_folder",
     "write_sample_set",
 ]
@@ -404,13 +405,7 @@ def write_sample_set(
     """
     out = Path(out)
     _clean_leftovers(out)
-    if out.exists() and not out.is_dir():
-        raise SampleError(f"{out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise SampleError(
-            f"{out}: not empty; use overwrite=True (climnb samples --overwrite) to replace the "
-            "whole sample set"
-        )
+    check_output(out, overwrite=overwrite)
     if isinstance(labels, str):
         if labels not in ds:
             raise SampleError(f"data set has no label variable {labels!r}")
@@ -449,6 +444,28 @@ def write_sample_set(
     ss = SampleSet.open(out)
     log.info("wrote %r", ss)
     return ss
+
+
+def check_output(out: PathLike, *, overwrite: bool = False) -> None:
+    """Refuse ``out`` for a new sample set before any work: a file; a non-empty folder unless
+    ``overwrite``; and, even then, a folder holding anything but a sample set (an input
+    file, say), which replacing the set would delete."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise SampleError(f"{out}: exists and is not a directory")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise SampleError(
+            f"{out}: not empty; use overwrite=True (climnb samples --overwrite) to replace the "
+            "whole sample set"
+        )
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in (*SPLITS, STATS_NAME))
+    if foreign:
+        raise SampleError(
+            f"{out}: holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not "
+            "part of a sample set; --overwrite replaces only a sample set: choose another --out"
+        )
 
 
 def _write_stats(ss: SampleSet, progress: Progress | None) -> None:
