@@ -297,7 +297,12 @@ class StagedSet(SampleSet):
         cls, pattern: PathLike, *, rank: int, local_size: int, local_rank: int | None = None
     ) -> StagedSet:
         """The staged set of global ``rank`` when each node runs ``local_size`` ranks in
-        order (node = rank // local_size), as mpirun and srun place them by default."""
+        order (node = rank // local_size), as mpirun and srun place them by default.
+
+        ``local_size`` is the ranks per node the set was staged for: ``hvd.local_size()`` on
+        real nodes; where one machine simulates several nodes, the staging's
+        ``ranks_per_node`` (then ``local_rank`` defaults to ``rank % local_size`` too).
+        """
         local_rank = rank % local_size if local_rank is None else local_rank
         staged = cls.open(pattern, node=rank // local_size, local_rank=local_rank)
         if staged.ranks_per_node != local_size:
