@@ -153,7 +153,9 @@ def test_interrupted_overwrite_keeps_old_set(long_toy, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         write_sample_set(long_toy, "truth", out, run=3, overwrite=True)
     assert {p: sha(p) for p in out.rglob("*") if p.is_file()} == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    # the interrupted run's files wait beside OUT for a rerun to resume
+    (partial,) = tmp_path.glob(".out.*.partial")
+    assert len(list(partial.glob("train/data-*-3.h5"))) == 18
 
 
 def test_leftovers_of_a_killed_run_are_cleaned(long_toy, tmp_path):
@@ -293,3 +295,99 @@ def test_samples_killed_at_random_moments_then_rerun_equals_clean_run(long_toy, 
     subprocess.run(cmd(out), check=True, capture_output=True, timeout=300)
     assert tree_digests(out) == tree_digests(tmp_path / "clean")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clean", "f.nc", "killed"]
+
+
+def _interrupted_run(monkeypatch, *args, out):
+    """``climnb samples`` interrupted after its files are written (while computing stats)."""
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt("job killed")
+
+    with monkeypatch.context() as m:
+        m.setattr("climnb.io.sampleset.compute_stats", killed)
+        with pytest.raises(KeyboardInterrupt):
+            samples_cli(*args)
+    (partial,) = out.parent.glob(f".{out.name}.*.partial")
+    return partial
+
+
+def test_rerun_with_other_options_never_mixes(long_toy, tmp_path, monkeypatch, capsys):
+    src = _fields(long_toy, tmp_path / "f.nc")
+    assert samples_cli([src], tmp_path / "clean", "--run", "2") == 0
+    out = tmp_path / "out"
+    partial = _interrupted_run(monkeypatch, [src], out, out=out)
+    assert samples_cli([src], out, "--run", "2") == 2  # other options: refused, nothing made
+    err = capsys.readouterr().err
+    assert partial.name in err and "other inputs or options" in err and "--overwrite" in err
+    assert not out.exists() and partial.is_dir()
+    _fields(long_toy, tmp_path / "g.nc")  # another input file (same values, other mtime)
+    assert samples_cli([str(tmp_path / "g.nc")], out) == 2  # other inputs: refused too
+    assert samples_cli([src], out, "--run", "2", "--overwrite") == 0  # discards the partial
+    assert tree_digests(out) == tree_digests(tmp_path / "clean")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean", "f.nc", "g.nc", "out"]
+
+
+def test_resume_keeps_verified_files_and_rewrites_changed_ones(long_toy, tmp_path, monkeypatch):
+    src = _fields(long_toy, tmp_path / "f.nc")
+    assert samples_cli([src], tmp_path / "clean") == 0
+    out = tmp_path / "out"
+    partial = _interrupted_run(monkeypatch, [src], out, out=out)
+    files = sorted(partial.glob("*/data-*.h5"))
+    flipped, lost = files[3], files[-1]
+    with open(flipped, "r+b") as f:  # one flipped byte in the data array
+        f.seek(flipped.stat().st_size // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    lost.unlink()
+    (flipped.parent / f".{flipped.name}.0123abcd.tmp").write_bytes(b"half")  # a killed write
+    inodes = {f.relative_to(partial): f.stat().st_ino for f in files if f not in (flipped, lost)}
+    assert samples_cli([src], out) == 0
+    assert tree_digests(out) == tree_digests(tmp_path / "clean")
+    assert {f: (out / f).stat().st_ino for f in inodes} == inodes  # kept, not rewritten
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean", "f.nc", "out"]
+
+
+def test_bad_input_leaves_nothing_beside(long_toy, tmp_path):
+    bad = long_toy.copy(deep=True)
+    bad["TMQ"][39, 5, 5] = np.nan  # the last step: the other files were written before it
+    with pytest.raises(SampleError, match="non-finite"):
+        write_sample_set(bad, "truth", tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_samples_killed_then_same_command_resumes(long_toy, tmp_path):
+    """kill -9 at a seeded point (after K files of the training split are journalled); the
+    same command run again keeps those files (verified by digest, same inodes), writes the
+    rest and ends byte-identical to an uninterrupted run."""
+    src = _fields(long_toy, tmp_path / "f.nc")
+
+    def cmd(out):
+        args = ["samples", "--input", src, "--out", str(out), "--no-progress"]
+        return [sys.executable, "-m", "climnb", *args]
+
+    subprocess.run(cmd(tmp_path / "clean"), check=True, capture_output=True, timeout=300)
+    out = tmp_path / "out"
+    k = int(np.random.default_rng(7).integers(3, 15))
+    p = subprocess.Popen(cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    journal = []
+    while len(journal) < k and p.poll() is None and time.monotonic() < deadline:
+        journal = [
+            j
+            for f in tmp_path.glob(".out.*.partial/train/.manifest.jsonl")
+            for j in f.read_text().splitlines()
+        ]
+        time.sleep(0.02)
+    p.kill()
+    p.wait()
+    assert p.returncode == -9 and len(journal) >= k and not out.exists()
+    (partial,) = tmp_path.glob(".out.*.partial")
+    names = [json.loads(j)["file"] for j in journal]
+    inodes = {n: (partial / "train" / n).stat().st_ino for n in names}
+    subprocess.run(cmd(out), check=True, capture_output=True, timeout=300)
+    assert tree_digests(out) == tree_digests(tmp_path / "clean")
+    assert {n: (out / "train" / n).stat().st_ino for n in names} == inodes  # kept
+    assert len(list(out.glob("*/data-*.h5"))) > len(names)  # and the rest written after
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean", "f.nc", "out"]

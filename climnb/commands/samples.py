@@ -32,7 +32,9 @@ def add_arguments(parser):
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace an existing sample set in OUT (as a whole, atomically)",
+        help="replace an existing sample set in OUT (as a whole, atomically), and discard what "
+        "an interrupted run with other inputs or options left beside OUT (a killed run resumes "
+        "when the same command is run again)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 

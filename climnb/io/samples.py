@@ -42,7 +42,7 @@ import numpy as np
 
 from climnb.atomic import atomic_path
 from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
-from climnb.io.manifest import Entry, Manifest, sha256_file
+from climnb.io.manifest import JOURNAL_NAME, MANIFEST_NAME, Entry, Manifest, sha256_file
 
 __all__ = [
     "SAMPLE_GLOB",
@@ -217,6 +217,7 @@ def write_samples(
     run: int = 1,
     channels: Sequence[str] = CHANNEL_NAMES,
     progress=None,
+    resume: bool = False,
 ) -> list[Path]:
     """Write one sample file per time step of an xarray Dataset, and the folder's manifest.
 
@@ -229,6 +230,12 @@ def write_samples(
     run : the ``N`` of the file names (run or ensemble member).
     channels : the channels to write, in order.
     progress : called with the number of files written after each file (a progress bar).
+    resume : continue an interrupted write of *these same steps* into ``out_dir``: a file
+        already there whose SHA-256 matches its entry in the folder's manifest or journal is
+        kept (it is hashed once, a read of its bytes), any other file is written again, and
+        files or entries of other names are removed, so that the folder ends as an
+        uninterrupted run leaves it. The caller makes sure the steps and options are the
+        same (:func:`climnb.io.sampleset.write_sample_set` keys its folder by them).
 
     Returns
     -------
@@ -251,9 +258,15 @@ def write_samples(
     lat, lon = ds.lat.values, ds.lon.values
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    kept = _resumable(out, names) if resume else {}
     paths = []
     for i, name in enumerate(names):
         path = out / name
+        if name in kept:
+            paths.append(path)
+            if progress is not None:
+                progress(1)
+            continue
         entry = _write(
             path,
             fields[i].values,
@@ -268,9 +281,32 @@ def write_samples(
         if progress is not None:
             progress(1)
     manifest = Manifest.read(out) or Manifest()
+    if resume:  # exactly the files of these steps, as an uninterrupted run lists them
+        manifest = Manifest(files={n: manifest.files[n] for n in names})
     manifest.with_files({}, channels=tuple(channels), grid=tuple(fields.shape[1:3])).write(out)
-    log.info("wrote %d sample files to %s", len(paths), out_dir)
+    log.info("wrote %d sample files to %s (%d kept)", len(paths) - len(kept), out_dir, len(kept))
     return paths
+
+
+def _resumable(out: Path, names: Sequence[str]) -> dict[str, Entry]:
+    """Files of ``names`` in ``out`` whose SHA-256 matches the folder's manifest/journal;
+    everything else a killed run left there (other files, unfinished temporaries) is removed."""
+    try:
+        manifest = Manifest.read(out) or Manifest()
+    except ValueError as err:  # a manifest.json cut short: nothing can be trusted
+        log.warning("%s: %s; writing every file again", out, err)
+        manifest = Manifest()
+    wanted, kept = set(names), {}
+    for path in sorted(out.iterdir()):
+        entry = manifest.files.get(path.name)
+        if path.name in wanted and entry is not None and sha256_file(path) == entry.sha256:
+            kept[path.name] = entry
+        elif path.name not in (MANIFEST_NAME, JOURNAL_NAME) and path.is_file():
+            path.unlink()  # unlisted, changed, or a temporary of a killed write
+    manifest = Manifest(files=kept)
+    manifest.write(out)  # the journal now lists only what is kept
+    log.info("%s: resuming, %d of %d files kept (SHA-256 verified)", out, len(kept), len(names))
+    return kept
 
 
 @contextlib.contextmanager

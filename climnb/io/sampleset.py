@@ -48,6 +48,8 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -402,6 +404,17 @@ def write_sample_set(
     out : the set's folder. A non-empty ``out`` is refused unless ``overwrite``; either way the
         set is written into a folder beside it and swapped in at the end, so a reader never
         sees a half-written or mixed set, and an interrupted run leaves ``out`` as it was.
+    overwrite : replace a set in ``out``, and discard what an interrupted run with other
+        inputs or options left beside ``out``.
+
+    Resuming: the folder beside ``out`` is named by a digest of the inputs and options (the
+    data's dask token, which covers each input file's path and modification time, or the
+    values of in-memory data; the steps of each split; run; channels; labels). A rerun with
+    the same ones continues in it (:func:`climnb.io.samples.write_samples` with
+    ``resume=True``: files written before the kill are kept once their SHA-256 matches the
+    journal, the rest written; statistics are computed again), then swaps. What a run with
+    other inputs or options left is never mixed in: it is refused, or with ``overwrite``
+    removed.
     fractions, method, gap_hours, seed : the split (:func:`climnb.io.split.split_steps`):
         contiguous time blocks with >= ``gap_hours`` between sets by default.
     run : the ``N`` of the file names.
@@ -411,6 +424,7 @@ def write_sample_set(
     out = Path(out)
     _clean_leftovers(out)
     check_output(out, overwrite=overwrite)
+    label_name = labels if isinstance(labels, str) else labels.name
     if isinstance(labels, str):
         if labels not in ds:
             raise SampleError(f"data set has no label variable {labels!r}")
@@ -427,11 +441,16 @@ def write_sample_set(
         gap_hours=gap_hours,
         seed=seed,
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")
+    key = _run_key(ds, labels, label_name, parts, run=run, channels=channels)
+    tmp = _partial_folder(out, key, overwrite=overwrite)
+    resume = tmp.is_dir()
+    if resume:
+        log.warning("%s: resuming the interrupted run in %s", out, tmp)
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / _RUN_RECORD).write_text(json.dumps({"key": key, "out": str(out)}))
     try:
         for split, idx in zip(SPLITS, parts, strict=True):
-            (tmp / split).mkdir(parents=True)
+            (tmp / split).mkdir(exist_ok=True)
             if len(idx):
                 sel = {"time": idx}
                 write_samples(
@@ -441,11 +460,15 @@ def write_sample_set(
                     run=run,
                     channels=channels,
                     progress=progress,
+                    resume=resume,
                 )
         _write_stats(SampleSet(tmp), progress)
-        _swap(tmp, out)
-    finally:
+    except SampleError:  # bad input: a rerun cannot succeed with it, nothing worth keeping
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    # anything else (a kill, Ctrl-C, a full disk) leaves ``tmp`` for the rerun to resume
+    (tmp / _RUN_RECORD).unlink()
+    _swap(tmp, out)
     ss = SampleSet.open(out)
     log.info("wrote %r", ss)
     return ss
@@ -471,6 +494,55 @@ def check_output(out: PathLike, *, overwrite: bool = False) -> None:
             f"{out}: holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not "
             "part of a sample set; --overwrite replaces only a sample set: choose another --out"
         )
+
+
+_RUN_RECORD = ".run.json"  # in the folder beside OUT while a run writes it: its key
+
+
+def _run_key(ds, labels, label_name, parts, *, run: int, channels: Sequence[str]) -> str | None:
+    """SHA-256 identifying what a run writes (inputs and options), or ``None`` when the data
+    have no deterministic token (then a killed run is never resumed, only redone)."""
+    import dask
+    from dask.base import tokenize
+
+    try:
+        with dask.config.set({"tokenize.ensure-deterministic": True}):
+            token = tokenize(ds[list(channels)], labels)
+    except (RuntimeError, TypeError, ValueError) as err:
+        log.warning("inputs have no deterministic token (%s): a killed run will start over", err)
+        return None
+    h = hashlib.sha256()
+    h.update(json.dumps([token, str(label_name), run, list(channels)]).encode())
+    for idx in parts:
+        h.update(np.asarray(idx, np.int64).tobytes() + b"|")
+    return h.hexdigest()
+
+
+def _partial_folder(out: Path, key: str | None, *, overwrite: bool) -> Path:
+    """The folder beside ``out`` a run with ``key`` writes into; what runs with other keys
+    left there is refused, or removed with ``overwrite``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    mine = out.with_name(f".{out.name}.{key[:16] if key else uuid.uuid4().hex}.partial")
+    if mine.is_dir() and _recorded_key(mine) not in (key, None):
+        shutil.rmtree(mine)  # a 64-bit prefix clash: never mix
+    others = [p for p in out.parent.glob(f".{out.name}.*.partial") if p != mine]
+    if others and not overwrite:
+        raise SampleError(
+            f"{others[0]}: left by an interrupted run with other inputs or options; rerun "
+            "that command to finish it, or use overwrite=True (climnb samples --overwrite) "
+            "to discard it"
+        )
+    for p in others:
+        log.warning("%s: discarding an interrupted run with other inputs or options", p)
+        shutil.rmtree(p)
+    return mine
+
+
+def _recorded_key(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / _RUN_RECORD).read_text())["key"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # removed just before the swap, or cut short: the name identifies it
 
 
 def _write_stats(ss: SampleSet, progress: Progress | None) -> None:
