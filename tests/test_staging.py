@@ -472,3 +472,24 @@ def test_stage_killed_at_random_moments_then_rerun_equals_clean_run(split_set, t
         return {str(p.relative_to(root)): sha(p) for p in sorted(root.rglob("*")) if p.is_file()}
 
     assert digests(tmp_path / "killed") == digests(tmp_path / "clean")
+
+
+@pytest.mark.parametrize("victim", ["train", "validation", "stats.h5"])
+def test_opening_a_staged_set_verifies_what_the_rank_reads(split_set, tmp_path, victim):
+    """Flipped bytes in a node's copy are refused when a rank opens its staged set, before
+    training reads anything; ``verify=False`` opens it unchecked."""
+    ss, _ = split_set
+    cfg = StagingConfig(
+        source=str(ss.root), dest=str(tmp_path / "n{node}"), ranks_per_node=2, samples_per_rank=6
+    )
+    stage(cfg)
+    staged = StagedSet.for_rank(cfg.dest, rank=1, local_size=2)  # intact: opens
+    path = staged.stats_path if victim == "stats.h5" else staged.files(victim)[0]
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x40  # the file still parses; values change
+    path.write_bytes(bytes(raw))
+    with pytest.raises(SampleError, match=f"{path}: content"):
+        StagedSet.for_rank(cfg.dest, rank=1, local_size=2)
+    with pytest.raises(SampleError, match=f"{path.name}: content"):
+        StagedSet.open(cfg.dest, node=0, local_rank=1)
+    assert StagedSet.for_rank(cfg.dest, rank=1, local_size=2, verify=False).files("train")
