@@ -64,3 +64,59 @@ def test_nbconverts_default_page_would_load_cdn_scripts(report):
     default, _ = nbconvert.HTMLExporter().from_notebook_node(executed)
     assert EXTERNAL.search(default)
     assert EXTERNAL.search(render_html(executed)) is None
+
+
+@pytest.mark.notebook
+@pytest.mark.browser
+def test_report_renders_in_a_browser_without_network(report, tmp_path):
+    """Headless Chromium with every connection sent to a closed port opens the report from
+    disk: BokehJS runs from the page itself and draws the plot, and no script fails to load
+    (nbconvert's default page fails on require.js, MathJax and the widget manager; Panel's
+    stylesheets from cdn.holoviz.org still fail here: layout CSS, not scripts)."""
+    import shutil
+    import socket
+    import time
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    pytest.importorskip("selenium", reason="selenium not installed")
+    if not (chromium and driver_path):
+        pytest.skip("Debian chromium and chromium-driver not installed")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    with socket.socket() as s:  # a port nothing listens on: every fetch from elsewhere fails
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        f"--proxy-server=127.0.0.1:{closed}",
+        "--proxy-bypass-list=<-loopback>",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.get(report.html.as_uri())
+        deadline, views = time.monotonic() + 60, 0
+        while time.monotonic() < deadline and not views:
+            views = driver.execute_script(
+                "return window.Bokeh && Bokeh.index ? Object.keys(Bokeh.index).length : 0"
+            )
+            time.sleep(0.5)
+        log = driver.get_log("browser")
+    finally:
+        driver.quit()
+    assert views > 0, [e["message"] for e in log][-5:]
+    failed_scripts = [
+        e["message"] for e in log if ".js" in e["message"] and "Failed" in e["message"]
+    ]
+    assert not failed_scripts
