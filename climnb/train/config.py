@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from climnb.models.presets import get_config
 from climnb.train.optim import OptimizerConfig
 
 __all__ = ["TrainConfig"]
@@ -77,25 +78,25 @@ class TrainConfig:
     data_autotune: bool = False
 
     def __post_init__(self):
-        for name in (
-            "batch_size",
-            "epochs",
-            "validate_every",
-            "checkpoint_every",
-            "keep_checkpoints",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.lr_decay not in ("linear", "none"):
-            raise ValueError(f"lr_decay must be 'linear' or 'none', got {self.lr_decay!r}")
-        if self.class_weighting not in ("inverse_sqrt", "deepcam", "inverse", "none"):
-            raise ValueError(
-                f"class_weighting must be inverse_sqrt, deepcam, inverse or none, "
-                f"got {self.class_weighting!r}"
-            )
         if isinstance(self.optimizer, Mapping):
             object.__setattr__(self, "optimizer", _optimizer(self.optimizer))
         object.__setattr__(self, "model_overrides", dict(self.model_overrides))
+        for name in _POSITIVE:
+            value = getattr(self, name)
+            if name in _OPTIONAL and value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be at least 1 (a whole number), got {value!r}")
+        if not isinstance(self.read_workers, int) or self.read_workers < 0:
+            raise ValueError(f"read_workers must be 0 or more, got {self.read_workers!r}")
+        _choice("lr_decay", self.lr_decay, ("linear", "none"))
+        _choice("class_weighting", self.class_weighting, CLASS_WEIGHTINGS)
+        if len(self.split) != 3 or min(self.split) < 0 or not 0.99 < sum(self.split) < 1.01:
+            raise ValueError(f"split must be 3 fractions >= 0 adding up to 1, got {self.split}")
+        try:  # model, preset and overrides: fail here, not after the data is read
+            get_config(self.model, self.preset, **self.model_overrides)
+        except TypeError as err:
+            raise ValueError(f"model_overrides: {err}") from err
 
     @property
     def out(self) -> Path:
@@ -122,7 +123,27 @@ class TrainConfig:
         for key in ("split", "channels"):
             if d.get(key) is not None:
                 d[key] = tuple(d[key])
+        if "data_dir" not in d:
+            raise ValueError("training settings need data_dir (the sample set folder)")
         return cls(**d)
+
+
+_POSITIVE = (
+    "batch_size",
+    "epochs",
+    "validate_every",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "max_steps",
+    "threads",
+)
+_OPTIONAL = ("max_steps", "threads")
+CLASS_WEIGHTINGS = ("inverse_sqrt", "deepcam", "inverse", "none")
+
+
+def _choice(name: str, value, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
 def _optimizer(settings: Mapping[str, Any]) -> OptimizerConfig:
@@ -130,4 +151,7 @@ def _optimizer(settings: Mapping[str, Any]) -> OptimizerConfig:
     for key in ("boundaries", "factors"):
         if key in opt:
             opt[key] = tuple(opt[key])
-    return OptimizerConfig(**opt)
+    try:
+        return OptimizerConfig(**opt)
+    except TypeError as err:  # an unknown field or a value of the wrong type
+        raise ValueError(f"optimizer settings {opt}: {err}") from err
