@@ -13,6 +13,7 @@ labels (01) -> sample files, stats and staging onto two simulated nodes (02) -> 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from climnb.atomic import atomic_path
+from climnb.io.samples import SampleError
 
 log = logging.getLogger(__name__)
 
@@ -206,28 +208,29 @@ def toy_samples(
     seed: int = 0,
     fields: str | os.PathLike | None = None,
 ) -> Path:
-    """Split sample files and ``stats.h5`` in ``folder`` for training, made if missing.
+    """A split sample set in ``folder`` for training (:func:`climnb.io.sampleset.write_sample_set`),
+    made if missing.
 
     Uses the fields and labels of ``fields`` (a NetCDF file with a ``labels`` or ``truth``
-    variable) when given and present, else ``n_time`` synthetic steps with their truth. The
-    layout is the one ``climnb samples`` and notebook 02 write: ``train/``, ``validation/``,
-    ``test/`` and ``stats.h5``.
+    variable) when given and present, else ``n_time`` synthetic steps with their truth.
     """
-    from climnb.io.split import write_split_samples
-    from climnb.io.stats import STATS_NAME
+    from climnb.io.sampleset import SampleSet, write_sample_set
 
     folder = Path(folder)
-    if (folder / STATS_NAME).exists() and any((folder / "train").glob("data-*.h5")):
-        return folder
+    with contextlib.suppress(SampleError):
+        ss = SampleSet.open(folder)
+        if ss.files("train") and ss.stats_path.is_file():
+            return folder
     if fields is not None and Path(fields).exists():
         import xarray as xr
 
         with xr.open_dataset(fields) as ds:
-            write_split_samples(ds, "labels" if "labels" in ds else "truth", folder, seed=seed)
+            label = "labels" if "labels" in ds else "truth"
+            write_sample_set(ds, label, folder, seed=seed, overwrite=True)
     else:
         from climnb.synthetic import make_dataset
 
         ds, _ = make_dataset(n_time=n_time, seed=seed)
-        write_split_samples(ds, "truth", folder, seed=seed)
+        write_sample_set(ds, "truth", folder, seed=seed, overwrite=True)
     log.info("wrote toy sample files and stats.h5 to %s", folder)
     return folder

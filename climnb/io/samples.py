@@ -41,16 +41,20 @@ import numpy as np
 
 from climnb.atomic import atomic_path
 from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
+from climnb.io.manifest import Entry, Manifest, sha256_file
 
 __all__ = [
     "SAMPLE_GLOB",
     "SampleError",
     "SampleInfo",
+    "check_values",
+    "group_channels",
     "inspect_sample",
     "list_samples",
     "open_sample",
     "read_sample",
     "sample_name",
+    "sample_names",
     "write_sample",
     "write_samples",
 ]
@@ -108,6 +112,42 @@ def sample_name(time, run: int = 1) -> str:
     return f"data-{day}-{hour[:2]}-{run}.h5"
 
 
+def sample_names(ds, run: int = 1) -> list[str]:
+    """File names for the time steps of ``ds``: :func:`sample_name` of each time, or, for
+    data without a time coordinate (files with no time axis), ``data-step-NNNNNN-N.h5`` by
+    position, so that steps never share a name.
+    """
+    if "time" in ds.coords and np.issubdtype(ds.time.dtype, np.datetime64):
+        names = [sample_name(t, run) for t in ds.time.values]
+    elif "time" in ds.coords and ds.time.dtype == object:  # cftime dates
+        names = [sample_name(t.strftime("%Y-%m-%dT%H"), run) for t in ds.time.values]
+    else:
+        names = [f"data-step-{i:06d}-{run}.h5" for i in range(ds.sizes["time"])]
+    if len(set(names)) != len(names):
+        raise SampleError("two time steps map to the same file name (finer than hourly?)")
+    return names
+
+
+def check_values(path, data: np.ndarray, labels: np.ndarray) -> None:
+    """Refuse non-finite data and labels that are not class indices; name file and value."""
+    bad = ~np.isfinite(data)
+    if bad.any():
+        where = np.argwhere(bad)[0]
+        raise SampleError(
+            f"{path}: {DATA} holds {int(bad.sum())} non-finite value(s), e.g. "
+            f"{data[tuple(where)]} at (y, x, channel) {tuple(int(i) for i in where)}"
+        )
+    n = len(CLASS_NAMES)
+    if labels.size:
+        ok = np.isin(labels, np.arange(n))
+        if not ok.all():
+            value = labels[~ok].flat[0]
+            raise SampleError(
+                f"{path}: labels outside 0..{n - 1}: value {value} "
+                f"({int((~ok).sum())} pixel(s)); labels must be class indices 0, 1 or 2"
+            )
+
+
 def write_sample(
     path: PathLike,
     data: np.ndarray,
@@ -118,27 +158,33 @@ def write_sample(
     lat: np.ndarray | None = None,
     lon: np.ndarray | None = None,
 ) -> Path:
-    """Write one sample file atomically.
+    """Write one sample file atomically and record its digest in the folder's manifest.
 
     Parameters
     ----------
     path : file to write.
-    data : (H, W, C) array, stored as float32.
-    labels : (H, W) class indices, stored as uint8.
+    data : (H, W, C) array, stored as float32; NaN or infinite values are refused.
+    labels : (H, W) class indices 0, 1, 2, stored as uint8; other values are refused.
     channels : names of the C channels.
     time, lat, lon : coordinates kept in the file so that it describes itself.
     """
     path = Path(path)
+    entry = _write(path, data, labels, channels=channels, time=time, lat=lat, lon=lon)
+    Manifest.append(path.parent, path.name, entry)
+    return path
+
+
+def _write(path: Path, data, labels, *, channels, time, lat, lon) -> Entry:
     data = np.asarray(data, dtype=np.float32)
     labels = np.asarray(labels)
     _check_arrays(path, data.shape, labels.shape, len(channels))
-    if labels.size and (labels.min() < 0 or labels.max() >= len(CLASS_NAMES)):
-        raise SampleError(f"{path}: labels outside 0..{len(CLASS_NAMES) - 1}")
+    check_values(path, data, labels)
+    labels = labels.astype(np.uint8)
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w", alignment_threshold=1, alignment_interval=_ALIGN) as f:
             g = f.create_group("climate")
             g.create_dataset("data", data=data)
-            g.create_dataset("labels_0", data=labels.astype(np.uint8))
+            g.create_dataset("labels_0", data=labels)
             g.attrs["channels"] = np.array(list(channels), dtype=h5py.string_dtype())
             g.attrs["classes"] = np.array(list(CLASS_NAMES), dtype=h5py.string_dtype())
             if time is not None:
@@ -149,7 +195,16 @@ def write_sample(
             if lon is not None:
                 g.create_dataset("lon", data=np.asarray(lon, np.float64))
                 g["lon"].attrs["units"] = "degrees_east"
-    return path
+        # the digest of the bytes just written, before the file is visible under its name
+        entry = Entry(
+            bytes=tmp.stat().st_size,
+            sha256=sha256_file(tmp),
+            time=str(np.datetime64(str(time), "s")) if time is not None else None,
+            class_counts=tuple(
+                int(c) for c in np.bincount(labels.ravel(), minlength=len(CLASS_NAMES))
+            ),
+        )
+    return entry
 
 
 def write_samples(
@@ -159,17 +214,19 @@ def write_samples(
     *,
     run: int = 1,
     channels: Sequence[str] = CHANNEL_NAMES,
+    progress=None,
 ) -> list[Path]:
-    """Write one sample file per time step of an xarray Dataset.
+    """Write one sample file per time step of an xarray Dataset, and the folder's manifest.
 
     Parameters
     ----------
     ds : xarray.Dataset with the channel variables on (time, lat, lon); may be dask-backed,
         one time step is loaded at a time.
     labels : (time, lat, lon) DataArray of class indices, or the name of a variable of ``ds``.
-    out_dir : directory for the files (made if missing).
+    out_dir : directory for the files (made if missing); ``manifest.json`` in it lists them.
     run : the ``N`` of the file names (run or ensemble member).
     channels : the channels to write, in order.
+    progress : called with the number of files written after each file (a progress bar).
 
     Returns
     -------
@@ -185,23 +242,31 @@ def write_samples(
     labels = labels.transpose("time", "lat", "lon")
     if labels.shape != fields.shape[:3]:
         raise SampleError(f"labels have shape {labels.shape}, fields {fields.shape[:3]}")
-    names = [sample_name(t, run) for t in ds.time.values]
-    if len(set(names)) != len(names):
-        raise SampleError("two time steps map to the same file name (finer than hourly?)")
+    names = sample_names(ds, run)
+    if not names:
+        raise SampleError(f"{out_dir}: the data have no time steps, nothing to write")
+    has_time = "time" in ds.coords
     lat, lon = ds.lat.values, ds.lon.values
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, name in enumerate(names):
-        paths.append(
-            write_sample(
-                Path(out_dir) / name,
-                fields[i].values,
-                labels[i].values,
-                channels=channels,
-                time=ds.time.values[i],
-                lat=lat,
-                lon=lon,
-            )
+        path = out / name
+        entry = _write(
+            path,
+            fields[i].values,
+            labels[i].values,
+            channels=channels,
+            time=ds.time.values[i] if has_time else None,
+            lat=lat,
+            lon=lon,
         )
+        Manifest.append(out, name, entry)
+        paths.append(path)
+        if progress is not None:
+            progress(1)
+    manifest = Manifest.read(out) or Manifest()
+    manifest.with_files({}, channels=tuple(channels), grid=tuple(fields.shape[1:3])).write(out)
     log.info("wrote %d sample files to %s", len(paths), out_dir)
     return paths
 
@@ -234,7 +299,7 @@ def _info(path: Path, f: h5py.File, shape) -> SampleInfo:
             raise SampleError(f"{path}: no dataset {name}")
     data, labels = f[DATA], f[LABELS]
     g = f["climate"]
-    channels = _channel_names(g)
+    channels = group_channels(g)
     _check_arrays(path, data.shape, labels.shape, len(channels), shape)
     if data.dtype != np.float32:
         raise SampleError(f"{path}: {DATA} is {data.dtype}, expected float32")
@@ -250,7 +315,7 @@ def _info(path: Path, f: h5py.File, shape) -> SampleInfo:
     )
 
 
-def _channel_names(group) -> tuple[str, ...]:
+def group_channels(group) -> tuple[str, ...]:
     """Channel names from a ``climate`` group; DeepCAM's own files have the standard 16."""
     names = group.attrs.get("channels")
     return CHANNEL_NAMES if names is None else tuple(_text(v) for v in names)
