@@ -57,6 +57,7 @@ def test_a_file_asking_30_epochs_batch_8_lr_001_trains_with_them(tmp_path, run_j
     ds, _ = make_dataset(n_time=20, seed=3)
     write_stats(compute_stats(write_samples(ds, "truth", data)), data / "stats.h5")
     settings = {**FILE, "model_overrides": {"growth_rate": 6, "initial_filters": 8}}
+    settings["split_method"] = "random"  # 16 training files of 20
     run_json.write_text(json.dumps(settings))
     out = tmp_path / "run"
     argv = ["train", "--config", str(run_json), "--data", str(data), "--out", str(out)]

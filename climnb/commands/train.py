@@ -15,13 +15,15 @@ from climnb.train.config import TrainConfig
 
 HELP = "train Tiramisu or DeepLabv3+ on sample files, data-parallel with Horovod"
 EXAMPLE = (
-    "mpirun -np 2 python -m climnb train --data data/toy/samples "
+    "mpirun -np 2 python -m climnb train --data data/toy/samples --staged '/local/{node}' "
     "--out runs/toy --model tiramisu --preset toy --epochs 4 --batch-size 2"
 )
 
 # flag destination -> TrainConfig field (or "optimizer.<field>")
 _FIELDS = {
     "data": "data_dir",
+    "staged": "staged_dir",
+    "ranks_per_node": "ranks_per_node",
     "out": "out_dir",
     "model": "model",
     "preset": "preset",
@@ -48,6 +50,13 @@ def add_arguments(parser):
     add = parser.add_argument
     d = argparse.SUPPRESS
     add("--data", default=d, help="sample set folder (train/, validation/, stats.h5)")
+    add(
+        "--staged",
+        default=d,
+        help="train from node-local staged copies, e.g. '/local/{node}' ({node} and "
+        "{local_rank} filled in per rank; stage them first with `climnb stage`)",
+    )
+    add("--ranks-per-node", type=int, default=d, help="default: Horovod's local size")
     add("--out", default=d, help="run folder (checkpoints, model bundle)")
     add("--model", default=d, choices=["tiramisu", "deeplab"])
     add("--preset", default=d, help="toy, small or paper")

@@ -22,9 +22,16 @@ class TrainConfig:
 
     Attributes
     ----------
-    data_dir : folder with ``stats.h5`` and either ``train/`` and ``validation/`` folders of
-        sample files (``data-*.h5``, as ``climnb samples`` writes them), or the sample files
-        themselves, split here with ``split`` and ``split_seed``.
+    data_dir : the shared sample set (:class:`climnb.io.sampleset.SampleSet`): ``stats.h5``
+        and ``train/`` and ``validation/`` folders (as ``climnb samples`` writes them), or a
+        flat folder of sample files, split here with ``split`` and ``split_seed``.
+    staged_dir : train from node-local staged copies instead (``climnb stage`` or
+        :func:`climnb.staging.stage_on_engines` wrote them): a folder pattern with ``{node}``
+        and ``{local_rank}`` placeholders, e.g. ``"/local/scratch/{node}"``. Each rank then
+        opens only its node's staged set and its own files in it, never ``data_dir``.
+    ranks_per_node : training ranks per node, to find a rank's node (``rank //
+        ranks_per_node``) and local rank in ``staged_dir``; ``None``: Horovod's local size.
+        Set 1 where one machine simulates one node per rank.
     out_dir : run folder: checkpoints, ``history.csv``, the trained model bundle ``model/``,
         and the ``STOP`` file that ends training cleanly after the current step.
     model, preset, model_overrides : network (``"tiramisu"`` or ``"deeplab"``), its preset
@@ -40,7 +47,9 @@ class TrainConfig:
         ``schedule`` as given.
     class_weighting : ``"inverse_sqrt"`` (the paper's code), ``"deepcam"`` (freq^-0.125),
         ``"inverse"`` or ``"none"``; frequencies from ``stats.h5`` class counts when present.
-    split_seed, split : seeded train/validation/test split of the files (fractions).
+    split, split_method, split_seed : for a flat ``data_dir`` only: the train/validation/test
+        fractions; ``"blocks"`` (contiguous time blocks a day apart, the default) or
+        ``"random"`` (seeded with ``split_seed``); see :meth:`climnb.io.sampleset.SampleSet.split`.
     seed : seed of weights and shuffling.
     validate_every : epochs between validations (the last epoch is always validated).
     checkpoint_every : steps between checkpoints (rank 0 writes; also at the end).
@@ -54,6 +63,8 @@ class TrainConfig:
     """
 
     data_dir: str
+    staged_dir: str | None = None
+    ranks_per_node: int | None = None
     out_dir: str = "runs/toy"
     model: str = "tiramisu"
     preset: str = "toy"
@@ -67,6 +78,7 @@ class TrainConfig:
     class_weighting: str = "inverse_sqrt"
     split_seed: int = 0
     split: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    split_method: str = "blocks"
     seed: int = 0
     validate_every: int = 1
     checkpoint_every: int = 50
@@ -90,6 +102,7 @@ class TrainConfig:
         if not isinstance(self.read_workers, int) or self.read_workers < 0:
             raise ValueError(f"read_workers must be 0 or more, got {self.read_workers!r}")
         _choice("lr_decay", self.lr_decay, ("linear", "none"))
+        _choice("split_method", self.split_method, ("blocks", "random"))
         _choice("class_weighting", self.class_weighting, CLASS_WEIGHTINGS)
         if len(self.split) != 3 or min(self.split) < 0 or not 0.99 < sum(self.split) < 1.01:
             raise ValueError(f"split must be 3 fractions >= 0 adding up to 1, got {self.split}")
@@ -136,8 +149,9 @@ _POSITIVE = (
     "keep_checkpoints",
     "max_steps",
     "threads",
+    "ranks_per_node",
 )
-_OPTIONAL = ("max_steps", "threads")
+_OPTIONAL = ("max_steps", "threads", "ranks_per_node")
 CLASS_WEIGHTINGS = ("inverse_sqrt", "deepcam", "inverse", "none")
 
 
