@@ -73,3 +73,30 @@ def test_two_nodes_train_from_their_staged_copies_only(tmp_path, mpi_env):
         assert mine <= samples, "read its node's staged training files"
         other = str(local / f"node{1 - rank}")
         assert not [p for p in samples if p.startswith(other)], "read another node's copies"
+
+
+@pytest.mark.mpi
+@pytest.mark.horovod
+def test_stage_first_then_train_in_one_command(tmp_path, mpi_env):
+    shared, local, out = tmp_path / "shared", tmp_path / "local", tmp_path / "run"
+    ds, _ = make_dataset(n_time=40, seed=9)
+    write_sample_set(ds, "truth", shared)
+    pattern = str(local / "node{node}")
+    (tmp_path / "run.json").write_text(
+        '{"model_overrides": {"growth_rate": 6, "initial_filters": 8}}'
+    )
+    argv = ["train", "--data", str(shared), "--staged", pattern, "--ranks-per-node", "1"]
+    argv += ["--stage-first", "--samples-per-rank", "4", "--out", str(out), "--epochs", "1"]
+    argv += ["--batch-size", "2", "--threads", "1", "--config", str(tmp_path / "run.json")]
+    proc = subprocess.run(
+        ["mpirun", "-np", "2", "--bind-to", "none", sys.executable, "-m", "climnb", *argv],
+        capture_output=True,
+        text=True,
+        env=mpi_env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    staged = [StagedSet.open(pattern, node=n) for n in (0, 1)]
+    assert [len(s.files("train")) for s in staged] == [4, 4]
+    staged[0].verify()  # the copies match the source manifest's digests
+    assert len((out / "history.csv").read_text().splitlines()) == 1 + 2  # 4 files, batch 2

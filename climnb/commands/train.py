@@ -24,6 +24,8 @@ _FIELDS = {
     "data": "data_dir",
     "staged": "staged_dir",
     "ranks_per_node": "ranks_per_node",
+    "stage_first": "stage_first",
+    "samples_per_rank": "samples_per_rank",
     "out": "out_dir",
     "model": "model",
     "preset": "preset",
@@ -57,6 +59,13 @@ def add_arguments(parser):
         "{local_rank} filled in per rank; stage them first with `climnb stage`)",
     )
     add("--ranks-per-node", type=int, default=d, help="default: Horovod's local size")
+    add(
+        "--stage-first",
+        action="store_true",
+        default=d,
+        help="stage --data into --staged at the start (one reader per node, over MPI)",
+    )
+    add("--samples-per-rank", type=int, default=d, help="files drawn per rank when staging")
     add("--out", default=d, help="run folder (checkpoints, model bundle)")
     add("--model", default=d, choices=["tiramisu", "deeplab"])
     add("--preset", default=d, help="toy, small or paper")

@@ -32,6 +32,10 @@ class TrainConfig:
     ranks_per_node : training ranks per node, to find a rank's node (``rank //
         ranks_per_node``) and local rank in ``staged_dir``; ``None``: Horovod's local size.
         Set 1 where one machine simulates one node per rank.
+    stage_first : stage ``data_dir`` into ``staged_dir`` at the start of the run, on the ranks
+        themselves (one process per node reads, over MPI; :func:`climnb.staging.stage`), then
+        train from the staged copies. A rerun restages only what changed.
+    samples_per_rank : training files drawn (with replacement) per rank when staging first.
     out_dir : run folder: checkpoints, ``history.csv``, the trained model bundle ``model/``,
         and the ``STOP`` file that ends training cleanly after the current step.
     model, preset, model_overrides : network (``"tiramisu"`` or ``"deeplab"``), its preset
@@ -65,6 +69,8 @@ class TrainConfig:
     data_dir: str
     staged_dir: str | None = None
     ranks_per_node: int | None = None
+    stage_first: bool = False
+    samples_per_rank: int = 250
     out_dir: str = "runs/toy"
     model: str = "tiramisu"
     preset: str = "toy"
@@ -101,6 +107,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be at least 1 (a whole number), got {value!r}")
         if not isinstance(self.read_workers, int) or self.read_workers < 0:
             raise ValueError(f"read_workers must be 0 or more, got {self.read_workers!r}")
+        if self.stage_first and not self.staged_dir:
+            raise ValueError("stage_first needs staged_dir, the node-local folder to stage into")
         _choice("lr_decay", self.lr_decay, ("linear", "none"))
         _choice("split_method", self.split_method, ("blocks", "random"))
         _choice("class_weighting", self.class_weighting, CLASS_WEIGHTINGS)
@@ -150,6 +158,7 @@ _POSITIVE = (
     "max_steps",
     "threads",
     "ranks_per_node",
+    "samples_per_rank",
 )
 _OPTIONAL = ("max_steps", "threads", "ranks_per_node")
 CLASS_WEIGHTINGS = ("inverse_sqrt", "deepcam", "inverse", "none")

@@ -40,6 +40,7 @@ from climnb.models.losses import (
 )
 from climnb.models.metrics import ConfusionMatrix
 from climnb.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
+from climnb.staging import StagingConfig, stage
 from climnb.train.checkpoint import latest, load_latest, restore, save_checkpoint
 from climnb.train.config import TrainConfig
 from climnb.train.optim import make_optimizer, train_step
@@ -182,6 +183,32 @@ class _Data:
         )
 
 
+def _stage_first(config: TrainConfig, rank: int, size: int, local_size: int) -> None:
+    """Stage ``data_dir`` into ``staged_dir``: the first rank of each node takes part (so node
+    ``n``'s copies are written on node ``n``), the others wait at a barrier."""
+    per_node = config.ranks_per_node or local_size
+    staging = StagingConfig(
+        source=config.data_dir,
+        dest=config.staged_dir,
+        n_nodes=max(size // per_node, 1),
+        ranks_per_node=per_node,
+        samples_per_rank=config.samples_per_rank,
+        seed=config.seed,
+    )
+    if size == 1:
+        stage(staging)
+        return
+    from mpi4py import MPI  # MPI is already initialised by Horovod
+
+    world = MPI.COMM_WORLD
+    heads = world.Split(0 if rank % per_node == 0 else MPI.UNDEFINED, rank)
+    if heads != MPI.COMM_NULL:
+        report = stage(staging, heads)
+        log.info("rank %d: staged %s", rank, report.summary)
+        heads.Free()
+    world.Barrier()
+
+
 def _class_weights(config: TrainConfig, counts) -> np.ndarray:
     if config.class_weighting == "none":
         return np.ones(3)
@@ -269,6 +296,8 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     hvd = _horovod()
     rank, size = hvd.rank(), hvd.size()
     emit = on_record or (lambda record: None)
+    if config.stage_first:
+        _stage_first(config, rank, size, hvd.local_size())
     data = _Data.prepare(config, rank, size, hvd.local_size())
     steps = _steps_per_epoch(hvd.allgather_object(len(data.train)), config.batch_size)
     run = _Run(config, data, hvd, tf, total_steps=_total_steps(config, steps))
