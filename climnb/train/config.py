@@ -1,5 +1,6 @@
-"""The settings of a training run: one frozen dataclass, loaded the same way from Python, the
-command line and notebooks."""
+"""The settings of a training run: frozen dataclasses, loaded the same way from Python, the
+command line and notebooks (:class:`TrainConfig`, with its :class:`OptimizerConfig`); the one
+place their defaults live. No TensorFlow here."""
 
 from __future__ import annotations
 
@@ -11,9 +12,73 @@ from pathlib import Path
 from typing import Any
 
 from climnb.models.presets import get_config
-from climnb.train.optim import OptimizerConfig
 
-__all__ = ["TrainConfig"]
+__all__ = ["TrainConfig", "OptimizerConfig", "SCHEDULES", "LARC_MODES"]
+
+
+SCHEDULES = ("constant", "poly", "piecewise")
+LARC_MODES = ("clip", "scale")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Settings of the optimiser and its learning-rate schedule.
+
+    Attributes
+    ----------
+    learning_rate : base learning rate (reached at the end of the warm-up).
+    beta_1, beta_2, epsilon : Adam's; epsilon as TensorFlow 1's Adam (1e-8).
+    schedule : ``"constant"``; ``"poly"``: ``lr * (1 - t / decay_steps) ** power`` down to
+        ``end_learning_rate``; ``"piecewise"``: ``lr`` until ``boundaries[0]``, then
+        ``lr * factors[0]`` until ``boundaries[1]``, ... (the paper code's ``piece:`` mode).
+        ``t`` counts steps after the warm-up, as do ``decay_steps`` and ``boundaries``.
+    warmup_steps : linear warm-up ``lr * (step + 1) / warmup_steps`` over the first steps
+        (0 for none).
+    decay_steps, power, end_learning_rate : of the polynomial decay.
+    boundaries, factors : of the piecewise decay; same length.
+    larc : rescale each variable's gradient by LARC before Adam.
+    larc_eta : LARC trust coefficient (the paper: 0.002).
+    larc_mode : ``"clip"`` (the paper) or ``"scale"``.
+    larc_epsilon : LARC's local rate when a variable or its gradient is all zero.
+    gradient_lag : apply the previous step's gradient (the paper's "gradient lag").
+    mixed_precision : dynamic loss scaling for float16 compute (build the model with
+        ``mixed_precision=True`` too: float16 compute, float32 master weights).
+    initial_loss_scale, loss_scale_growth_steps : of the dynamic loss scaling.
+    """
+
+    learning_rate: float = 1e-3
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-8
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    decay_steps: int = 10_000
+    power: float = 1.0
+    end_learning_rate: float = 0.0
+    boundaries: tuple[int, ...] = ()
+    factors: tuple[float, ...] = ()
+    larc: bool = False
+    larc_eta: float = 0.002
+    larc_mode: str = "clip"
+    larc_epsilon: float = 1.0 / 16000.0
+    gradient_lag: bool = False
+    mixed_precision: bool = False
+    initial_loss_scale: float = 2.0**15
+    loss_scale_growth_steps: int = 2000
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.larc_mode not in LARC_MODES:
+            raise ValueError(f"larc_mode must be one of {LARC_MODES}, got {self.larc_mode!r}")
+        if len(self.boundaries) != len(self.factors):
+            raise ValueError("boundaries and factors must have the same length")
+        if list(self.boundaries) != sorted(self.boundaries):
+            raise ValueError(f"boundaries must increase, got {self.boundaries}")
+        if self.learning_rate <= 0 or self.warmup_steps < 0 or self.decay_steps < 1:
+            raise ValueError("need learning_rate > 0, warmup_steps >= 0 and decay_steps >= 1")
+        object.__setattr__(self, "boundaries", tuple(int(b) for b in self.boundaries))
+        object.__setattr__(self, "factors", tuple(float(f) for f in self.factors))
 
 
 @dataclass(frozen=True)

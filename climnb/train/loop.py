@@ -32,6 +32,7 @@ from climnb.bundle import save_bundle
 from climnb.io.sampleset import SampleSet, StagedSet
 from climnb.io.stats import Stats
 from climnb.models import build_model, count_flops
+from climnb.models.backend import import_tf
 from climnb.models.losses import (
     PAPER_FREQUENCIES,
     class_weights,
@@ -41,13 +42,13 @@ from climnb.models.losses import (
 from climnb.models.metrics import ConfusionMatrix
 from climnb.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
 from climnb.staging import StagingConfig, stage
+from climnb.train import optim
 from climnb.train.checkpoint import latest, load_latest, restore, save_checkpoint
 from climnb.train.config import TrainConfig
-from climnb.train.optim import make_optimizer, train_step
 
 log = logging.getLogger(__name__)
 
-__all__ = ["train", "plan", "TrainResult", "NonFiniteError", "weights_checksum"]
+__all__ = ["train", "plan", "summarize", "TrainResult", "NonFiniteError", "weights_checksum"]
 
 Record = dict
 OnRecord = Callable[[Record], None]
@@ -183,9 +184,10 @@ class _Data:
         )
 
 
-def _stage_first(config: TrainConfig, rank: int, size: int, local_size: int) -> None:
+def _stage_first(config: TrainConfig, hvd, rank: int, size: int, local_size: int) -> None:
     """Stage ``data_dir`` into ``staged_dir``: the first rank of each node takes part (so node
-    ``n``'s copies are written on node ``n``), the others wait at a barrier."""
+    ``n``'s copies are written on node ``n``), the others wait. Without MPI (Horovod over Gloo
+    on one machine) rank 0 stages every node's folder."""
     per_node = config.ranks_per_node or local_size
     staging = StagingConfig(
         source=config.data_dir,
@@ -198,15 +200,25 @@ def _stage_first(config: TrainConfig, rank: int, size: int, local_size: int) -> 
     if size == 1:
         stage(staging)
         return
-    from mpi4py import MPI  # MPI is already initialised by Horovod
+    MPI = _mpi()
+    world = MPI.COMM_WORLD if MPI is not None and MPI.COMM_WORLD.size == size else None
+    if world is not None:
+        heads = world.Split(0 if rank % per_node == 0 else MPI.UNDEFINED, rank)
+        if heads != MPI.COMM_NULL:
+            log.info("rank %d: %s", rank, stage(staging, heads).summary)
+            heads.Free()
+    elif rank == 0:
+        log.info("rank 0 for every node: %s", stage(staging).summary)
+    hvd.broadcast_object(None, root_rank=0)  # everyone waits for the staging
 
-    world = MPI.COMM_WORLD
-    heads = world.Split(0 if rank % per_node == 0 else MPI.UNDEFINED, rank)
-    if heads != MPI.COMM_NULL:
-        report = stage(staging, heads)
-        log.info("rank %d: staged %s", rank, report.summary)
-        heads.Free()
-    world.Barrier()
+
+def _mpi():
+    """mpi4py's ``MPI`` (initialised by Horovod when it runs over MPI), or ``None``."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return None
+    return MPI
 
 
 def _class_weights(config: TrainConfig, counts) -> np.ndarray:
@@ -244,6 +256,13 @@ def plan(config: TrainConfig, size: int, local_size: int | None = None) -> dict[
 
     ``local_size``: ranks per node (default ``config.ranks_per_node``, else all on one node).
     """
+    if config.stage_first:  # nothing staged yet: every rank will get samples_per_rank files
+        steps = _steps_per_epoch([config.samples_per_rank] * size, config.batch_size)
+        return {
+            "train_files": config.samples_per_rank * size,
+            "steps_per_epoch": steps,
+            "total_steps": _total_steps(config, steps),
+        }
     local = local_size or config.ranks_per_node or size
     ranks = [_Data.prepare(config, r, size, local) for r in range(size)]
     steps = _steps_per_epoch([len(d.train) for d in ranks], config.batch_size)
@@ -290,14 +309,13 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     """
     if config.threads:  # oneDNN's OpenMP pool: must be sized before TensorFlow loads it
         os.environ.setdefault("OMP_NUM_THREADS", str(config.threads))
-    import tensorflow as tf
-
+    tf = import_tf()
     _set_threads(tf, config.threads)
     hvd = _horovod()
     rank, size = hvd.rank(), hvd.size()
     emit = on_record or (lambda record: None)
     if config.stage_first:
-        _stage_first(config, rank, size, hvd.local_size())
+        _stage_first(config, hvd, rank, size, hvd.local_size())
     data = _Data.prepare(config, rank, size, hvd.local_size())
     steps = _steps_per_epoch(hvd.allgather_object(len(data.train)), config.batch_size)
     run = _Run(config, data, hvd, tf, total_steps=_total_steps(config, steps))
@@ -367,7 +385,7 @@ class _Run:
             mixed_precision=opt_config.mixed_precision,
             **config.model_overrides,
         )
-        self.optimizer = make_optimizer(opt_config)
+        self.optimizer = optim.make_optimizer(opt_config)
         self.optimizer.build(self.model.trainable_variables)
         weights = data.class_weights
         self.loss_fn = lambda y, logits: weighted_cross_entropy(y, logits, weights)
@@ -406,7 +424,7 @@ class _Run:
 
         @tf.function
         def step(x, y):
-            return train_step(
+            return optim.train_step(
                 self.model,
                 self.optimizer,
                 self.loss_fn,
@@ -580,6 +598,24 @@ class _Run:
             extra={"train_config": self.config.to_dict(), "steps": self.global_step},
         )
         return checkpoint, str(bundle)
+
+
+def summarize(results: list[TrainResult]) -> pd.Series:
+    """The headline figures of a run from every rank's :class:`TrainResult` (rank 0 first)."""
+    first = results[0]
+    history, validation = first.history, first.validation
+    return pd.Series(
+        {
+            "ranks": first.size,
+            "steps": int(history.step.max()) if len(history) else 0,
+            "final loss": history.loss_avg.iloc[-1] if len(history) else np.nan,
+            "validation mean IoU": validation.mean_iou.iloc[-1] if len(validation) else np.nan,
+            "samples/s (median)": history.samples_per_s.iloc[1:].median(),
+            "sustained GFLOP/s (median)": history.gflops.iloc[1:].median(),
+            "weights identical on all ranks": len({r.checksum for r in results}) == 1,
+            "model bundle": first.bundle,
+        }
+    )
 
 
 def weights_checksum(model) -> str:
