@@ -309,14 +309,22 @@ def _flipped(ds):
     out = ds.roll(lon=ds.sizes["lon"] // 2, roll_coords=True)
     out = out.assign_coords(lon=((out.lon + 180) % 360) - 180).isel(lat=slice(None, None, -1))
     out = out.rename(lat="latitude", lon="longitude")
-    return out.assign(extra=out.TMQ * 0 + 1)
+    return out.assign(extra=out.TMQ * 0 + 1) if "TMQ" in out else out
 
 
 def test_normalised_inputs_give_the_same_labels(toy):
     ds = toy[0][0].isel(time=slice(0, 2))
     expected = toy[0][2].isel(time=slice(0, 2))
-    labels, _ = _compute(_flipped(ds))
-    xr.testing.assert_equal(labels.drop_attrs(), expected.drop_attrs())
+    flipped = _flipped(ds)
+    canonical, _ = compute(*label_dataset(flipped, grid="canonical"), scheduler="sync")
+    xr.testing.assert_equal(canonical.drop_attrs(), expected.drop_attrs())
+    # by default on the input's own grid: its names, order and longitude convention
+    own, events = _compute(flipped)
+    assert own.dims == ("time", "latitude", "longitude")
+    np.testing.assert_array_equal(own.longitude.values, flipped.longitude.values)
+    np.testing.assert_array_equal(own.latitude.values, flipped.latitude.values)
+    xr.testing.assert_equal(own.drop_attrs(), _flipped(expected.to_dataset()).labels.drop_attrs())
+    assert events.lon.between(-180, 180).all()
 
 
 def test_missing_values_are_background(toy):
@@ -330,8 +338,11 @@ def test_missing_values_are_background(toy):
 @pytest.mark.parametrize(
     "edit,match",
     [
-        (lambda ds: ds.drop_vars("PSL"), "missing variable.*PSL.*found"),
-        (lambda ds: ds.rename(lat="y"), "no lat dimension.*found dimensions"),
+        (lambda ds: ds.drop_vars("PSL"), "cannot label.*lacks PSL.*found.*--rename"),
+        (
+            lambda ds: ds.rename(lat="y").assign_coords(y=ds.lat.values),
+            "no lat dimension.*found dimensions",
+        ),
         (lambda ds: ds.assign(TMQ=ds.TMQ.expand_dims(lev=2)), "TMQ has dimensions"),
         (lambda ds: ds.drop_vars("lon"), "'lon' has no coordinate"),
     ],
@@ -340,7 +351,7 @@ def test_missing_values_are_background(toy):
 def test_bad_input_names_the_problem(toy, edit, match):
     ds = toy[0][0].isel(time=slice(0, 1))
     with pytest.raises(ValueError, match=match):
-        label_dataset(edit(ds))
+        label_dataset(edit(ds), classes="both")
 
 
 def test_normalize_without_time_and_with_extra_dims():
@@ -391,7 +402,8 @@ def test_cli_label_errors(tmp_path, capsys):
         {"TMQ": (("time", "lat", "lon"), np.zeros((1, 3, 4)))},
         coords={"lat": [0.0, 1, 2], "lon": [0.0, 1, 2, 3]},
     ).to_netcdf(bad)
-    assert main(["label", str(bad), "--out", str(tmp_path / "x.nc")]) == 2
+    argv = ["label", str(bad), "--out", str(tmp_path / "x.nc"), "--classes", "both"]
+    assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "missing variable" in err and "U850" in err
+    assert "cannot label" in err and "U850" in err
     assert not (tmp_path / "x.nc").exists()
