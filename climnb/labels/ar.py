@@ -14,7 +14,10 @@ is the IVT object itself, as in IVT-based catalogues:
    transport is not poleward there);
 3. connected components (joined across the 0/360 seam on global grids only);
 4. length >= 2000 km and length / width >= 2 (Guan & Waliser 2015), centroid within
-   ``lat_band``.
+   ``ivt_lat_band`` (20-80 degrees), and no pixel within ``storm_buffer_km`` of a storm;
+5. where the meridional transport is known (``IVTV``, or the proxy's ``TMQ * V850``), a mean
+   poleward transport over the object of at least ``ivt_min_poleward`` (50 kg m-1 s-1), Guan
+   & Waliser's check against subtropical trade-wind and other non-poleward moisture flows.
 
 **Moisture** (the SC18 paper's route, for inputs without IVT; one time step):
 
@@ -65,6 +68,17 @@ def ivt_magnitude(fields: Mapping[str, np.ndarray]) -> np.ndarray | None:
     return None
 
 
+def _poleward(fields, lat) -> np.ndarray | None:
+    """Poleward vapour transport (kg m-1 s-1; northward in the north, southward in the south)."""
+    if "IVTV" in fields:
+        v = fields["IVTV"]
+    elif "IVT" not in fields and {"TMQ", "V850"} <= set(fields):
+        v = fields["TMQ"] * fields["V850"]
+    else:
+        return None
+    return v * np.sign(np.asarray(lat, dtype=v.dtype))[:, None]
+
+
 def river_strength(fields: Mapping[str, np.ndarray], lat: np.ndarray, config: ARConfig):
     """The damped field that is thresholded: IVT (or its proxy) or TMQ, times the damping."""
     strength = ivt_magnitude(fields) if config.field == "ivt" else None
@@ -103,12 +117,16 @@ def transport_rivers(
         above &= ~exclude
     labels, n = label_components(above, periodic=periodic, connectivity=config.connectivity)
     shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2)
-    lo, hi = config.lat_band
+    lo, hi = config.ivt_lat_band
     keep = (
         (shapes.length_km >= config.ivt_min_length_km)
         & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
         & shapes.lat.abs().between(lo, hi)
     ).to_numpy()
+    poleward = _poleward(fields, lat)
+    if poleward is not None and config.ivt_min_poleward is not None:
+        mean = _label_mean(poleward, labels, n)[shapes.label.to_numpy().astype(int)]
+        keep = keep & (mean >= config.ivt_min_poleward)
     labels, n = _relabel(labels, shapes.label.to_numpy().astype(int)[keep])
     log.debug("%d IVT objects, %d rivers", len(shapes), n)
     return labels > 0, _describe(labels, n, lat, lon, fields)

@@ -61,6 +61,12 @@ class ARConfig:
     ivt_floor, min_series_steps : see ``ivt_percentile``.
     ivt_min_length_km, ivt_min_aspect : least length and length / width of an IVT object
         (2000 km and 2, Guan & Waliser 2015).
+    ivt_min_poleward : least mean poleward IVT (kg m-1 s-1) over an object where the
+        meridional transport is known (50, after Guan & Waliser 2015); None switches it off.
+    ivt_lat_band : range of ``|latitude|`` the centroid of an IVT object must lie in (20-80
+        degrees: the subtropics' trade-wind moisture forms long IVT >= 250 objects too).
+    storm_buffer_km : with the transport method, no river pixel within this distance of a
+        storm's mask (a cyclone's circulation carries strong transport of its own).
     exclude_tropics_deg : no river pixel within this latitude of the equator (both methods).
     field : ``"ivt"`` thresholds the IVT proxy ``TMQ * |V850|`` (or true IVT when the input
         has ``IVT``); ``"tmq"`` thresholds precipitable water, as the final data set of the paper.
@@ -93,6 +99,9 @@ class ARConfig:
     min_series_steps: int = 240
     ivt_min_length_km: float = 2000.0
     ivt_min_aspect: float = 2.0
+    ivt_min_poleward: float | None = 50.0
+    storm_buffer_km: float = 500.0
+    ivt_lat_band: tuple[float, float] = (20.0, 80.0)
     exclude_tropics_deg: float = 15.0
     field: Literal["ivt", "tmq"] = "ivt"
     tropics_sigma_deg: float = 19.0

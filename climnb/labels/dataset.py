@@ -29,6 +29,7 @@ import dask.array as da
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy import ndimage
 
 from climnb.channels import CLASS_NAMES
 from climnb.io.netcdf import input_grid, normalize
@@ -104,7 +105,7 @@ class Plan:
 def _river_plan(have: set[str], config: LabelConfig):
     """(variables, ARConfig, note) for rivers, or (None, None, why not)."""
     ar = config.ar
-    transport = [v for v in (("IVT",), ("IVTU", "IVTV")) if set(v) <= have]
+    transport = [v for v in (("IVTU", "IVTV"), ("IVT",)) if set(v) <= have]
     proxy = {"TMQ", "U850", "V850"} <= have
     if ar.method in ("auto", "transport") and (transport or (ar.method == "transport" and proxy)):
         names = transport[0] if transport else ("TMQ", "U850", "V850")
@@ -229,6 +230,7 @@ def label_step(
     if _AR in classes:
         kwargs = dict(periodic=periodic, exclude=storm_mask)
         if config.ar.method == "transport":
+            kwargs["exclude"] = _surroundings(storm_mask, lat, config.ar.storm_buffer_km)
             river_mask, rivers = transport_rivers(
                 fields, lat, lon, config.ar, threshold=ivt_threshold, **kwargs
             )
@@ -249,6 +251,16 @@ def label_step(
     )
     events["class_name"] = [CLASS_NAMES[c] for c in events.class_id]
     return labels, events.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
+
+
+def _surroundings(storm_mask: np.ndarray, lat: np.ndarray, buffer_km: float) -> np.ndarray:
+    """The storms' masks grown by ``buffer_km``: their circulation, where the strong transport
+    is the storm's own (the grid's latitude spacing sets the step)."""
+    if buffer_km <= 0 or not storm_mask.any():
+        return storm_mask
+    step_km = abs(float(lat[1] - lat[0])) * np.pi * 6371.0 / 180.0
+    steps = int(np.ceil(buffer_km / step_km))
+    return ndimage.binary_dilation(storm_mask, iterations=steps)
 
 
 _EMPTY_STORMS = pd.DataFrame(
