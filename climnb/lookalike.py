@@ -24,7 +24,7 @@ Examples
 >>> ds, _ = make_dataset(n_time=1, ivt=True)
 >>> era5 = dress(ds, "era5")
 >>> sorted(era5.data_vars), float(era5.latitude[0])
-(['msl', 't', 'tcwv', 'tp', 'u', 'v', 'viwve', 'viwvn', 'z'], 90.0)
+(['msl', 't', 'tcwv', 'tp', 'truth', 'u', 'v', 'viwve', 'viwvn', 'z'], 90.0)
 """
 
 from __future__ import annotations
