@@ -16,8 +16,8 @@ is the IVT object itself, as in IVT-based catalogues:
 4. length >= 2000 km and length / width >= 2 (Guan & Waliser 2015), centroid within
    ``ivt_lat_band`` (20-80 degrees), and no pixel within ``storm_buffer_km`` of a storm;
 5. where the meridional transport is known (``IVTV``, or the proxy's ``TMQ * V850``), a mean
-   poleward transport over the object of at least ``ivt_min_poleward`` (50 kg m-1 s-1), Guan
-   & Waliser's check against subtropical trade-wind and other non-poleward moisture flows.
+   transport over the object with a poleward component (``ivt_min_poleward``), Guan &
+   Waliser's check against subtropical trade-wind and other non-poleward moisture flows.
 
 **Moisture** (the SC18 paper's route, for inputs without IVT; one time step):
 
