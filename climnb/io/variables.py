@@ -283,10 +283,21 @@ def _same(units: str, target: str) -> bool:
     return spell == target or units == target
 
 
+def _registry():
+    """cf-xarray's pint registry (UDUNITS spellings); imported only here (about 1 s)."""
+    pint_log = logging.getLogger("pint.util")
+    level = pint_log.level
+    pint_log.setLevel(logging.ERROR)  # cf-xarray redefines a few units on import, noisily
+    try:
+        from cf_xarray.units import units
+    finally:
+        pint_log.setLevel(level)
+    return units
+
+
 def _conversion(units: str, q: Quantity, source: str):
     """``(scale, offset, how)`` such that ``value * scale + offset`` is in ``q.units``."""
-    import pint  # noqa: F401  (imported only here: about 1 s)
-    from cf_xarray.units import units as ureg
+    ureg = _registry()
 
     spelled = _ODD_UNITS.get(units, units)
     try:
