@@ -267,6 +267,44 @@ def memory(folder: Path, paths: list[Path], short: int) -> None:
     )
 
 
+def pictures(folder: Path, shape=TOY_SHAPE, steps: int = 3, seed: int = 100) -> list[Path]:
+    """PNG maps of IVT with the truth, the ``ivt`` and ``default`` recipes' rivers and IPART's,
+    one per step, to see where and why they disagree."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ds, _ = make_dataset(n_time=steps, n_lat=shape[0], n_lon=shape[1], seed=seed, ivt=True)
+    masks = {
+        "truth (IVT >= 250 region of each river)": ds.truth.values == 2,
+        "climnb ivt": compute(*label_dataset(_inputs(ds, "ivt"), LabelConfig.recipe("ivt")))[
+            0
+        ].values
+        == 2,
+        "climnb default": compute(*label_dataset(_inputs(ds, "default")))[0].values == 2,
+        "IPART THR": ipart_reference.ipart_rivers(ds),
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for t in range(steps):
+        fig, axes = plt.subplots(len(masks), 1, figsize=(9, 3 * len(masks)), sharex=True)
+        for ax, (name, mask) in zip(axes, masks.items(), strict=True):
+            im = ax.pcolormesh(ds.lon, ds.lat, ds.IVT.values[t], cmap="YlGnBu", vmax=1000)
+            ax.contour(ds.lon, ds.lat, mask[t].astype(float), levels=[0.5], colors="red")
+            ax.contour(
+                ds.lon, ds.lat, ds.IVT.values[t], levels=[250], colors="grey", linewidths=0.5
+            )
+            ax.set_title(f"{name} (red) over IVT; grey: IVT = 250")
+            ax.set_ylim(-90, 90)
+        fig.colorbar(im, ax=axes, label="IVT (kg m-1 s-1)", shrink=0.5)
+        path = folder / f"rivers-step{t}.png"
+        fig.savefig(path, dpi=80)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50, help="steps per size for quality")
@@ -276,10 +314,15 @@ def main(argv=None):
     parser.add_argument("--recipe", choices=(*RECIPES, "all"), default="all")
     parser.add_argument("--ipart-steps", type=int, default=12, help="steps compared with IPART")
     parser.add_argument("--quick", action="store_true", help="toy quality and speed only")
+    parser.add_argument("--pictures", type=Path, help="only write river maps (PNG) to this folder")
     parser.add_argument("--stream-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.stream_child:
         return stream_child(args.stream_child[1:], args.stream_child[0])
+    if args.pictures:
+        for path in pictures(args.pictures):
+            print(path)
+        return
     recipes = RECIPES if args.recipe == "all" else (args.recipe,)
     print(f"recipes: {', '.join(recipes)}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     sizes = [("toy", TOY_SHAPE)] + ([] if args.quick else [("full", FULL_SHAPE)])
