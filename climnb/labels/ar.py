@@ -2,8 +2,9 @@
 
 Two methods (``ARConfig.method``; ``"auto"`` picks the first the input allows).
 
-**Transport** (:func:`transport_rivers`), when the input has IVT or its components: the river
-is the IVT object itself, as in IVT-based catalogues:
+**Transport** (:func:`transport_rivers`), when the input has IVT or its components, or TMQ and
+850 hPa winds (the proxy ``TMQ * |V850|``, thresholded at ``proxy_threshold``, 250 / 0.7): the
+river is the IVT object itself, as in IVT-based catalogues:
 
 1. IVT >= ``ivt_threshold`` (250 kg m-1 s-1, the fixed threshold of Rutz et al. 2014 and of
    many catalogues since), or, for a series long enough, IVT above the ``ivt_percentile``
@@ -106,12 +107,15 @@ def transport_rivers(
     """Rivers as IVT objects (the transport method; see the module's docstring).
 
     ``threshold`` (kg m-1 s-1, a number or a (lat, lon) field such as a per-grid-point
-    percentile) defaults to ``config.ivt_threshold``. Returns what :func:`detect_rivers` does.
+    percentile) defaults to ``config.ivt_threshold``, or ``config.proxy_threshold`` when the
+    fields hold no IVT and the proxy is used. Returns what :func:`detect_rivers` does.
     """
     ivt = ivt_magnitude(fields)
     if ivt is None:
         raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
-    threshold = config.ivt_threshold if threshold is None else threshold
+    if threshold is None:
+        true_ivt = "IVT" in fields or {"IVTU", "IVTV"} <= set(fields)
+        threshold = config.ivt_threshold if true_ivt else config.proxy_threshold
     above = (ivt >= threshold) & ~_tropics(lat, ivt.shape, config)
     if exclude is not None:
         above &= ~exclude

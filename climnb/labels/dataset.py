@@ -107,9 +107,10 @@ def _river_plan(have: set[str], config: LabelConfig):
     ar = config.ar
     transport = [v for v in (("IVTU", "IVTV"), ("IVT",)) if set(v) <= have]
     proxy = {"TMQ", "U850", "V850"} <= have
-    if ar.method in ("auto", "transport") and (transport or (ar.method == "transport" and proxy)):
+    if ar.method in ("auto", "transport") and (transport or proxy):
         names = transport[0] if transport else ("TMQ", "U850", "V850")
-        thr = f"IVT >= {ar.ivt_threshold:g} kg m-1 s-1" + (
+        level = ar.ivt_threshold if transport else ar.proxy_threshold
+        thr = f"IVT >= {level:g} kg m-1 s-1" + (
             f" or the {ar.ivt_percentile:g}th percentile of each point" if ar.ivt_percentile else ""
         )
         src = "+".join(names) if transport else "the proxy TMQ x |V850|"
