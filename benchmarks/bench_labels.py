@@ -18,9 +18,10 @@ physical rule that none of the recipes is built from; see climnb.synthetic):
   unless ``--ipart-full``): pixel IoU
   of each recipe's rivers with IPART's, and matched events (a river is matched when half of
   its pixels are river in the other mask) (bar: IoU >= 0.6);
-* seconds per full-size step on one core (target <= 0.5 s), next to a baseline measured in the
-  same run: one ``np.percentile`` plus one ``scipy.ndimage.label`` of the grid, the least a
-  percentile-and-components labeller must spend;
+* seconds per full-size step on one core (issue 16's target: <= 0.05 s), each run paired
+  with a baseline run (one ``np.percentile`` plus one ``scipy.ndimage.label`` of the grid,
+  the least a percentile-and-components labeller must spend), and the median ratio of the
+  pairs, which a shared machine's load skews far less than the seconds;
 * the 1-worker vs 2-worker speed-up of ``label_dataset`` through dask (threads and processes)
   on a series read lazily from NetCDF;
 * peak memory (RSS) of labelling a lazily opened series of NetCDF files to NetCDF, for a short
@@ -184,29 +185,44 @@ def ipart_agreement(data, arrays_by_recipe, max_steps: int) -> None:
         )
 
 
-def step_speed(repeat: int = 5) -> float:
-    ds, _ = make_dataset(n_time=2, n_lat=FULL_SHAPE[0], n_lon=FULL_SHAPE[1], seed=7)
-    names = required_variables()
+def step_speed(repeat: int = 15) -> float:
+    """Seconds per full-size step on one core, each run paired with a baseline run.
+
+    The baseline (one ``np.percentile`` plus one ``ndimage.label`` of the grid, the least a
+    percentile-and-components labeller must spend) runs right before each labelled step, so
+    both see the same load; the ratio of each pair is the figure that survives a shared
+    machine. Issue 16's unloaded figures were 0.008 s for the baseline and 0.15 s per step
+    (about 19x); its target of 0.05 s per step is about 6x the baseline.
+    """
+    ds, _ = make_dataset(n_time=2, n_lat=FULL_SHAPE[0], n_lon=FULL_SHAPE[1], seed=7, ivt=True)
     lat, lon = ds.lat.values, ds.lon.values
-    steps = [{k: ds[k].values[t] for k in names} for t in range(2)]
-    label_step(steps[0], lat, lon)  # warm up
-    times = []
-    for i in range(repeat):
-        start = time.perf_counter()
-        label_step(steps[i % 2], lat, lon)
-        times.append(time.perf_counter() - start)
-    tmq = steps[0]["TMQ"]
-    start = time.perf_counter()
-    for _ in range(repeat):
-        ndimage.label(tmq > np.percentile(tmq, 95))
-    base = (time.perf_counter() - start) / repeat
-    best, median = min(times), float(np.median(times))
-    print(
-        f"\nfull-size step on one core: best {best:.3f} s, median {median:.3f} s "
-        f"(target <= 0.5 s: {'OK' if median <= 0.5 else 'SLOW'}); baseline percentile + "
-        f"ndimage.label {base:.3f} s, ratio {median / base:.1f}x"
-    )
-    return median
+    inputs = {
+        "TMQ + 850 hPa winds (proxy transport)": list(required_variables()),
+        "with IVTU/IVTV (transport)": [*required_variables(), "IVTU", "IVTV"],
+    }
+    print(f"\nfull-size step on one core ({repeat} runs, each after a baseline run):")
+    medians = {}
+    for name, names in inputs.items():
+        steps = [{k: ds[k].values[t] for k in names} for t in range(2)]
+        label_step(steps[0], lat, lon)  # warm up
+        times, base = [], []
+        for i in range(repeat):
+            tmq = steps[i % 2]["TMQ"]
+            start = time.perf_counter()
+            ndimage.label(tmq > np.percentile(tmq, 95))
+            base.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            label_step(steps[i % 2], lat, lon)
+            times.append(time.perf_counter() - start)
+        ratio = np.median(np.array(times) / np.array(base))
+        medians[name] = float(np.median(times))
+        print(
+            f"  {name:<38} median {np.median(times):.3f} s (best {min(times):.3f}), baseline "
+            f"median {np.median(base):.4f} s; ratio (median of pairs) {ratio:.1f}x "
+            f"(~{ratio * 0.008:.3f} s at the unloaded baseline of 0.008 s; target <= 0.05 s: "
+            f"{'OK' if ratio * 0.008 <= 0.05 else 'SLOW'})"
+        )
+    return medians
 
 
 def scaling(paths: list[Path]) -> None:
