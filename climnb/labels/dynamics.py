@@ -54,7 +54,7 @@ def _ddlat(f: np.ndarray, phi: np.ndarray) -> np.ndarray:
     ``f``'s own precision when the latitudes are evenly spaced; np.gradient's uneven-spacing
     formula otherwise."""
     step = np.diff(phi)
-    if phi.size < 3 or not np.allclose(step, step[0], rtol=1e-6, atol=0):
+    if phi.size < 3 or np.ptp(step) > 1e-6 * abs(step[0]):
         return np.gradient(f, phi, axis=-2).astype(f.dtype, copy=False)
     out = np.empty_like(f)
     np.subtract(f[..., 2:, :], f[..., :-2, :], out=out[..., 1:-1, :])

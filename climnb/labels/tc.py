@@ -103,8 +103,9 @@ def find_centres(
     hemi = np.where(grid.lat < 0, -1.0, 1.0).astype(np.float32)[:, None]
     zeta = vorticity(fields["U850"], fields["V850"], lat, lon)
     zeta *= hemi
-    if not np.isfinite(zeta).all():  # NaN at the poles
-        np.nan_to_num(zeta, copy=False, nan=0.0)
+    bad = ~np.isfinite(zeta).all(axis=1)  # NaN in the rows at the poles
+    if bad.any():
+        zeta[bad] = np.nan_to_num(zeta[bad], nan=0.0)
     rows, cols = _vorticity_maxima(zeta, grid, config)
     checks = _Checks(fields, grid, config)
     centres: list[tuple[int, int, float, float]] = []
