@@ -58,6 +58,7 @@ __all__ = [
     "make_dataset",
     "write_dataset",
     "save_dataset",
+    "read_events",
     "summarize",
     "EARTH_RADIUS_KM",
     "TOY_SHAPE",
@@ -751,6 +752,18 @@ def save_dataset(
     with atomic_path(events_path) as tmp:
         events.to_csv(tmp, index=False)
     return path, events_path
+
+
+def read_events(path: str | os.PathLike) -> pd.DataFrame | None:
+    """The event list :func:`save_dataset` wrote beside the fields ``path``, or None.
+
+    Real files come without one; synthetic fields saved by notebook 00 or ``climnb synth`` have
+    ``path`` with the suffix ``.events.csv``, which scoring against the truth needs.
+    """
+    events_path = Path(path).with_suffix(".events.csv")
+    if not events_path.is_file():
+        return None
+    return pd.read_csv(events_path, parse_dates=["time"])
 
 
 def summarize(ds: xr.Dataset, events: pd.DataFrame, *, path=None) -> str:
