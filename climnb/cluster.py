@@ -358,7 +358,7 @@ class Engines:
             "--output={output_file}",
             *([f"--partition={c.partition}"] if c.partition else []),
             *([f"--account={c.account}"] if c.account else []),
-            *(_braces(o) for o in c.sbatch_options),
+            *(_braces(shlex.quote(o)) for o in c.sbatch_options),
         ]
         srun = [
             "srun",

@@ -30,11 +30,12 @@ PY = sys.executable
 
 
 def _env(slurm, **extra):
-    env = {**slurm.env, **extra}
+    """This process's environment outside any allocation, with the test cluster's SLURM_CONF."""
+    env = {k: v for k, v in slurm.env.items() if not k.startswith("SLURM_")}
+    env.update(SLURM_CONF=str(slurm.conf), IPP_NONINTERACTIVE="1", **extra)
     env["PATH"] = f"{os.path.dirname(PY)}{os.pathsep}{env['PATH']}"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["IPP_NONINTERACTIVE"] = "1"
-    return {k: v for k, v in env.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+    return env
 
 
 @pytest.fixture(autouse=True)
@@ -146,7 +147,7 @@ def test_srun_stage_and_train_as_the_readme_says(slurm, samples, tmp_path):
     """The README's batch recipe, with SLURM_MPI_TYPE=pmix exported as it says."""
     env = _env(slurm, SLURM_MPI_TYPE="pmix")
     stage = subprocess.run(
-        ["srun", "-n", "2", PY, "-m", "climnb", "stage", "--source", str(samples / "train"),
+        ["srun", "-n", "2", PY, "-m", "climnb", "stage", "--source", str(samples),
          "--dest", str(tmp_path / "node{node}"), "--ranks-per-node", "1",
          "--samples-per-rank", "4", "--report", str(tmp_path / "stage.json")],
         env=env, capture_output=True, text=True, timeout=300,
