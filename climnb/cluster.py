@@ -219,7 +219,7 @@ class Engines:
         self.launcher = detect_launcher() if config.launcher == "auto" else config.launcher
         if self.launcher not in LAUNCHERS:
             raise ValueError(
-                f"launcher must be auto, {', '.join(LAUNCHERS)}, got {self.launcher!r}"
+                f"launcher must be one of auto, {', '.join(LAUNCHERS)}; got {self.launcher!r}"
             )
         # a submitted job is an allocation of its own: the notebook's (if any) does not apply
         self.slurm = None if self.launcher == "sbatch" else SlurmAllocation.from_env()
