@@ -287,3 +287,51 @@ def test_a_killed_kernel_cancels_the_submitted_job(slurm, tmp_path):
     assert slurm.jobs() == [], slurm.run("squeue")
     assert "cancelled Slurm jobs named climnb-engines-" in err.read_text()
     assert not [pid for pid in engine_pids if psutil.pid_exists(pid)], "engines still running"
+
+
+# --- dask-jobqueue workers as Slurm jobs ------------------------------------------------------
+
+LABEL_ON_SLURM = """
+import json, os
+import numpy as np
+from climnb.labels import compute as compute_locally, label_dataset
+from climnb.scheduler import compute, dask_client
+from climnb.synthetic import make_dataset
+
+if __name__ == "__main__":
+    ds, _ = make_dataset(n_time=4, seed=3)
+    labels, events = label_dataset(ds)
+    with dask_client("slurm", jobs=1, cores=1, processes=1, memory="2GB", walltime="00:10:00",
+                     queue="debug", account="climate", job_extra_directives=["--comment=dask"],
+                     scheduler_options={"dashboard_address": ":0"}) as client:
+        client.wait_for_workers(1, timeout=120)
+        workers = client.scheduler_info()["workers"]
+        job_ids = list(client.run(lambda: os.environ.get("SLURM_JOB_ID")).values())
+        lab, table = compute(client, labels, events, progress=False)
+        script = client.cluster.job_script()
+    ref_labels, ref_events = compute_locally(*label_dataset(ds), scheduler="sync")
+    print("RESULT " + json.dumps({
+        "n_workers": len(workers), "job_ids": job_ids, "same_labels": bool(np.array_equal(lab, ref_labels)),
+        "events": len(table), "ref_events": len(ref_events), "script": script}), flush=True)
+"""
+
+
+def test_dask_jobqueue_workers_run_as_slurm_jobs_and_label(slurm, tmp_path):
+    script = tmp_path / "label_on_slurm.py"
+    script.write_text(LABEL_ON_SLURM)
+    out = subprocess.run(
+        [PY, str(script)], env=_env(slurm), capture_output=True, text=True, timeout=400,
+        cwd=tmp_path,
+    )  # fmt: skip
+    found = re.search(r"^RESULT (.*)$", out.stdout, re.M)
+    assert out.returncode == 0 and found, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads(found.group(1))
+    assert result["n_workers"] == 1 and result["same_labels"]
+    assert result["job_ids"][0] and result["job_ids"][0].isdigit(), "the worker runs in a job"
+    assert result["events"] == result["ref_events"] > 0
+    for directive in ("-p debug", "-A climate", "-t 00:10:00", "--comment=dask"):
+        assert f"#SBATCH {directive}" in result["script"], result["script"]
+    deadline = time.monotonic() + 30
+    while slurm.jobs() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert slurm.jobs() == [], "closing the client cancelled the worker job"
