@@ -311,7 +311,8 @@ if __name__ == "__main__":
         script = client.cluster.job_script()
     ref_labels, ref_events = compute_locally(*label_dataset(ds), scheduler="sync")
     print("RESULT " + json.dumps({
-        "n_workers": len(workers), "job_ids": job_ids, "same_labels": bool(np.array_equal(lab, ref_labels)),
+        "n_workers": len(workers), "job_ids": job_ids,
+        "same_labels": bool(np.array_equal(lab, ref_labels)),
         "events": len(table), "ref_events": len(ref_events), "script": script}), flush=True)
 """
 
