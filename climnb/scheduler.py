@@ -104,6 +104,10 @@ def compute(client, *collections, progress: bool = True, notebook: bool | None =
         write and the event table of :func:`climnb.labels.label_dataset`).
     progress : show distributed's progress bar (a widget in a notebook, text in a terminal).
     notebook : force the widget (True) or the text bar (False); default: guess.
+
+    Make the client before building a NetCDF write (``to_netcdf(compute=False)``): xarray
+    picks the write lock when it builds the write, a lock the workers can share only if a
+    distributed client exists then.
     """
     from distributed import progress as show_progress
 

@@ -16,14 +16,20 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def series(tmp_path_factory):
-    """A series of 32 toy steps in 4 files, opened lazily (one dask chunk per step)."""
+def series_files(tmp_path_factory):
+    """A series of 32 toy steps in 4 files: their glob pattern."""
     folder = tmp_path_factory.mktemp("series")
     for i in range(4):
         ds, _ = make_dataset(n_time=8, seed=i)
         ds = ds.assign_coords(time=ds.time + np.timedelta64(i, "D"))
         ds.to_netcdf(folder / f"fields-{i}.nc")
-    ds = xr.open_mfdataset(sorted(folder.glob("fields-*.nc")), chunks={"time": 1})
+    return str(folder / "fields-*.nc")
+
+
+@pytest.fixture(scope="module")
+def series(series_files):
+    """The series opened lazily (one dask chunk per step)."""
+    ds = xr.open_mfdataset(series_files, chunks={"time": 1})
     assert ds.sizes["time"] == 32 and ds.TMQ.chunks[0] == (1,) * 32
     return ds
 
@@ -86,3 +92,38 @@ def test_progress_reports_on_the_terminal(series, capsys):
     with dask_client("local", n_workers=1) as client:
         compute(client, events, progress=True, notebook=False)
     assert "100% Completed" in capsys.readouterr().out
+
+
+def test_label_command_on_a_local_cluster_writes_what_the_local_scheduler_writes(
+    series_files, tmp_path
+):
+    import subprocess
+    import sys
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    glob = series_files.replace("*", "[01]")  # two of the files: 16 steps
+    outputs = {}
+    for name, extra in (("sync", []), ("local", ["--scheduler", "local", "--workers", "2"])):
+        out = folder / f"{name}.nc"
+        done = subprocess.run(
+            [sys.executable, "-m", "climnb", "label", glob, "--out", str(out), *extra],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs[name] = (out, done.stdout)
+    assert "dask dashboard: http" in outputs["local"][1]
+    assert "16 time steps labelled" in outputs["local"][1]
+    with xr.open_dataset(outputs["sync"][0]) as a, xr.open_dataset(outputs["local"][0]) as b:
+        np.testing.assert_array_equal(a.labels.values, b.labels.values)
+    events = [p.with_suffix(".events.csv").read_text() for p in (o[0] for o in outputs.values())]
+    assert events[0] == events[1]
+    bad = subprocess.run(
+        [sys.executable, "-m", "climnb", "label", glob, "--out", str(folder / "x.nc"),
+         "--scheduler", "no such place"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "scheduler must be 'local', 'slurm' or an address" in bad.stderr
+    assert not (folder / "x.nc").exists()
