@@ -113,5 +113,9 @@ def compute(client, *collections, progress: bool = True, notebook: bool | None =
 
     futures = client.compute(list(collections), optimize_graph=False)
     if progress:
-        show_progress(futures, notebook=notebook, multi=False)
+        bar = show_progress(futures, notebook=notebook, multi=False)
+        if bar is not None:  # a notebook widget: it updates while we wait below
+            from IPython.display import display
+
+            display(bar)
     return tuple(client.gather(futures))
