@@ -432,6 +432,8 @@ class Engines:
             if self.job_id:
                 state, reason = _job_state(self.job_id)
                 job = f"; job {self.job_id} is {state or 'gone'} ({reason})"
+            elif self.slurm:
+                job = f" in allocation {self.slurm.job_id}"
             raise EnginesLostError(
                 f"{lost} of {self.n} {self.launcher} engines are gone (registered now: "
                 f"{sorted(self.client.ids)}){job}. Stop and start the engines again."

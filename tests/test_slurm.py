@@ -76,8 +76,8 @@ def samples(tmp_path_factory):
 
 
 INSIDE_ALLOCATION = """
-import json, sys, time
-from climnb.cluster import Engines
+import json, os, signal, sys, time
+from climnb.cluster import Engines, EnginesLostError
 from climnb.train.config import TrainConfig
 from climnb.train.engines import train_on_engines
 
@@ -92,6 +92,16 @@ with Engines() as engines:
            "repr": repr(engines), "table": table.to_dict("list"),
            "steps": [len(r.history) for r in results],
            "checksums": [r.checksum for r in results]}
+    engines.check()  # all there
+    os.kill(int(table["pid"][1]), signal.SIGKILL)  # an engine dies
+    killed = time.monotonic()
+    while time.monotonic() - killed < 60:
+        try:
+            engines.check()
+        except EnginesLostError as err:
+            out["lost_s"], out["lost"] = time.monotonic() - killed, str(err)
+            break
+        time.sleep(0.2)
 print("RESULT " + json.dumps(out), flush=True)
 """
 
@@ -118,6 +128,8 @@ def test_engines_inside_salloc_train_with_horovod_over_mpi(slurm, samples, tmp_p
     assert result["steps"] == [2, 2]
     assert result["checksums"][0] == result["checksums"][1], "weights differ between ranks"
     assert "allocation" in result["repr"] and "2 of 2 running" in result["repr"]
+    print(f"killed engine reported after {result['lost_s']:.1f} s: {result['lost']}")
+    assert result["lost_s"] < 30 and "slurm engines are gone" in result["lost"]
 
 
 def test_a_bare_srun_without_pmix_fails_in_mpi_init(slurm):
