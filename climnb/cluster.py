@@ -584,6 +584,11 @@ class Engines:
         if self.launcher == "sbatch":
             config.SlurmEngineSetLauncher.batch_template = self.batch_script()
             config.SlurmEngineSetLauncher.environment = env
+            # the script beside the logs in the profile, not in the notebook's folder
+            folder = os.path.join(self.cluster.profile_dir, "log")
+            os.makedirs(folder, exist_ok=True)
+            script = os.path.join(folder, f"{self.job_name}.sbatch")
+            config.SlurmEngineSetLauncher.batch_file_name = script
             return
         if self.launcher == "slurm":
             config.MPIEngineSetLauncher.mpi_cmd = ["srun"]

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -225,6 +226,7 @@ def test_submitted_engines_register_run_horovod_and_are_cancelled_by_stop(slurm)
         text = repr(engines)
         assert f"job={job}" in text and "2 of 2 running" in text and "partition=debug" in text
         assert f"<td style='text-align:left'>{job} (" in engines._repr_html_()
+        assert not list(Path.cwd().glob("*.sbatch")), "no batch script left in the cwd"
     finally:
         engines.stop()
     assert slurm.jobs() == [], "stop() returns once the job is gone"
