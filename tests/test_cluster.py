@@ -181,3 +181,16 @@ def test_engines_stop_when_the_kernel_is_killed(mpi_env, tmp_path):
     _, alive = psutil.wait_procs(started, timeout=30)
     assert not alive, [" ".join(p.cmdline()) for p in alive]
     assert "stopped engine processes" in err.read_text()
+
+
+def test_the_test_slurm_cluster_says_why_it_cannot_start(tmp_path, monkeypatch):
+    """tests/slurm_cluster.py skips the Slurm tests with a reason: not root, or no packages."""
+    import slurm_cluster
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm, no munge
+    expected = "needs root" if os.geteuid() else "munged, mungekey, slurmctld, slurmd, srun"
+    with pytest.raises(slurm_cluster.SlurmUnavailable, match=expected) as err:
+        slurm_cluster.start(tmp_path / "slurm")
+    if not os.geteuid():
+        assert "apt-get install slurm-wlm munge" in str(err.value)
+    assert not (tmp_path / "slurm").exists(), "nothing started or written"
