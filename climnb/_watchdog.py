@@ -7,6 +7,9 @@ descendants. When ``PID`` is gone — a kernel killed with SIGKILL, or out of me
 ``atexit`` handler — it terminates those processes (SIGTERM, then SIGKILL after a grace
 period) and exits. :meth:`Engines.stop` ends the watchdog after a normal shutdown.
 
+``python -m climnb._watchdog PID --slurm-job-name NAME`` also cancels the Slurm jobs of that
+name (engines submitted with sbatch run outside the kernel's process tree).
+
 ipyparallel stops engines whose controller goes away, but only after its heartbeat times out,
 and nothing stops the controller itself when the process that started it dies; hence this.
 Written by hand because psutil gives the process tree but no library watches a parent for us
@@ -16,6 +19,7 @@ cover the grandchildren that ``mpiexec`` starts).
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 
@@ -94,15 +98,35 @@ def watch(pid: int, interval: float = INTERVAL) -> list[int]:
     return [p.pid for p in left]
 
 
+def cancel_jobs(name: str) -> str:
+    """``scancel --name NAME`` (the current user's jobs of that name); its error text if any."""
+    try:
+        out = subprocess.run(
+            ["scancel", "--name", name], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    return out.stderr.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or not argv[0].isdigit():
-        print("usage: python -m climnb._watchdog PID", file=sys.stderr)
-        return 2
-    stopped = watch(int(argv[0]))
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m climnb._watchdog")
+    parser.add_argument("pid", type=int)
+    parser.add_argument("--slurm-job-name", help="cancel the Slurm jobs of this name too")
+    args = parser.parse_args(argv)
+    stopped = watch(args.pid)
     if stopped:
         print(
-            f"climnb watchdog: process {argv[0]} died; stopped engine processes {stopped}",
+            f"climnb watchdog: process {args.pid} died; stopped engine processes {stopped}",
+            file=sys.stderr,
+        )
+    if args.slurm_job_name:  # watch() returns only once the kernel has died
+        error = cancel_jobs(args.slurm_job_name)
+        print(
+            f"climnb watchdog: process {args.pid} died; cancelled Slurm jobs named "
+            f"{args.slurm_job_name}" + (f" ({error})" if error else ""),
             file=sys.stderr,
         )
     return 0

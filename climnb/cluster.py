@@ -7,7 +7,18 @@ One call starts engines for the situation the notebook finds itself in:
 * ``"mpi"`` — elsewhere with MPI (``mpiexec`` and mpi4py found): engines started with
   ``mpiexec``; Horovod uses MPI;
 * ``"local"`` — no MPI: plain local engines, Horovod over Gloo with the rendezvous server run
-  by the notebook process.
+  by the notebook process;
+* ``"sbatch"`` — outside any allocation (a JupyterHub login node): the engines are submitted as
+  a batch job (ipyparallel's Slurm launcher, with walltime, partition, account and extra
+  ``sbatch`` options); the controller runs here and listens on all interfaces. The job is
+  cancelled by :meth:`Engines.stop`, at the end of the ``with`` block, and by the watchdog when
+  the kernel dies; a job that stays pending longer than ``pending_timeout`` is cancelled with
+  an error naming the job and Slurm's pending reason. Chosen explicitly, never detected.
+
+Under Slurm (``"slurm"`` and ``"sbatch"``) the engines' ``srun`` gets ``--mpi=pmix`` when the
+site's Slurm offers PMIx and neither ``SLURM_MPI_TYPE`` nor an ``--mpi`` launcher argument says
+otherwise: OpenMPI ranks started by a bare ``srun`` fail in ``MPI_Init_thread`` where Slurm's
+default MPI type is ``none``.
 
 :class:`Engines` is a context manager, so the engines always stop. Each engine runs with a
 number of threads that shares the node's cores between the engines on it.
@@ -24,10 +35,14 @@ Examples
 
 from __future__ import annotations
 
+import functools
+import html
 import logging
 import os
+import shlex
 import shutil
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -40,15 +55,22 @@ __all__ = [
     "Engines",
     "EngineStartError",
     "SlurmAllocation",
+    "EnginesLostError",
     "detect_launcher",
     "mpi_settings",
+    "slurm_mpi_args",
 ]
 
-LauncherName = Literal["auto", "slurm", "mpi", "local"]
+LauncherName = Literal["auto", "slurm", "mpi", "local", "sbatch"]
+LAUNCHERS = ("slurm", "mpi", "local", "sbatch")
 
 
 class EngineStartError(RuntimeError):
     """Engines could not be started; the message says what to check."""
+
+
+class EnginesLostError(RuntimeError):
+    """Engines that were running are gone (killed, crashed, or their job ended)."""
 
 
 @dataclass(frozen=True)
@@ -89,12 +111,21 @@ class ClusterConfig:
     ----------
     n : number of engines (Horovod ranks). ``None``: the allocation's task count under Slurm,
         else 2.
-    launcher : ``"auto"`` (detect), ``"slurm"``, ``"mpi"`` or ``"local"``.
+    launcher : ``"auto"`` (detect), ``"slurm"``, ``"mpi"``, ``"local"`` or ``"sbatch"``
+        (submit the engines as a batch job; never chosen by ``"auto"``).
     threads_per_engine : compute threads of each engine. ``None``: the cores of a node divided
-        by the engines on it (at least 1).
-    timeout : seconds to wait for all engines to register.
+        by the engines on it (at least 1); 1 for ``"sbatch"``.
+    timeout : seconds to wait for all engines to register (under ``"sbatch"``: once the job
+        runs).
     launcher_args : extra arguments for ``srun`` or ``mpiexec`` (e.g. ``("--gpus-per-task=1",)``).
     env : extra environment variables for the engines.
+    walltime : ``"sbatch"`` only: the job's time limit (``--time``, e.g. ``"30"``, ``"1:00:00"``).
+    partition : ``"sbatch"`` only: the partition (``None``: the site's default).
+    account : ``"sbatch"`` only: the account to charge (``None``: the user's default).
+    sbatch_options : ``"sbatch"`` only: further options, e.g. ``("--qos=debug",
+        "--constraint=gpu")``.
+    pending_timeout : ``"sbatch"`` only: seconds the job may wait in the queue before it is
+        cancelled with an error.
     """
 
     n: int | None = None
@@ -103,6 +134,11 @@ class ClusterConfig:
     timeout: float = 120.0
     launcher_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    walltime: str = "1:00:00"
+    partition: str | None = None
+    account: str | None = None
+    sbatch_options: tuple[str, ...] = ()
+    pending_timeout: float = 600.0
 
 
 def detect_launcher(env: dict | None = None) -> str:
@@ -134,6 +170,28 @@ def mpi_settings(n_ranks: int) -> dict[str, str]:
     return env
 
 
+def slurm_mpi_args(launcher_args=(), env: dict | None = None) -> list[str]:
+    """``["--mpi=pmix"]`` where this Slurm offers PMIx and nothing chose an MPI type already
+    (``SLURM_MPI_TYPE``, or an ``--mpi`` argument in ``launcher_args``); else ``[]``."""
+    env = os.environ if env is None else env
+    if "SLURM_MPI_TYPE" in env or any(str(a).startswith("--mpi") for a in launcher_args):
+        return []
+    return ["--mpi=pmix"] if "pmix" in _srun_mpi_types(shutil.which("srun")) else []
+
+
+@functools.lru_cache
+def _srun_mpi_types(srun: str | None) -> tuple[str, ...]:
+    """The MPI plugin types ``srun --mpi=list`` offers (it needs no controller)."""
+    if srun is None:
+        return ()
+    try:
+        out = subprocess.run([srun, "--mpi=list"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    words = (out.stdout + out.stderr).replace(",", " ").split()
+    return tuple(w for w in words if w.startswith("pmi") or w in ("none", "cray_shasta"))
+
+
 def _has_module(name: str) -> bool:
     import importlib.util
 
@@ -158,10 +216,13 @@ class Engines:
         config = config or ClusterConfig()
         if overrides:
             config = ClusterConfig(**{**config.__dict__, **overrides})
-        self.slurm = SlurmAllocation.from_env()
         self.launcher = detect_launcher() if config.launcher == "auto" else config.launcher
-        if self.launcher not in ("slurm", "mpi", "local"):
-            raise ValueError(f"launcher must be auto, slurm, mpi or local, got {self.launcher!r}")
+        if self.launcher not in LAUNCHERS:
+            raise ValueError(
+                f"launcher must be one of auto, {', '.join(LAUNCHERS)}; got {self.launcher!r}"
+            )
+        # a submitted job is an allocation of its own: the notebook's (if any) does not apply
+        self.slurm = None if self.launcher == "sbatch" else SlurmAllocation.from_env()
         n = config.n
         if n is None:
             n = (self.slurm.n_tasks if self.launcher == "slurm" and self.slurm else None) or 2
@@ -174,10 +235,15 @@ class Engines:
             else os.cpu_count() or 1
         )
         self.per_node = _engines_per_node(n, self.launcher, self.slurm)
-        self.threads = config.threads_per_engine or max(1, cores // self.per_node)
+        default_threads = 1 if self.launcher == "sbatch" else max(1, cores // self.per_node)
+        self.threads = config.threads_per_engine or default_threads
         self.config = config
         self.cluster = None
         self.client = None
+        self.job_id: str | None = None
+        self._job_cancelled = False
+        self._cluster_id = None
+        self.startup_s: float | None = None
         self._rendezvous = None
         self._watchdog = None
 
@@ -188,28 +254,40 @@ class Engines:
         import ipyparallel as ipp
 
         self._check_launcher()
-        self._start_watchdog()
+        start = time.perf_counter()
+        kwargs = {}
+        if self.launcher == "sbatch":  # the engines run elsewhere: listen on every interface
+            kwargs = {"controller_ip": "*", "controller_location": socket.gethostname()}
         self.cluster = ipp.Cluster(
-            engines="local" if self.launcher == "local" else "mpi",
+            engines={"local": "local", "sbatch": "slurm"}.get(self.launcher, "mpi"),
             n=self.n,
             engine_timeout=int(self.config.timeout),
             log_level=logging.ERROR,
             shutdown_atexit=True,
+            **kwargs,
         )
+        self._cluster_id = self.cluster.cluster_id
+        self._start_watchdog()
         self._configure_launcher(self.cluster.config)
-        start = time.perf_counter()
         try:
-            self.client = self.cluster.start_and_connect_sync()
-            self.client.wait_for_engines(self.n, timeout=self.config.timeout)
+            if self.launcher == "sbatch":
+                self._start_submitted()
+            else:
+                self.client = self.cluster.start_and_connect_sync()
+                self.client.wait_for_engines(self.n, timeout=self.config.timeout)
         except BaseException as err:
             output = self._launcher_output()
             self.stop()
+            if isinstance(err, EngineStartError):
+                raise
             raise EngineStartError(self._start_hint(err, output)) from err
-        log.info("%d %s engines up in %.1f s", self.n, self.launcher, time.perf_counter() - start)
+        self.startup_s = time.perf_counter() - start
+        log.info("%d %s engines up in %.1f s", self.n, self.launcher, self.startup_s)
         return self
 
     def stop(self) -> None:
-        """Stop engines and controller (idempotent) and the Gloo rendezvous server if any."""
+        """Stop engines and controller (idempotent), cancel the engines' job if submitted (and
+        wait until Slurm has let it go), stop the Gloo rendezvous server if any."""
         if self.client is not None:
             self.client.close()
             self.client = None
@@ -219,6 +297,9 @@ class Engines:
             except Exception as err:  # already dead: nothing left to stop
                 log.debug("stopping cluster: %s", err)
             self.cluster = None
+        if self.job_id is not None and not self._job_cancelled:
+            _cancel_job(self.job_id)
+            self._job_cancelled = True
         if self._rendezvous is not None:
             self._rendezvous.stop()
             self._rendezvous = None
@@ -230,12 +311,14 @@ class Engines:
 
     def _start_watchdog(self) -> None:
         """A process that stops the engines if this one dies without calling :meth:`stop`
-        (a kernel killed with SIGKILL or by the out-of-memory killer): see climnb._watchdog."""
-        import subprocess
-
+        (a kernel killed with SIGKILL or by the out-of-memory killer): see climnb._watchdog.
+        For submitted engines it also cancels their job, found by its unique name."""
         if self._watchdog is None:
+            cmd = [sys.executable, "-m", "climnb._watchdog", str(os.getpid())]
+            if self.launcher == "sbatch":
+                cmd += ["--slurm-job-name", self.job_name]
             self._watchdog = subprocess.Popen(
-                [sys.executable, "-m", "climnb._watchdog", str(os.getpid())],
+                cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 start_new_session=True,
@@ -255,6 +338,141 @@ class Engines:
         view = self.client[sorted(self.client.ids)]
         view.block = True
         return view
+
+    # --- submitted engines ---------------------------------------------------------------------
+
+    @property
+    def job_name(self) -> str:
+        """The name of the engines' batch job (``"sbatch"``): unique to this cluster."""
+        return f"climnb-engines-{self._cluster_id}"
+
+    def batch_script(self) -> str:
+        """The batch script submitted for ``"sbatch"`` (an ipyparallel template: the engine
+        command goes where ``{program}``/``{program_args}`` stand)."""
+        c = self.config
+        options = [
+            f"--job-name={self.job_name}",
+            f"--ntasks={self.n}",
+            f"--cpus-per-task={self.threads}",
+            f"--time={c.walltime}",
+            "--output={output_file}",
+            *([f"--partition={c.partition}"] if c.partition else []),
+            *([f"--account={c.account}"] if c.account else []),
+            *(_braces(shlex.quote(o)) for o in c.sbatch_options),
+        ]
+        srun = [
+            "srun",
+            *slurm_mpi_args(c.launcher_args),
+            "--kill-on-bad-exit=1",
+            *(_braces(a) for a in c.launcher_args),
+        ]
+        lines = ["#!/bin/sh", *(f"#SBATCH {o}" for o in options), "#SBATCH --export=ALL"]
+        # engine ids are MPI ranks (--mpi), as under mpiexec
+        lines.append(f"{shlex.join(srun)} {{program}} --mpi {{program_args}}")
+        return "\n".join(lines) + "\n"
+
+    def _start_submitted(self) -> None:
+        """Start the controller here, submit the engines, wait for the job and the engines."""
+        self.cluster.start_controller_sync()
+        try:
+            self.cluster.start_engines_sync()
+        except subprocess.CalledProcessError as err:  # sbatch refused: ask it why
+            (engine_set,) = self.cluster.engines.values()
+            self.cluster.engines.clear()  # no job to cancel
+            why = subprocess.run(
+                ["sbatch", "--test-only", engine_set.batch_file], capture_output=True, text=True
+            ).stderr.strip()
+            raise EngineStartError(
+                f"sbatch refused the engines' job (exit status {err.returncode}): {why}\n"
+                f"batch script:\n{self.batch_script()}"
+            ) from err
+        (engine_set,) = self.cluster.engines.values()
+        self.job_id = engine_set.job_id
+        log.info("engines submitted as job %s (%s)", self.job_id, self.job_name)
+        self.client = self.cluster.connect_client_sync()
+        submitted = time.monotonic()
+        running_since = None
+        while len(self.client.ids) < self.n:
+            state, reason = _job_state(self.job_id)
+            now = time.monotonic()
+            if state == "PENDING" and now - submitted > self.config.pending_timeout:
+                raise EngineStartError(
+                    f"job {self.job_id} ({self.job_name}) still pending after "
+                    f"{self.config.pending_timeout:.0f} s (reason: {reason}); it was cancelled. "
+                    "`squeue --start` shows when Slurm expects to start such a job; ask for "
+                    "another partition, fewer engines or a shorter walltime, or wait longer "
+                    "(pending_timeout)"
+                )
+            if state in ("RUNNING", "COMPLETING") and running_since is None:
+                running_since = now
+            if running_since is not None and now - running_since > self.config.timeout:
+                raise EngineStartError(
+                    f"job {self.job_id} runs but only {len(self.client.ids)} of {self.n} "
+                    f"engines registered within {self.config.timeout:.0f} s; job output:\n"
+                    f"{self._launcher_output()}"
+                )
+            if state is None or state not in ("PENDING", "RUNNING", "CONFIGURING"):
+                raise EngineStartError(
+                    f"job {self.job_id} ({self.job_name}) ended ({state or 'gone'}"
+                    f"{', ' + reason if reason and reason != 'None' else ''}) before its "
+                    f"{self.n} engines registered; job output:\n{self._launcher_output()}"
+                )
+            time.sleep(0.5)
+
+    # --- health and display --------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise :class:`EnginesLostError` if an engine has gone (killed, crashed, its job
+        ended) since start; the message names the engines and, under Slurm, the job's state."""
+        if self.client is None:
+            raise EnginesLostError("the engines are not running (stopped, or never started)")
+        lost = self.n - len(self.client.ids)
+        if lost > 0 or (self.job_id and _job_state(self.job_id)[0] != "RUNNING"):
+            job = ""
+            if self.job_id:
+                state, reason = _job_state(self.job_id)
+                job = f"; job {self.job_id} is {state or 'gone'} ({reason})"
+            elif self.slurm:
+                job = f" in allocation {self.slurm.job_id}"
+            raise EnginesLostError(
+                f"{lost} of {self.n} {self.launcher} engines are gone (registered now: "
+                f"{sorted(self.client.ids)}){job}. Stop and start the engines again."
+            )
+
+    def _state(self) -> dict[str, str]:
+        running = self.client is not None
+        info = {
+            "launcher": self.launcher,
+            "engines": f"{len(self.client.ids) if running else 0} of {self.n} running",
+            "threads per engine": str(self.threads),
+        }
+        if self.job_id:
+            info["job"] = f"{self.job_id} ({self.job_name})"
+        elif self.slurm:
+            info["allocation"] = self.slurm.job_id
+        if self.launcher == "sbatch":
+            c = self.config
+            info["partition"] = c.partition or "(default)"
+            info["walltime"] = c.walltime
+            if c.account:
+                info["account"] = c.account
+        if self.startup_s is not None and running:
+            info["ready after"] = f"{self.startup_s:.1f} s"
+        if running and self.client.ids:
+            info["engine ids"] = ", ".join(map(str, sorted(self.client.ids)))
+        return info
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v}" for k, v in self._state().items())
+        return f"<Engines {body}>"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in self._state().items()
+        )
+        return f"<table><caption style='text-align:left'>Engines</caption>{rows}</table>"
 
     # --- Horovod -------------------------------------------------------------------------------
 
@@ -336,7 +554,14 @@ class Engines:
                     f"{self.n} engines were asked for: ask for fewer engines, or allocate more "
                     "(e.g. salloc --ntasks N)"
                 )
-        if self.launcher in ("slurm", "mpi") and not _has_module("mpi4py"):
+        if self.launcher == "sbatch":
+            missing = [c for c in ("sbatch", "squeue", "scancel") if not shutil.which(c)]
+            if missing:
+                raise EngineStartError(
+                    f"launcher 'sbatch' needs {', '.join(missing)} on PATH: run on a login "
+                    "node of a Slurm system (or use launcher='mpi' or 'local')"
+                )
+        if self.launcher in ("slurm", "mpi", "sbatch") and not _has_module("mpi4py"):
             raise EngineStartError(
                 "MPI engines need mpi4py: pip install mpi4py (make setup "
                 "installs it), or use launcher='local' (Horovod over Gloo)"
@@ -356,9 +581,19 @@ class Engines:
             **self.config.env,
         }
         args = list(self.config.launcher_args)
+        if self.launcher == "sbatch":
+            config.SlurmEngineSetLauncher.batch_template = self.batch_script()
+            config.SlurmEngineSetLauncher.environment = env
+            # the script beside the logs in the profile, not in the notebook's folder
+            folder = os.path.join(self.cluster.profile_dir, "log")
+            os.makedirs(folder, exist_ok=True)
+            script = os.path.join(folder, f"{self.job_name}.sbatch")
+            config.SlurmEngineSetLauncher.batch_file_name = script
+            return
         if self.launcher == "slurm":
             config.MPIEngineSetLauncher.mpi_cmd = ["srun"]
             args = [
+                *slurm_mpi_args(args),
                 f"--ntasks-per-node={self.per_node}",
                 f"--cpus-per-task={self.threads}",
                 "--kill-on-bad-exit=1",
@@ -391,12 +626,48 @@ class Engines:
             "slurm": "that the allocation is still running (squeue), has enough tasks for "
             f"{self.n} engines, and that srun can start {sys.executable}",
             "local": "that ipyparallel is installed in the notebook's environment",
+            "sbatch": "that sbatch accepts the job (partition, account, walltime) and that "
+            "the compute nodes can reach this machine",
         }[self.launcher]
         msg = (
             f"{self.n} {self.launcher} engines did not start within "
             f"{self.config.timeout:.0f} s ({type(err).__name__}: {err}). Check {what}."
         )
         return msg + (f"\nlauncher output:\n{output}" if output.strip() else "")
+
+
+def _braces(text: str) -> str:
+    """``text`` safe in an ipyparallel batch template (which formats ``{...}``)."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
+def _job_state(job_id: str) -> tuple[str | None, str]:
+    """Slurm's state and reason for ``job_id`` (``(None, "")`` once squeue no longer lists it)."""
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", str(job_id), "-o", "%T|%r"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return None, f"squeue failed: {err}"
+    line = out.stdout.strip().splitlines()
+    if out.returncode or not line:  # squeue says "Invalid job id" once the job is purged
+        return None, ""
+    state, _, reason = line[0].partition("|")
+    return state, reason
+
+
+def _cancel_job(job_id: str, timeout: float = 60.0) -> None:
+    """Cancel ``job_id`` and wait until squeue no longer lists it (its processes have ended)."""
+    subprocess.run(["scancel", str(job_id)], capture_output=True, timeout=30)
+    deadline = time.monotonic() + timeout
+    while _job_state(job_id)[0] is not None:
+        if time.monotonic() > deadline:
+            log.warning("job %s still listed by squeue %.0f s after scancel", job_id, timeout)
+            return
+        time.sleep(0.3)
 
 
 def _reap_children(timeout: float = 15.0) -> None:

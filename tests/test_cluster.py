@@ -1,4 +1,5 @@
-"""Engines on the nodes at hand: MPI, Slurm (a fake srun), local Gloo; and clear failures."""
+"""Engines on the nodes at hand: MPI, Slurm (a fake srun), local Gloo; and clear failures.
+The real Slurm cluster's tests are in test_slurm.py."""
 
 from __future__ import annotations
 
@@ -58,12 +59,15 @@ FAKE_SRUN = textwrap.dedent(
     """\
     #!/bin/bash
     # A stand-in for Slurm's srun: records its arguments, then starts the tasks with mpiexec.
+    if [[ $1 == --mpi=list ]]; then
+        printf 'MPI plugin types are...\\n\\tnone\\n\\tpmix\\n'; exit
+    fi
     printf '%s\\n' "$*" >> {log}
     n=1; args=()
     while [[ $# -gt 0 ]]; do
         case $1 in
             -n|--ntasks) n=$2; shift 2;;
-            --ntasks-per-node=*|--cpus-per-task=*|--kill-on-bad-exit=*) shift;;
+            --ntasks-per-node=*|--cpus-per-task=*|--kill-on-bad-exit=*|--mpi=*) shift;;
             *) args+=("$1"); shift;;
         esac
     done
@@ -102,6 +106,7 @@ def test_slurm_allocation_uses_srun(fake_slurm):
     recorded = fake_slurm.read_text().split()
     assert recorded[:2] == ["-n", "2"]
     assert "--ntasks-per-node=2" in recorded and "--cpus-per-task=1" in recorded
+    assert "--mpi=pmix" in recorded, "OpenMPI ranks need Slurm's PMIx where it offers it"
     assert any("ipyparallel" in word or "ipengine" in word for word in recorded)
     _no_engine_processes_left()
 
@@ -126,14 +131,17 @@ def test_engines_that_never_register_fail_clearly(tmp_path, mpi_environ, monkeyp
 def test_detects_local_without_mpi(tmp_path):
     env = {"PATH": str(tmp_path)}  # no mpiexec, no srun
     assert detect_launcher(env) == "local"
-    env_slurm = {"PATH": os.path.dirname(shutil.which("bash")), "SLURM_JOB_ID": "1"}
+    (tmp_path / "bash").symlink_to(shutil.which("bash"))
+    env_slurm = {"PATH": str(tmp_path), "SLURM_JOB_ID": "1"}
     assert detect_launcher(env_slurm) != "slurm"  # no srun there
 
 
 def test_bad_settings():
     with pytest.raises(ValueError, match="at least 1"):
         Engines(n=0, launcher="local")
-    with pytest.raises(ValueError, match="launcher must be auto, slurm, mpi or local, got 'pbs'"):
+    with pytest.raises(
+        ValueError, match="launcher must be one of auto, slurm, mpi, local, sbatch; got 'pbs'"
+    ):
         Engines(n=1, launcher="pbs")
 
 
@@ -173,3 +181,16 @@ def test_engines_stop_when_the_kernel_is_killed(mpi_env, tmp_path):
     _, alive = psutil.wait_procs(started, timeout=30)
     assert not alive, [" ".join(p.cmdline()) for p in alive]
     assert "stopped engine processes" in err.read_text()
+
+
+def test_the_test_slurm_cluster_says_why_it_cannot_start(tmp_path, monkeypatch):
+    """tests/slurm_cluster.py skips the Slurm tests with a reason: not root, or no packages."""
+    import slurm_cluster
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm, no munge
+    expected = "needs root" if os.geteuid() else "munged, mungekey, slurmctld, slurmd, srun"
+    with pytest.raises(slurm_cluster.SlurmUnavailable, match=expected) as err:
+        slurm_cluster.start(tmp_path / "slurm")
+    if not os.geteuid():
+        assert "apt-get install slurm-wlm munge" in str(err.value)
+    assert not (tmp_path / "slurm").exists(), "nothing started or written"

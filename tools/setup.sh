@@ -18,8 +18,10 @@ ROOT=$(pwd)
 VENV=${VENV:-$ROOT/.venv}
 CACHE=${CLIMNB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/climnb}
 HOROVOD_VERSION=0.28.1
+# slurm-wlm, munge and libpmix2 (Slurm's PMIx plugin) let the tests start a one-node Slurm
+# cluster of their own (tests/slurm_cluster.py); no service is configured or enabled for you.
 APT_PACKAGES=(build-essential cmake openmpi-bin libopenmpi-dev libhighwayhash-dev libfarmhash-dev
-              chromium chromium-driver)
+              chromium chromium-driver slurm-wlm munge libpmix2)
 
 say() { printf '[setup %4ds] %s\n' "$SECONDS" "$*"; }
 die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }

@@ -56,6 +56,13 @@ def add_arguments(parser):
         default=1,
         help="dask threads labelling time steps in parallel (default 1)",
     )
+    parser.add_argument(
+        "--scheduler",
+        metavar="local|slurm|ADDRESS",
+        help="label on dask.distributed: 'local' (a LocalCluster of --workers processes), "
+        "'slurm' (dask-jobqueue's SLURMCluster as configured in jobqueue.yaml) or the address "
+        "of a running scheduler (tcp://host:8786); see climnb.scheduler",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -124,12 +131,20 @@ def run(args) -> int:
     # threads: the NetCDF writer holds a lock that cannot go to other processes, and labelling
     # spends most of its time in numpy/scipy code that releases the GIL
     scheduler = "sync" if args.workers == 1 else "threads"
-    with atomic_path(out) as tmp, _progress(labels.sizes["time"], args.no_progress):
+    local_bar = _progress(labels.sizes["time"], args.no_progress or bool(args.scheduler))
+    # the client first: the NetCDF writer then takes a lock the workers can share
+    with _client(args) as client, atomic_path(out) as tmp, local_bar:
         write = labels.to_dataset().to_netcdf(
             tmp, compute=False, encoding={"labels": {"dtype": "u1", "zlib": True}}
         )
-        with dask.config.set(scheduler=scheduler, num_workers=args.workers):
-            _, table = compute(write, events)  # one pass: each step labelled once
+        if client is not None:
+            from climnb.scheduler import compute as compute_on
+
+            progress = not args.no_progress
+            _, table = compute_on(client, write, events, progress=progress, notebook=False)
+        else:
+            with dask.config.set(scheduler=scheduler, num_workers=args.workers):
+                _, table = compute(write, events)  # one pass: each step labelled once
     with atomic_path(events_path) as tmp:
         table.to_csv(tmp, index=False)
     counts = table.class_name.value_counts()
@@ -143,6 +158,20 @@ def run(args) -> int:
         f"  {labels.attrs['notes']}"
     )
     return 0
+
+
+def _client(args):
+    """A dask.distributed client for ``--scheduler`` (a context manager), else ``None``."""
+    import contextlib
+
+    if not args.scheduler:
+        return contextlib.nullcontext()
+    from climnb.scheduler import dask_client
+
+    options = {"n_workers": args.workers} if args.scheduler == "local" else {}
+    client = dask_client(args.scheduler, **options)
+    print(f"dask dashboard: {client.dashboard_link}", flush=True)
+    return client
 
 
 def _progress(total: int, disable: bool):

@@ -1,0 +1,352 @@
+# ruff: noqa: F811  (pytest fixtures are arguments named like the imported fixture)
+"""climnb on a real Slurm cluster (one node on localhost, see slurm_cluster.py): engines inside an
+allocation, engines submitted as a batch job, the README's batch recipe, cancellation."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from slurm_cluster import slurm  # noqa: F401  (the session fixture, used by name)
+
+from climnb.cluster import (
+    Engines,
+    EnginesLostError,
+    EngineStartError,
+    _srun_mpi_types,
+    slurm_mpi_args,
+)
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+PY = sys.executable
+
+
+def _env(slurm, **extra):
+    """This process's environment outside any allocation, with the test cluster's SLURM_CONF."""
+    env = {k: v for k, v in slurm.env.items() if not k.startswith("SLURM_")}
+    env.update(SLURM_CONF=str(slurm.conf), IPP_NONINTERACTIVE="1", **extra)
+    env["PATH"] = f"{os.path.dirname(PY)}{os.pathsep}{env['PATH']}"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+@pytest.fixture(autouse=True)
+def no_jobs_left(slurm):
+    """Every test starts and ends with an empty queue."""
+    slurm.wait_idle()
+    yield
+    slurm.wait_idle(timeout=90)
+
+
+def test_cluster_runs_tasks_and_offers_pmix(slurm):
+    assert slurm.run("srun", "-n", "2", "hostname").split() == [slurm.node] * 2
+    _srun_mpi_types.cache_clear()
+    assert "pmix" in _srun_mpi_types(slurm.run("which", "srun").strip())
+    assert slurm_mpi_args() == ["--mpi=pmix"]
+    assert slurm_mpi_args(["--mpi=pmi2"]) == []  # the user's choice stays
+    assert slurm_mpi_args(env={"SLURM_MPI_TYPE": "pmi2"}) == []
+
+
+SAMPLES = """
+from climnb.io.samples import write_samples
+from climnb.io.stats import compute_stats, write_stats
+from climnb.synthetic import make_dataset
+import sys, pathlib
+folder = pathlib.Path(sys.argv[1])
+ds, _ = make_dataset(n_time=10, seed=21)
+files = write_samples(ds, "truth", folder)
+write_stats(compute_stats(files), folder / "stats.h5")
+"""
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    """Toy sample files (train/validation/test) with their stats, written in a subprocess."""
+    folder = tmp_path_factory.mktemp("samples")
+    subprocess.run([PY, "-c", SAMPLES, str(folder)], check=True)
+    return folder
+
+
+INSIDE_ALLOCATION = """
+import json, os, signal, sys, time
+from climnb.cluster import Engines, EnginesLostError
+from climnb.train.config import TrainConfig
+from climnb.train.engines import train_on_engines
+
+config = TrainConfig(data_dir=sys.argv[1], out_dir=sys.argv[2], batch_size=2, max_steps=2,
+                     threads=1, model_overrides={"growth_rate": 6, "initial_filters": 8})
+t0 = time.perf_counter()
+with Engines() as engines:
+    ready = time.perf_counter() - t0
+    table = engines.init_horovod()
+    results = train_on_engines(engines, config)
+    out = {"launcher": engines.launcher, "n": engines.n, "ready_s": ready,
+           "repr": repr(engines), "table": table.to_dict("list"),
+           "steps": [len(r.history) for r in results],
+           "checksums": [r.checksum for r in results]}
+    engines.check()  # all there
+    os.kill(int(table["pid"][1]), signal.SIGKILL)  # an engine dies
+    killed = time.monotonic()
+    while time.monotonic() - killed < 60:
+        try:
+            engines.check()
+        except EnginesLostError as err:
+            out["lost_s"], out["lost"] = time.monotonic() - killed, str(err)
+            break
+        time.sleep(0.2)
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.horovod
+@pytest.mark.mpi
+def test_engines_inside_salloc_train_with_horovod_over_mpi(slurm, samples, tmp_path):
+    out = subprocess.run(
+        ["salloc", "-n", "2", PY, "-c", INSIDE_ALLOCATION, str(samples), str(tmp_path / "run")],
+        env=_env(slurm),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    found = re.search(r"^RESULT (.*)$", out.stdout, re.M)
+    assert out.returncode == 0 and found, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads(found.group(1))
+    print(f"srun engines ready after {result['ready_s']:.1f} s")
+    assert result["launcher"] == "slurm" and result["n"] == 2
+    table = result["table"]
+    assert table["rank"] == [0, 1] and table["size"] == [2, 2]
+    assert table["controller"] == ["mpi", "mpi"], "Horovod over MPI"
+    assert table["engine_id"] == [0, 1], "engine id is the MPI rank"
+    assert result["steps"] == [2, 2]
+    assert result["checksums"][0] == result["checksums"][1], "weights differ between ranks"
+    assert "allocation" in result["repr"] and "2 of 2 running" in result["repr"]
+    print(f"killed engine reported after {result['lost_s']:.1f} s: {result['lost']}")
+    assert result["lost_s"] < 30 and "slurm engines are gone" in result["lost"]
+
+
+def test_a_bare_srun_without_pmix_fails_in_mpi_init(slurm):
+    """Why Engines passes --mpi=pmix: Debian's OpenMPI cannot initialise under srun's default."""
+    code = "from mpi4py import MPI; print(MPI.COMM_WORLD.size)"
+    bare = subprocess.run(
+        ["srun", "-n", "2", "--mpi=none", PY, "-c", code],
+        env=_env(slurm),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    with_pmix = subprocess.run(
+        ["srun", "-n", "2", *slurm_mpi_args(), PY, "-c", code],
+        env=_env(slurm),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert with_pmix.returncode == 0 and with_pmix.stdout.split() == ["2", "2"], with_pmix.stderr
+    assert bare.returncode != 0 or bare.stdout.split() != ["2", "2"]
+
+
+@pytest.mark.horovod
+@pytest.mark.mpi
+def test_srun_stage_and_train_as_the_readme_says(slurm, samples, tmp_path):
+    """The README's batch recipe, with SLURM_MPI_TYPE=pmix exported as it says."""
+    env = _env(slurm, SLURM_MPI_TYPE="pmix")
+    stage = subprocess.run(
+        ["srun", "-n", "2", PY, "-m", "climnb", "stage", "--source", str(samples),
+         "--dest", str(tmp_path / "node{node}"), "--ranks-per-node", "1",
+         "--samples-per-rank", "4", "--report", str(tmp_path / "stage.json")],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert stage.returncode == 0, stage.stdout[-2000:] + stage.stderr[-3000:]
+    report = json.loads((tmp_path / "stage.json").read_text())
+    assert report, "rank 0 wrote the staging report"
+    for node in (0, 1):
+        assert len(list((tmp_path / f"node{node}").rglob("data-*.h5"))) >= 1
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    train = subprocess.run(
+        ["srun", "-n", "2", f"--output={logs}/rank%t.out", PY, "-m", "climnb", "train",
+         "--data", str(samples), "--out", str(tmp_path / "run"), "--max-steps", "2",
+         "--batch-size", "2", "--threads", "1", "--config", str(_small_config(tmp_path))],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    text = "\n".join(p.read_text() for p in sorted(logs.glob("rank*.out")))
+    assert train.returncode == 0, text[-3000:] + train.stderr[-3000:]
+    ranks = dict(re.findall(r"rank (\d) of 2: 2 steps, loss \S+, weights (\w+)", text))
+    assert set(ranks) == {"0", "1"}, text
+    assert ranks["0"] == ranks["1"], "weights differ between ranks"
+
+
+def _small_config(folder):
+    path = folder / "small.json"
+    path.write_text('{"model_overrides": {"growth_rate": 6, "initial_filters": 8}}')
+    return path
+
+
+# --- engines submitted from outside any allocation --------------------------------------------
+
+
+def _squeue(slurm, job_id, fmt):
+    return slurm.run("squeue", "-h", "-j", str(job_id), "-o", fmt, check=False).strip()
+
+
+@pytest.mark.mpi
+@pytest.mark.horovod
+def test_submitted_engines_register_run_horovod_and_are_cancelled_by_stop(slurm):
+    engines = Engines(
+        n=2,
+        launcher="sbatch",
+        walltime="10",
+        partition="debug",
+        account="climate",
+        sbatch_options=("--comment=climnb test",),
+        timeout=120,
+    )
+    t0 = time.perf_counter()
+    engines.start()
+    try:
+        print(f"submitted engines ready after {time.perf_counter() - t0:.1f} s")
+        job = engines.job_id
+        assert _squeue(slurm, job, "%j|%P|%a|%l|%k|%D|%C|%T") == (
+            f"{engines.job_name}|debug|climate|10:00|climnb test|1|2|RUNNING"
+        )
+        table = engines.init_horovod()
+        assert list(table["rank"]) == [0, 1] and set(table.controller) == {"mpi"}
+        assert list(table.engine_id) == [0, 1]
+        assert engines.check_allreduce() == [3.0, 3.0]
+        engines.check()  # all there: no error
+        text = repr(engines)
+        assert f"job={job}" in text and "2 of 2 running" in text and "partition=debug" in text
+        assert f"<td style='text-align:left'>{job} (" in engines._repr_html_()
+        assert not list(Path.cwd().glob("*.sbatch")), "no batch script left in the cwd"
+    finally:
+        engines.stop()
+    assert slurm.jobs() == [], "stop() returns once the job is gone"
+    assert "0 of 2 running" in repr(engines)
+    engines.stop()  # idempotent
+
+
+def test_the_with_block_cancels_the_job_and_a_killed_engine_shows_within_seconds(slurm):
+    with Engines(n=2, launcher="sbatch", walltime="5", timeout=120) as engines:
+        job = engines.job_id
+        assert slurm.jobs() == [job]
+        pids = engines.view.apply(os.getpid)
+        engines.check()  # all there
+        os.kill(pids[1], signal.SIGKILL)
+        killed = time.monotonic()
+        with pytest.raises(EnginesLostError, match=rf"engines are gone.*job {job}"):
+            while time.monotonic() - killed < 60:
+                engines.check()
+                time.sleep(0.2)
+        print(f"killed engine reported after {time.monotonic() - killed:.1f} s")
+        assert time.monotonic() - killed < 30
+    assert slurm.jobs() == []
+
+
+def test_a_pending_job_times_out_naming_the_job_and_its_reason(slurm):
+    engines = Engines(n=2, launcher="sbatch", partition="closed", pending_timeout=5)
+    with pytest.raises(EngineStartError, match=r"job (\d+) .*still pending after 5 s") as err:
+        engines.start()
+    assert "reason: PartitionDown" in str(err.value)
+    assert engines.job_id in str(err.value)
+    assert slurm.jobs() == [], "the pending job was cancelled"
+
+
+def test_a_job_sbatch_refuses_says_why(slurm):
+    with pytest.raises(EngineStartError, match="nosuchpartition|invalid partition"):
+        Engines(n=2, launcher="sbatch", partition="nosuchpartition", timeout=20).start()
+
+
+KERNEL = """
+import json, os, time
+from climnb.cluster import Engines
+engines = Engines(n=2, launcher="sbatch", walltime="5").start()
+pids = engines.view.apply(os.getpid)
+print(json.dumps({"job": engines.job_id, "pids": pids}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_kernel_cancels_the_submitted_job(slurm, tmp_path):
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as stderr:
+        kernel = subprocess.Popen(
+            [PY, "-c", KERNEL],
+            env=_env(slurm),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
+    try:
+        line = kernel.stdout.readline()
+        assert line, f"the kernel stand-in failed: {err.read_text()[-3000:]}"
+        started = json.loads(line)
+        job, engine_pids = started["job"], started["pids"]
+        assert slurm.jobs() == [job]
+    finally:
+        os.killpg(kernel.pid, signal.SIGKILL)  # no clean-up runs in the kernel
+        kernel.wait()
+    deadline = time.monotonic() + 60
+    while slurm.jobs() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert slurm.jobs() == [], slurm.run("squeue")
+    assert "cancelled Slurm jobs named climnb-engines-" in err.read_text()
+    assert not [pid for pid in engine_pids if psutil.pid_exists(pid)], "engines still running"
+
+
+# --- dask-jobqueue workers as Slurm jobs ------------------------------------------------------
+
+LABEL_ON_SLURM = """
+import json, os
+import numpy as np
+from climnb.labels import compute as compute_locally, label_dataset
+from climnb.scheduler import compute, dask_client
+from climnb.synthetic import make_dataset
+
+if __name__ == "__main__":
+    ds, _ = make_dataset(n_time=4, seed=3)
+    labels, events = label_dataset(ds)
+    with dask_client("slurm", jobs=1, cores=1, processes=1, memory="2GB", walltime="00:10:00",
+                     queue="debug", account="climate", job_extra_directives=["--comment=dask"],
+                     scheduler_options={"dashboard_address": ":0"}) as client:
+        client.wait_for_workers(1, timeout=120)
+        workers = client.scheduler_info()["workers"]
+        job_ids = list(client.run(lambda: os.environ.get("SLURM_JOB_ID")).values())
+        lab, table = compute(client, labels, events, progress=False)
+        script = client.cluster.job_script()
+    ref_labels, ref_events = compute_locally(*label_dataset(ds), scheduler="sync")
+    print("RESULT " + json.dumps({
+        "n_workers": len(workers), "job_ids": job_ids,
+        "same_labels": bool(np.array_equal(lab, ref_labels)),
+        "events": len(table), "ref_events": len(ref_events), "script": script}), flush=True)
+"""
+
+
+def test_dask_jobqueue_workers_run_as_slurm_jobs_and_label(slurm, tmp_path):
+    script = tmp_path / "label_on_slurm.py"
+    script.write_text(LABEL_ON_SLURM)
+    out = subprocess.run(
+        [PY, str(script)], env=_env(slurm), capture_output=True, text=True, timeout=400,
+        cwd=tmp_path,
+    )  # fmt: skip
+    found = re.search(r"^RESULT (.*)$", out.stdout, re.M)
+    assert out.returncode == 0 and found, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads(found.group(1))
+    assert result["n_workers"] == 1 and result["same_labels"]
+    assert result["job_ids"][0] and result["job_ids"][0].isdigit(), "the worker runs in a job"
+    assert result["events"] == result["ref_events"] > 0
+    for directive in ("-p debug", "-A climate", "-t 00:10:00", "--comment=dask"):
+        assert f"#SBATCH {directive}" in result["script"], result["script"]
+    deadline = time.monotonic() + 30
+    while slurm.jobs() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert slurm.jobs() == [], "closing the client cancelled the worker job"
