@@ -157,7 +157,8 @@ def test_a_bare_srun_without_pmix_fails_in_mpi_init(slurm):
 @pytest.mark.horovod
 @pytest.mark.mpi
 def test_srun_stage_and_train_as_the_readme_says(slurm, samples, tmp_path):
-    """The README's batch recipe, with SLURM_MPI_TYPE=pmix exported as it says."""
+    """The README's batch recipe (stage, then train from the staged copies), with
+    SLURM_MPI_TYPE=pmix exported as it says."""
     env = _env(slurm, SLURM_MPI_TYPE="pmix")
     stage = subprocess.run(
         ["srun", "-n", "2", PY, "-m", "climnb", "stage", "--source", str(samples),
@@ -174,7 +175,8 @@ def test_srun_stage_and_train_as_the_readme_says(slurm, samples, tmp_path):
     logs.mkdir()
     train = subprocess.run(
         ["srun", "-n", "2", f"--output={logs}/rank%t.out", PY, "-m", "climnb", "train",
-         "--data", str(samples), "--out", str(tmp_path / "run"), "--max-steps", "2",
+         "--data", str(samples), "--staged", str(tmp_path / "node{node}"),
+         "--ranks-per-node", "1", "--out", str(tmp_path / "run"), "--max-steps", "2",
          "--batch-size", "2", "--threads", "1", "--config", str(_small_config(tmp_path))],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
