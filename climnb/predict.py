@@ -47,6 +47,7 @@ import numpy as np
 import xarray as xr
 
 from climnb.bundle import Bundle, BundleError, load_bundle
+from climnb.grid import cf_coords, to_caller_grid
 
 __all__ = ["predict", "predict_batch", "open_input", "pad_fields"]
 
@@ -273,7 +274,7 @@ def predict(
     if grid == "input":
         original = source if isinstance(source, xr.Dataset) else _input_grid(source)
         if original is not None:
-            out = _to_input_grid(out, original)
+            out = to_caller_grid(out, original)
     return out
 
 
@@ -305,16 +306,12 @@ def _stacked(ds: xr.Dataset, channels: Sequence[str], batch_size: int):
     return x.rechunk((batch_size, -1, -1, -1))
 
 
-_LAT_ATTRS = {"standard_name": "latitude", "units": "degrees_north", "axis": "Y"}
-_LON_ATTRS = {"standard_name": "longitude", "units": "degrees_east", "axis": "X"}
-
-
 def _as_xarray(bundle: Bundle, ds: xr.Dataset, classes, probs) -> xr.DataArray | xr.Dataset:
     import climnb
 
-    coords = {k: v for k, v in ds.coords.items() if set(v.dims) <= {"time", "lat", "lon"}}
-    coords["lat"] = ds.lat.assign_attrs({**_LAT_ATTRS, **ds.lat.attrs})
-    coords["lon"] = ds.lon.assign_attrs({**_LON_ATTRS, **ds.lon.attrs})
+    coords = {
+        k: v for k, v in cf_coords(ds).coords.items() if set(v.dims) <= {"time", "lat", "lon"}
+    }
     model = f"{bundle.name} ({bundle.preset})"
     attrs = {
         "long_name": "predicted class of each pixel",
@@ -344,19 +341,3 @@ def _as_xarray(bundle: Bundle, ds: xr.Dataset, classes, probs) -> xr.DataArray |
             "model_bundle": str(bundle.path),
         },
     )
-
-
-def _to_input_grid(out, original: xr.Dataset):
-    """Put ``out`` back on the latitude/longitude names, values, order and attributes of the
-    input (lazily: an index permutation of each block)."""
-    from climnb.io.netcdf import COORD_ALIASES
-
-    lat_name = next(n for n in COORD_ALIASES["lat"] if n in original.coords)
-    lon_name = next(n for n in COORD_ALIASES["lon"] if n in original.coords)
-    lat, lon = original[lat_name].values, original[lon_name].values
-    out = out.sel(lat=lat, lon=lon % 360.0)
-    out = out.assign_coords(
-        lat=("lat", lat, {**_LAT_ATTRS, **original[lat_name].attrs}),
-        lon=("lon", lon, {**_LON_ATTRS, **original[lon_name].attrs}),
-    )
-    return out.rename({"lat": lat_name, "lon": lon_name})

@@ -318,3 +318,12 @@ def test_cli_help_names_the_bundle_training_writes(capsys):
     with pytest.raises(SystemExit):
         main(["predict", "--help"])
     assert "RUN/model" in capsys.readouterr().out
+
+
+def test_accessor_predict_on_the_callers_grid(pointwise, data, stats):
+    import climnb.accessor  # noqa: F401
+
+    flipped = data.isel(lat=slice(None, None, -1)).rename(lat="latitude")
+    pred = flipped.climnb.predict(pointwise, batch_size=2)
+    assert pred.dims == ("time", "latitude", "lon")
+    np.testing.assert_array_equal(pred.values[:, ::-1], expected(data, stats))
