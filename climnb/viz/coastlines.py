@@ -28,7 +28,14 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["shorelines", "coastline_paths", "coastline_path", "draw_coastlines", "clip_lines"]
+__all__ = [
+    "shorelines",
+    "coastline_paths",
+    "coastline_path",
+    "draw_coastlines",
+    "clip_lines",
+    "joined",
+]
 
 #: GSHHS levels kept: 1 ocean/land boundary, 5 Antarctic ice front (lakes are left out).
 _LEVELS = {"1", "5"}
@@ -118,11 +125,21 @@ def coastline_path(
 ):
     """The shorelines in a box as an ``hv.Path`` (kdims lon, lat) to overlay on a map."""
     import holoviews as hv
+    import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh options set below)
 
     paths = coastline_paths(x_range, y_range, resolution=resolution)
-    return hv.Path(paths, kdims=["lon", "lat"], label="coastline").opts(
+    return hv.Path(joined(paths), kdims=["lon", "lat"], label="coastline").opts(
         color=color, line_width=line_width, show_legend=False
     )
+
+
+def joined(lines: list[np.ndarray]) -> np.ndarray:
+    """Lines as one (N, 2) array with a row of NaN between them: one path with gaps, which
+    HoloViews and bokeh draw far faster than thousands of separate paths."""
+    if not lines:
+        return np.empty((0, 2))
+    gap = np.full((1, 2), np.nan)
+    return np.concatenate([part for line in lines for part in (line, gap)][:-1])
 
 
 def draw_coastlines(ax, x_range, y_range, *, resolution: str = "c", color: str = COLOR, lw=0.6):

@@ -129,7 +129,7 @@ def track_paths(
     """Tracks (rows of :func:`climnb.tracks.track_events`) as lines through their centres,
     cyclones red and rivers blue, with a dot where each formed; cut to a lon/lat box (in the
     box's longitude convention, so windows across the seam show them too)."""
-    from climnb.viz.coastlines import clip_lines
+    from climnb.viz.coastlines import clip_lines, joined
 
     layers = []
     for name, color in _COLORS.items():
@@ -137,9 +137,9 @@ def track_paths(
         lines = [g[["lon", "lat"]].to_numpy(float) for _, g in sel.groupby("track_id")]
         starts = [line[:1] for line in lines]
         layers.append(
-            hv.Path(clip_lines(lines, x_range, y_range), kdims=["lon", "lat"], label=name).opts(
-                color=color, line_width=line_width, show_legend=False
-            )
+            hv.Path(
+                joined(clip_lines(lines, x_range, y_range)), kdims=["lon", "lat"], label=name
+            ).opts(color=color, line_width=line_width, show_legend=False)
         )
         first = np.concatenate(starts) if starts else np.empty((0, 2))
         x0, x1 = sorted(x_range)
@@ -294,4 +294,4 @@ def track_table(tracks: pd.DataFrame, *, height: int = 220, width: int = 560) ->
     frame = summary[cols + ["mean_speed_kmh", "max_speed_kmh"]].copy()
     num = frame.select_dtypes("number").columns.drop(["track_id", "steps"], errors="ignore")
     frame[num] = frame[num].astype(float).round(1)
-    return hv.Table(frame).opts(height=height, width=width, title="tracks")
+    return hv.Table(frame, label="tracks").opts(height=height, width=width)
