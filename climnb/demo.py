@@ -95,9 +95,10 @@ def run_notebook(
     timeout: int = 1200,
 ) -> NotebookRun:
     """Execute one notebook with papermill into ``reports`` and render it to HTML."""
-    import nbconvert
     import nbformat
     import papermill as pm
+
+    from climnb.viz.export import notebook_html
 
     os.environ.setdefault("IPP_NONINTERACTIVE", "1")
     logging.getLogger("papermill").setLevel(logging.WARNING)
@@ -124,7 +125,7 @@ def run_notebook(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Your element with mimetype", UserWarning)
         notebook_node = nbformat.read(output, as_version=4)
-        body, _ = nbconvert.HTMLExporter().from_notebook_node(notebook_node)
+        body = notebook_html(notebook_node)  # no require.js / MathJax from a CDN
     with atomic_path(html) as tmp:
         tmp.write_text(body)
     log.info("%s ran in %.1f s -> %s", notebook.name, seconds, output)

@@ -257,3 +257,54 @@ def test_export_png_and_gif(data, prediction, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["anim.gif", "fig.png"]
     with pytest.raises(ValueError, match="gif or .mp4"):
         save_animation(data, data.truth, tmp_path / "anim.avi")
+
+
+def test_mp4_without_a_system_ffmpeg(data, tmp_path, monkeypatch):
+    import shutil
+    import sys
+    from pathlib import Path
+
+    import imageio_ffmpeg
+
+    from climnb.viz.export import save_animation
+
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # no /usr/bin/ffmpeg
+    assert shutil.which("ffmpeg") is None
+    mp4 = save_animation(data, data.truth, tmp_path / "anim.mp4", times=[0, 1, 2], dpi=40)
+    assert mp4.read_bytes()[4:8] == b"ftyp"
+    frames, _ = imageio_ffmpeg.count_frames_and_secs(str(mp4))
+    assert frames == 3
+
+
+def test_exported_figures_have_coastlines(data):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    from climnb.viz.export import draw_step
+
+    for coast in (True, False):
+        fig, ax = plt.subplots()
+        draw_step(ax, data, data.truth, "TMQ", 0, coastlines=coast)
+        lines = [c for c in ax.collections if isinstance(c, LineCollection)]
+        plt.close(fig)
+        assert len(lines) == coast and (not coast or len(lines[0].get_segments()) > 100)
+
+
+def test_html_is_self_contained(data, tmp_path):
+    import re
+
+    import nbformat
+
+    from climnb.viz.export import notebook_html, save_html
+    from climnb.viz.fields import channel_map
+
+    html = save_html(channel_map(data, "TMQ"), tmp_path / "tmq.html").read_text()
+    assert "Bokeh" in html and not re.findall(r"<script[^>]*src=", html)  # BokehJS inlined
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Report")])
+    page = notebook_html(nb)
+    assert "Report" in page
+    assert "require.min.js" not in page and "mathjax" not in page.lower()
+    assert not re.findall(r"<script[^>]*src=", page)
