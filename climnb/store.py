@@ -132,7 +132,7 @@ def check_output(
     for p in map(Path, [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs):
         src = p.resolve()
         same = resolved == src or (out.exists() and p.exists() and os.path.samefile(out, p))
-        if same or src in resolved.parents:
+        if same or (src.is_dir() and src in resolved.parents):
             raise OutputError(f"{option} {out} is an input ({p}); refusing to overwrite it")
     if out.is_dir() and not (is_zarr(out) and out.suffix == ".zarr"):
         raise OutputError(
@@ -158,7 +158,7 @@ def write(
     *,
     encoding: dict | None = None,
     also: Sequence = (),
-    progress: bool = False,
+    progress: bool | Callback = False,
     workers: int = 2,
     desc: str = "writing",
 ):
@@ -173,7 +173,7 @@ def write(
         codec compresses).
     also : further dask collections computed in the same pass (e.g. class counts of the data
         being written), so that shared tasks run once.
-    progress : a tqdm bar over the dask tasks.
+    progress : a tqdm bar over the dask tasks (``True``), or a dask ``Callback`` of one's own.
     workers : dask threads.
 
     Returns
@@ -194,7 +194,8 @@ def write(
         else:
             delayed = ds.to_netcdf(tmp, encoding=encoding, compute=False)
         with dask.config.set(scheduler="threads", num_workers=max(1, workers)):
-            with _Bar(desc, progress):
+            bar = progress if isinstance(progress, Callback) else _Bar(desc, bool(progress))
+            with bar:
                 _, *results = dask.compute(delayed, *also, optimize_graph=False)
     log.info("wrote %s", path)
     return (path, *results) if also else path

@@ -16,9 +16,11 @@ def add_arguments(parser):
         "inputs",
         nargs="+",
         metavar="INPUT",
-        help="NetCDF file(s) or glob pattern(s), joined along time",
+        help="NetCDF file(s), glob pattern(s) or Zarr store(s), joined along time",
     )
-    parser.add_argument("--out", required=True, help="NetCDF file to write the labels to")
+    parser.add_argument(
+        "--out", required=True, help="file to write the labels to: NetCDF, or Zarr (*.zarr)"
+    )
     parser.add_argument("--events", help="CSV file for the event table (default: beside OUT)")
     parser.add_argument(
         "--recipe",
@@ -51,29 +53,31 @@ def _config(args):
 def run(args) -> int:
     from pathlib import Path
 
-    import dask
-
     from climnb.atomic import atomic_path
-    from climnb.io.netcdf import open_dataset
-    from climnb.labels import compute, label_dataset, required_variables
+    from climnb.labels import label_dataset, required_variables
+    from climnb.store import check_output, expand, open_fields, write
 
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
     config = _config(args)
-    ds = open_dataset(args.inputs, required=required_variables(config))
+    inputs = expand(args.inputs)
+    out = check_output(args.out, inputs)  # before any work
+    events_path = Path(args.events) if args.events else out.with_suffix(".events.csv")
+    check_output(events_path, [*inputs, out], option="--events")
+    ds = open_fields(inputs, required=required_variables(config))
     labels, events = label_dataset(ds, config)
     labels.attrs["climnb_config"] = json.dumps(config.to_dict())
-    out = Path(args.out)
-    events_path = Path(args.events) if args.events else out.with_suffix(".events.csv")
     # threads: the NetCDF writer holds a lock that cannot go to other processes, and labelling
-    # spends most of its time in numpy/scipy code that releases the GIL
-    scheduler = "sync" if args.workers == 1 else "threads"
-    with atomic_path(out) as tmp, _progress(labels.sizes["time"], args.no_progress):
-        write = labels.to_dataset().to_netcdf(
-            tmp, compute=False, encoding={"labels": {"dtype": "u1", "zlib": True}}
-        )
-        with dask.config.set(scheduler=scheduler, num_workers=args.workers):
-            _, table = compute(write, events)  # one pass: each step labelled once
+    # spends most of its time in numpy/scipy code that releases the GIL; one pass computes the
+    # file and the event table (each step labelled once)
+    _, table = write(
+        labels.to_dataset(),
+        out,
+        encoding={"labels": {"dtype": "u1", "zlib": True}},
+        also=[events],
+        progress=_progress(labels.sizes["time"], args.no_progress),
+        workers=args.workers,
+    )
     with atomic_path(events_path) as tmp:
         table.to_csv(tmp, index=False)
     counts = table.class_name.value_counts()
