@@ -7,7 +7,9 @@ refilled, which is what goes to the browser), for
 * the explorer (:func:`climnb.viz.explorer.segmentation_explorer`): rasters cut to the view and
   decimated to at most ``ExplorerConfig.max_shape`` (360 x 540) before they leave Python;
 * a naive baseline with the same five panels drawn at full resolution (``max_shape`` set to
-  the full grid, the panels too), which is what plain ``hv.Image`` overlays would send.
+  the full grid, the panels too), which is what plain ``hv.Image`` overlays would send;
+* the explorer without coastlines (``ExplorerConfig(coastlines=False)``), to show what drawing
+  the shorelines on the four maps costs.
 
 Prints seconds per slider move (median), the bytes of array data per frame, and the ratios.
 
@@ -71,6 +73,8 @@ def main(argv=None) -> None:
     update_cost(segmentation_explorer(ds.isel(time=[0]), ds.truth[:1], pred[:1]), keys[:1], 1)
     f_fast, t_fast, b_fast = update_cost(fast, keys, args.repeat)
     f_naive, t_naive, b_naive = update_cost(naive, keys, args.repeat)
+    bare = segmentation_explorer(ds, ds.truth, pred, config=ExplorerConfig(coastlines=False))
+    f_bare, t_bare, b_bare = update_cost(bare, keys, args.repeat)
     print(
         f"full-size explorer ({full[0]} x {full[1]}, 5 panels); slider moves: median of "
         f"{args.repeat * len(keys)}"
@@ -83,6 +87,11 @@ def main(argv=None) -> None:
         f"  naive full-resolution baseline:       first render {f_naive:5.2f} s, "
         f"per move {t_naive:5.3f} s, {b_naive / 1e6:5.2f} MB of arrays per frame"
     )
+    print(
+        f"  explorer without coastlines:          first render {f_bare:5.2f} s, "
+        f"per move {t_bare:5.3f} s, {b_bare / 1e6:5.2f} MB of arrays per frame"
+    )
+    print(f"  coastlines cost: per move {t_fast / t_bare:.2f}x, bytes {b_fast / b_bare:.2f}x")
     print(
         f"  ratio naive / explorer: per move {t_naive / t_fast:.1f}x, "
         f"bytes {b_naive / b_fast:.1f}x, first render {f_naive / f_fast:.1f}x"
