@@ -37,7 +37,8 @@ import xarray as xr
 from dask.callbacks import Callback
 
 from climnb.atomic import atomic_path
-from climnb.io.netcdf import COORD_ALIASES, normalize, open_dataset
+from climnb.grid import coord_names
+from climnb.io.netcdf import normalize, open_dataset
 
 __all__ = ["OutputError", "is_zarr", "expand", "open_fields", "input_grid", "check_output", "write"]
 
@@ -110,10 +111,9 @@ def input_grid(paths: PathLike | Sequence[PathLike]) -> xr.Dataset | None:
     with (
         xr.open_zarr(first, consolidated=False) if is_zarr(first) else xr.open_dataset(first) as ds
     ):
-        names = [
-            next((n for n in COORD_ALIASES[d] if n in ds.coords), None) for d in ("lat", "lon")
-        ]
-        if None in names:
+        try:
+            names = list(coord_names(ds))
+        except ValueError:
             return None
         return ds[names].coords.to_dataset().reset_coords(drop=True)[names].load()
 
@@ -132,8 +132,10 @@ def check_output(
     for p in map(Path, [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs):
         src = p.resolve()
         same = resolved == src or (out.exists() and p.exists() and os.path.samefile(out, p))
-        if same or (src.is_dir() and src in resolved.parents):
+        if same:
             raise OutputError(f"{option} {out} is an input ({p}); refusing to overwrite it")
+        if src.is_dir() and src in resolved.parents:
+            raise OutputError(f"{option} {out} is inside the input {p}; write it elsewhere")
     if out.is_dir() and not (is_zarr(out) and out.suffix == ".zarr"):
         raise OutputError(
             f"{option} {out} is a directory; give a file name ending in .nc, or .zarr for Zarr"

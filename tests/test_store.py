@@ -51,7 +51,7 @@ def test_check_output(tmp_path):
         with pytest.raises(OutputError, match=message):
             check_output(out, [src])
     (tmp_path / "store.zarr").mkdir()
-    with pytest.raises(OutputError, match="is an input"):
+    with pytest.raises(OutputError, match="is inside the input"):
         check_output(tmp_path / "store.zarr" / "labels.nc", [tmp_path / "store.zarr"])
 
 
