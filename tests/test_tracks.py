@@ -129,3 +129,20 @@ def test_trajectory_file_round_trip(tracked, tmp_path):
     xr.Dataset({"a": ("x", [1])}).to_netcdf(tmp_path / "plain.nc")
     with pytest.raises(ValueError, match="not a CF trajectory file"):
         read_tracks(tmp_path / "plain.nc")
+
+
+def test_tracks_command(toy, tmp_path, capsys):
+    from climnb.cli import main
+
+    ds, _ = toy
+    src = tmp_path / "labels.zarr"
+    ds[["truth"]].chunk({"time": 4}).to_zarr(src, zarr_format=3, consolidated=False)
+    out = tmp_path / "tracks.nc"
+    assert main(["tracks", str(src), "--out", str(out), "--csv", str(tmp_path / "t.csv")]) == 0
+    assert "tracks over 8 steps" in capsys.readouterr().out
+    expected = track_events(ds.truth)
+    back = read_tracks(out)
+    assert len(back) == len(expected) and back.track_id.nunique() == expected.track_id.nunique()
+    assert len(pd.read_csv(tmp_path / "t.csv")) == len(expected)
+    assert main(["tracks", str(src), "--out", str(out), "--variable", "nope"]) == 2
+    assert "no class mask nope" in capsys.readouterr().err
