@@ -127,10 +127,40 @@ def coastline_path(
     import holoviews as hv
     import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh options set below)
 
-    paths = coastline_paths(x_range, y_range, resolution=resolution)
-    return hv.Path(joined(paths), kdims=["lon", "lat"], label="coastline").opts(
+    box = tuple(round(float(v), 6) for v in (*sorted(x_range), *sorted(y_range)))
+    return hv.Path(_clipped(box, resolution), kdims=["lon", "lat"], label="coastline").opts(
         color=color, line_width=line_width, show_legend=False
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _clipped(box: tuple[float, float, float, float], resolution: str) -> np.ndarray:
+    """All shorelines in a box as one NaN-separated array, vectorised and cached: a slider
+    move redraws the same box, so its coastline costs nothing after the first frame."""
+    x0, x1, y0, y1 = box
+    points = _all_shorelines(resolution)
+    lat = points[:, 1]
+    parts = []
+    for shift in (-720.0, -360.0, 0.0, 360.0, 720.0):
+        lon = points[:, 0] + shift
+        inside = (lon >= x0) & (lon <= x1) & (lat >= y0) & (lat <= y1)
+        if inside.any():
+            part = np.column_stack([lon, lat])
+            part[~inside] = np.nan
+            parts += [part, np.full((1, 2), np.nan)]
+    if not parts:
+        return np.empty((0, 2))
+    out = np.concatenate(parts)
+    gap = np.isnan(out[:, 0])
+    keep = ~gap | ~np.concatenate([[True], gap[:-1]])  # one NaN row between lines
+    out = out[keep]
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=2)
+def _all_shorelines(resolution: str) -> np.ndarray:
+    return joined(list(shorelines(resolution)))
 
 
 def joined(lines: list[np.ndarray]) -> np.ndarray:
