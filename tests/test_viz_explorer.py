@@ -307,4 +307,5 @@ def test_html_is_self_contained(data, tmp_path):
     page = notebook_html(nb)
     assert "Report" in page
     assert "require.min.js" not in page and "mathjax" not in page.lower()
+    assert "mermaid" not in page.lower()
     assert not re.findall(r"<script[^>]*src=", page)

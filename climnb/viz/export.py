@@ -261,11 +261,12 @@ def save_html(view, path: PathLike, *, title: str = "climnb") -> Path:
     return path
 
 
-#: nbconvert's lab template without the CDN scripts (require.js, MathJax): HoloViews output
+#: nbconvert's lab template without the CDN scripts (require.js, MathJax, Mermaid): HoloViews output
 #: made with ``hv.extension("bokeh", inline=True)`` carries BokehJS itself.
 _OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 """
 
 
