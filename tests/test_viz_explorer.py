@@ -23,9 +23,11 @@ from climnb.viz.events import (
 )
 from climnb.viz.explorer import (
     ExplorerConfig,
+    block_reduce,
     decimate,
     disagreement,
     disagreement_codes,
+    explorer_app,
     field_image,
     iou_over_time,
     mask_contours,
@@ -153,6 +155,59 @@ def test_field_image_full_size_is_decimated():
     img = field_image(ds, "TMQ", 0, max_shape=(360, 540))
     assert img.dimension_values(2, flat=False).shape == (256, 384)
     assert isinstance(mask_contours(ds.truth, 0), hv.Overlay)
+
+
+def _rgba(image):
+    """A bokeh uint32 image back to (ny, nx, 4) uint8."""
+    return image.view(np.uint8).reshape(*image.shape, 4)
+
+
+def test_fast_explorer_app_moves_and_draws(data, prediction):
+    app = explorer_app(data, data.truth, prediction, config=ExplorerConfig(channel="PSL"))
+    assert app.channel_widget.value == "PSL" and app.time_widget.end == 3
+    first = app.map_source.data["image"][0].copy()
+    assert first.dtype == np.uint32 and first.shape == (96, 144)  # toy grid fits the screen
+    assert "PSL [Pa]" in app.map_fig.title.text
+    assert (app.mapper.low, app.mapper.high) == pytest.approx(
+        (float(data.PSL[0].min()), float(data.PSL[0].max())), rel=1e-5
+    )
+    app.time_widget.value = 2  # a slider move: storms called rivers at step 2
+    assert not np.array_equal(app.map_source.data["image"][0], first)
+    truth, pred = data.truth.values[2], prediction.values[2]
+    lab = _rgba(app.lab_source.data["image"][0])
+    red, blue = (0xD6, 0x27, 0x28, 255), (0x1F, 0x77, 0xB4, 255)
+    assert (lab[truth == 1] == red).all() and (lab[truth == 2] == blue).all()
+    assert (lab[truth == 0, 3] == 0).all()  # background transparent
+    dis = _rgba(app.dis_source.data["image"][0])
+    wrong = (truth > 0) & (pred > 0) & (truth != pred)
+    assert wrong.any() and (dis[wrong] == (0x44, 0x44, 0x44, 255)).all()
+    assert f"wrong class {int(wrong.sum())}" in app.dis_fig.title.text
+    expected = step_iou(data.truth, prediction, 2).dframe()["IoU"].fillna(0).tolist()
+    np.testing.assert_allclose(app.iou_source.data["IoU"], expected)
+    cached = app._cache.copy()
+    app.channel_widget.value = "TMQ"  # new channel, same step: masks reused
+    assert app.mapper.tags == ["YlGnBu"] and "TMQ" in app.map_fig.title.text
+    assert len(app._cache) == len(cached) + 1
+    with pytest.raises(KeyError, match="IVT"):
+        app.frame("IVT", 0)
+    with pytest.raises(IndexError, match="0..3"):
+        app.frame("TMQ", 9)
+    with pytest.raises(ValueError, match="grid"):
+        explorer_app(data, data.truth[:2], prediction)
+
+
+def test_fast_explorer_full_size_sends_screen_pixels():
+    from climnb.synthetic import FULL_SHAPE, make_dataset
+
+    ds, _ = make_dataset(n_time=2, n_lat=FULL_SHAPE[0], n_lon=FULL_SHAPE[1], seed=1)
+    cfg = ExplorerConfig(coastlines=False)
+    app = explorer_app(ds, ds.truth, ds.truth, config=cfg)
+    for source in (app.map_source, app.dis_source, app.lab_source):
+        ny, nx = source.data["image"][0].shape
+        assert ny <= cfg.height and nx <= cfg.width and ny * nx > 0.5 * 290 * 384
+    a = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_allclose(block_reduce(a, (1, 2)), [[4.5, 6.5]])
+    np.testing.assert_array_equal(block_reduce(a, (1, 2), "nearest"), [[5.0, 7.0]])
 
 
 def test_events_from_mask(data):

@@ -32,6 +32,7 @@ __all__ = [
     "shorelines",
     "coastline_paths",
     "coastline_path",
+    "coastline_xy",
     "draw_coastlines",
     "clip_lines",
     "joined",
@@ -131,6 +132,18 @@ def coastline_path(
     return hv.Path(_clipped(box, resolution), kdims=["lon", "lat"], label="coastline").opts(
         color=color, line_width=line_width, show_legend=False
     )
+
+
+def coastline_xy(
+    x_range: tuple[float, float] = (0.0, 360.0),
+    y_range: tuple[float, float] = (-90.0, 90.0),
+    *,
+    resolution: str = "c",
+) -> np.ndarray:
+    """The shorelines in a box as one (n, 2) lon/lat array, lines separated by NaN rows
+    (what a bokeh ``line`` glyph draws as separate lines); cached per box."""
+    box = tuple(round(float(v), 6) for v in (*sorted(x_range), *sorted(y_range)))
+    return _clipped(box, resolution)
 
 
 @functools.lru_cache(maxsize=64)
