@@ -163,7 +163,8 @@ def _rgba(image):
 
 
 def test_fast_explorer_app_moves_and_draws(data, prediction):
-    app = explorer_app(data, data.truth, prediction, config=ExplorerConfig(channel="PSL"))
+    cfg = ExplorerConfig(channel="PSL")
+    app = explorer_app(data, data.truth, prediction, config=cfg, prefetch=False)
     assert app.channel_widget.value == "PSL" and app.time_widget.end == 3
     first = app.map_source.data["image"][0].copy()
     assert first.dtype == np.uint32 and first.shape == (96, 144)  # toy grid fits the screen
@@ -194,6 +195,18 @@ def test_fast_explorer_app_moves_and_draws(data, prediction):
         app.frame("TMQ", 9)
     with pytest.raises(ValueError, match="grid"):
         explorer_app(data, data.truth[:2], prediction)
+
+
+def test_fast_explorer_prefetches_the_next_step(data, prediction):
+    app = explorer_app(data, data.truth, prediction)
+    app.time_widget.value = 1
+    app._pool.shutdown(wait=True)  # the background render of step 2 has finished
+    assert ("field", "TMQ", 2) in app._cache and ("masks", 2) in app._cache
+    assert ("field", "TMQ", 3) not in app._cache
+    before = app._cache[("field", "TMQ", 2)]["image"]
+    app._pool = None
+    app.time_widget.value = 2  # drawn from the prefetched frame
+    assert app.map_source.data["image"][0] is before
 
 
 def test_fast_explorer_full_size_sends_screen_pixels():
