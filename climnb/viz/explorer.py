@@ -68,6 +68,7 @@ __all__ = [
     "coastlines",
     "ExplorerApp",
     "explorer_app",
+    "unstall",
     "block_reduce",
     "colormap_rgba",
     "class_rgba",
@@ -455,7 +456,46 @@ def explorer_panel(layout: hv.Layout, *, player: bool = True):
     import panel as pn
 
     widgets = {"time": pn.widgets.DiscretePlayer} if player else {}
-    return pn.panel(layout, widgets=widgets, widget_location="top_left")
+    app = pn.panel(layout, widgets=widgets, widget_location="top_left")
+    unstall(*app.select(pn.widgets.Widget))
+    return app
+
+
+# Panel's notebook CommManager (panel/models/comm_manager.ts) sends a widget change and then
+# holds back ("blocks") later changes until the kernel acknowledges that message, or until its
+# timeout (5 s) has passed *and another change* is made. When an acknowledgement never comes
+# (a message sent by the page while the kernel was still running cells), a slider move made
+# within those 5 s stays queued until the next move: the first move shows nothing. This
+# callback, run in the page on every change of the explorer's widgets, sends such a queued
+# change once it has waited ``FLUSH_MS`` (what on_ack would do, without waiting for the ack).
+# Harmless where there is no CommManager (``panel serve``) or the queue is empty.
+FLUSH_MS = 400
+
+_JS_FLUSH_QUEUED = """
+setTimeout(() => {
+  const doc = cb_obj.document;
+  if (doc == null) return;
+  for (const m of doc.all_models) {
+    if (String(m.type).endsWith("CommManager")) {
+      const n = m._event_buffer ? m._event_buffer.length : -1;
+      console.debug(`climnb: comm manager blocked=${m._blocked}, queued=${n}`);
+      if (n > 0 && m._blocked && typeof m.process_events === "function") {
+        m._blocked = true;
+        m._timeout = Date.now() + m.timeout;
+        m.process_events();
+        console.debug("climnb: sent the queued change");
+      }
+    }
+  }
+}, FLUSH_MS);
+""".replace("FLUSH_MS", str(FLUSH_MS))
+
+
+def unstall(*widgets) -> None:
+    """Make widget changes reach the kernel even when Panel's comm queue waits for a lost
+    acknowledgement (see ``_JS_FLUSH_QUEUED``): adds a browser-side callback to each widget."""
+    for w in widgets:
+        w.jscallback(value=_JS_FLUSH_QUEUED)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -682,6 +722,7 @@ class ExplorerApp:
             self.time_widget.loop_policy = "loop"
         self.channel_widget.param.watch(self._on_change, "value")
         self.time_widget.param.watch(self._on_change, "value")
+        unstall(self.channel_widget, self.time_widget)
         self.show(self.channel_widget.value, 0)
         grid = pn.GridBox(
             pn.pane.Bokeh(self.map_fig),
