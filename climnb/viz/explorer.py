@@ -476,15 +476,13 @@ setTimeout(() => {
   const doc = cb_obj.document;
   if (doc == null) return;
   for (const m of doc.all_models) {
-    if (String(m.type).endsWith("CommManager")) {
-      const n = m._event_buffer ? m._event_buffer.length : -1;
-      console.debug(`climnb: comm manager blocked=${m._blocked}, queued=${n}`);
-      if (n > 0 && m._blocked && typeof m.process_events === "function") {
-        m._blocked = true;
-        m._timeout = Date.now() + m.timeout;
-        m.process_events();
-        console.debug("climnb: sent the queued change");
-      }
+    const n = m._event_buffer ? m._event_buffer.length : 0;
+    if (String(m.type).endsWith("CommManager") && n > 0 && m._blocked
+        && typeof m.process_events === "function") {
+      m._blocked = true;
+      m._timeout = Date.now() + m.timeout;
+      m.process_events();
+      console.debug(`climnb: sent ${n} change(s) the comm manager held back`);
     }
   }
 }, FLUSH_MS);
@@ -832,6 +830,11 @@ class ExplorerApp:
             mean = f"{present.mean():.3f}" if present.size else "n/a"
             self.iou_fig.title.text = f"IoU of this step (mean {mean})"
             self._step_shown = step
+        layout = getattr(self, "layout", None)
+        if layout is not None:  # in a notebook, bokeh models changed in place must be pushed
+            from panel.io.notebook import push_notebook
+
+            push_notebook(layout)
 
     def _on_change(self, _event) -> None:
         start = thread_time()
