@@ -14,10 +14,8 @@ labels (01) -> sample files, stats and staging onto two simulated nodes (02) -> 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import re
 import time
 import warnings
 from collections.abc import Iterable
@@ -35,10 +33,8 @@ __all__ = [
     "DemoConfig",
     "NotebookRun",
     "find_notebooks",
-    "render_html",
     "run_demo",
     "run_notebook",
-    "static_widgets",
 ]
 
 
@@ -112,6 +108,8 @@ def run_notebook(
     import nbformat
     import papermill as pm
 
+    from climnb.viz.export import notebook_html
+
     os.environ.setdefault("IPP_NONINTERACTIVE", "1")
     logging.getLogger("papermill").setLevel(logging.WARNING)
     notebook, reports = Path(notebook).resolve(), Path(reports).resolve()
@@ -133,108 +131,14 @@ def run_notebook(
         )
     seconds = time.perf_counter() - start
     html = output.with_suffix(".html")
-    body = render_html(nbformat.read(output, as_version=4))
+    logging.getLogger("traitlets").setLevel(logging.ERROR)  # "alternative text is missing"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Your element with mimetype", UserWarning)
+        body = notebook_html(nbformat.read(output, as_version=4))  # renders offline
     with atomic_path(html) as tmp:
         tmp.write_text(body)
     log.info("%s ran in %.1f s -> %s", notebook.name, seconds, output)
     return NotebookRun(notebook, output, html, seconds)
-
-
-#: nbconvert's lab template without the scripts it loads from CDNs (require.js, MathJax,
-#: mermaid, the Jupyter widgets manager): a report renders the same offline. The notebooks
-#: inline BokehJS themselves (``hv.extension("bokeh", inline=True)``).
-_OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
-{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
-"""
-_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-_WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-
-
-def render_html(notebook) -> str:
-    """A self-contained HTML page of an executed notebook (an ``nbformat`` node).
-
-    No script is loaded from elsewhere: the page renders offline (BokehJS is inlined by the
-    notebooks, Panel's stylesheets here, from the installed Panel). What that costs: LaTeX
-    math in Markdown shows as its TeX source (no MathJax; the notebooks have none), mermaid
-    diagrams as their text, and widgets (tqdm's progress bars) as the text of their last
-    state (see :func:`static_widgets`) instead of live widgets.
-    """
-    import jinja2
-    import nbconvert
-
-    logging.getLogger("traitlets").setLevel(logging.ERROR)  # "alternative text is missing"
-    exporter = nbconvert.HTMLExporter(
-        extra_loaders=[jinja2.DictLoader({"climnb_offline.html.j2": _OFFLINE_TEMPLATE})],
-        template_file="climnb_offline.html.j2",
-        embed_images=True,
-    )
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Your element with mimetype", UserWarning)
-        body, _ = exporter.from_notebook_node(static_widgets(notebook))
-    return _inline_panel_css(body)
-
-
-_PANEL_CSS = re.compile(
-    r'\{"type":"object","name":"ImportedStyleSheet","id":"([^"]+)",'
-    r'"attributes":\{"url":"https://cdn\.holoviz\.org/panel/([^/"]+)/dist/([^"?]+)(\?[^"]*)?"\}\}'
-)
-
-
-def _inline_panel_css(body: str) -> str:
-    """Panel's stylesheets, which the plots' documents import from cdn.holoviz.org, inlined
-    from the installed Panel's own copies (only where its version is the page's)."""
-    try:
-        import panel
-    except ImportError:
-        return body
-    dist = Path(panel.__file__).parent / "dist"
-
-    def inline(m: re.Match) -> str:
-        path = dist / m.group(3)
-        if m.group(2) != panel.__version__ or not path.is_file():
-            return m.group(0)
-        css = json.dumps(path.read_text(encoding="utf-8")).replace("</", "<\\/")
-        return (
-            f'{{"type":"object","name":"InlineStyleSheet","id":"{m.group(1)}",'
-            f'"attributes":{{"css":{css}}}}}'
-        )
-
-    return _PANEL_CSS.sub(inline, body)
-
-
-def static_widgets(notebook):
-    """A copy of ``notebook`` with each widget output replaced by plain text of the widget's
-    last saved state (a tqdm bar: ``100%|##########| 3/3 [...]``), and no widget state."""
-    import copy
-    import html
-    import re
-
-    nb = copy.deepcopy(notebook)
-    state = nb.metadata.pop("widgets", {}).get(_WIDGET_STATE, {}).get("state", {})
-
-    def text(model_id: str) -> str | None:
-        model = state.get(model_id, {})
-        kind, values = model.get("model_name", ""), model.get("state", {})
-        if kind in ("HTMLModel", "LabelModel", "TextModel"):
-            return html.unescape(re.sub(r"<[^>]*>", "", str(values.get("value", ""))))
-        if kind in ("FloatProgressModel", "IntProgressModel"):
-            done = float(values.get("value", 0)) / max(float(values.get("max", 1)), 1e-12)
-            return "|" + "#" * round(10 * done) + " " * (10 - round(10 * done)) + "|"
-        children = [str(c).removeprefix("IPY_MODEL_") for c in values.get("children", [])]
-        parts = [text(c) for c in children]
-        return "".join(p for p in parts if p) if children else None
-
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            view = out.get("data", {}).pop(_WIDGET_VIEW, None)
-            if view is not None:
-                shown = text(view.get("model_id", ""))
-                if shown is not None:
-                    out["data"]["text/plain"] = shown
-    return nb
 
 
 def _declared_parameters(notebook: Path) -> set[str]:

@@ -1,11 +1,14 @@
 """Run a trained network over new climate data: batched inference from a model bundle.
 
 :func:`predict` runs a model bundle (:mod:`climnb.bundle`, written at the end of training)
-over an xarray Dataset (lazy, any number of steps, any of the longitude
-and latitude conventions that :func:`climnb.io.netcdf.normalize` understands) or DeepCAM
-sample files, a batch of time steps at a time. Grids that the stride does not divide are padded
-(longitude periodically, latitude by reflection) and cropped back; a network built for a fixed
-grid is rebuilt for the padded grid with the same weights.
+over an xarray Dataset (lazy, any number of steps, any of the longitude and latitude
+conventions that :func:`climnb.io.netcdf.normalize` understands), NetCDF files, Zarr stores or
+DeepCAM sample files. The result is lazy (dask): one task per batch of time steps, each reading
+only its own steps, so :func:`climnb.store.write` streams a period of any length to NetCDF or
+Zarr with the memory of a few batches; it comes back on the caller's grid (coordinate names,
+latitude order, longitude convention) with CF attributes. Grids that the stride
+does not divide are padded (longitude periodically, latitude by reflection) and cropped back;
+a network built for a fixed grid is rebuilt for the padded grid with the same weights.
 
 TensorFlow is imported only when a model is saved, loaded or run.
 
@@ -24,23 +27,29 @@ Examples
 ...                    maxval=[float(hi[c]) for c in CHANNEL_NAMES],
 ...                    name="tiramisu", preset="toy")
 >>> pred = predict(path, ds.isel(lat=slice(0, 90)))  # 90 rows: padded to 96, cropped back
->>> pred.dims, pred.shape, pred.dtype.name
-(('time', 'lat', 'lon'), (2, 90, 144), 'uint8')
+>>> pred.dims, pred.shape, pred.dtype.name, type(pred.data).__name__  # lazy: nothing ran yet
+(('time', 'lat', 'lon'), (2, 90, 144), 'uint8', 'Array')
+>>> pred.attrs["flag_meanings"]
+'background tropical_cyclone atmospheric_river'
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
+import dask
 import numpy as np
 import xarray as xr
 
 from climnb.bundle import Bundle, BundleError, load_bundle
+from climnb.grid import cf_coords, to_caller_grid
 
-__all__ = ["predict", "iter_predict", "open_input", "pad_fields"]
+__all__ = ["predict", "predict_batch", "open_input", "pad_fields"]
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +66,9 @@ def open_input(
 ) -> xr.Dataset:
     """The input as a lazy Dataset on climnb's canonical grid with ``channels`` present.
 
-    ``source`` is a Dataset, NetCDF file(s) or glob(s), DeepCAM sample files (``*.h5``) or a
-    directory of them. Raises :class:`BundleError` naming the channels the input lacks.
+    ``source`` is a Dataset, NetCDF file(s) or glob(s), Zarr store(s), DeepCAM sample files
+    (``*.h5``) or a directory of them. Raises :class:`BundleError` naming the channels the
+    input lacks.
     """
     if isinstance(source, xr.Dataset):
         ds = source
@@ -67,9 +77,9 @@ def open_input(
         if all(_is_samples(f) for f in files):
             ds = _open_samples(files)
         else:
-            from climnb.io.netcdf import open_dataset
+            from climnb.store import open_fields
 
-            ds = open_dataset(files)
+            ds = open_fields(files)
     missing = [c for c in channels if c not in ds.data_vars]
     if missing:
         raise BundleError(
@@ -84,7 +94,7 @@ def open_input(
 
 def _is_samples(path: PathLike) -> bool:
     p = Path(path)
-    return p.suffix == ".h5" or (p.is_dir() and any(p.glob("data-*.h5")))
+    return p.suffix == ".h5" or (p.is_dir() and p.suffix != ".zarr" and any(p.glob("data-*.h5")))
 
 
 def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
@@ -167,32 +177,27 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return z
 
 
-def iter_predict(
-    bundle: Bundle, ds: xr.Dataset, *, batch_size: int = 4, probabilities: bool = False
-) -> Iterator[tuple[slice, np.ndarray, np.ndarray | None]]:
-    """Yield ``(time slice, classes (b, lat, lon) uint8, probabilities or None)`` per batch.
+_MODEL_LOCK = threading.Lock()  # dask threads share a bundle: build each grid's network once
 
-    ``ds`` must be on the canonical grid with the bundle's channels (see :func:`open_input`);
-    one batch of time steps is loaded (computed, if lazy) at a time.
+
+def predict_batch(bundle: Bundle, x: np.ndarray, *, probabilities: bool = False) -> np.ndarray:
+    """Run the network over one batch ``x`` (time, lat, lon, channels) on the canonical grid.
+
+    Returns class ids (time, lat, lon) uint8, or with ``probabilities`` the per-class
+    probabilities (time, lat, lon, class) float32 (the softmax of the network's output, unless
+    it already ends in one). ``x`` is not changed.
     """
-    n = ds.sizes["time"]
-    for start in range(0, n, batch_size):
-        sl = slice(start, min(start + batch_size, n))
-        step = ds[list(bundle.channels)].isel(time=sl).load()  # one read of a lazy input
-        x = np.stack([step[c].values.astype(np.float32) for c in bundle.channels], axis=-1)
-        n_bad = int(np.isnan(x).sum())
-        if n_bad:
-            log.warning(
-                "steps %d-%d: %d missing values set to the normalised minimum",
-                sl.start,
-                sl.stop - 1,
-                n_bad,
-            )
-        x, (rows, cols) = pad_fields(bundle.normalise(x), bundle.stride)
+    x = np.array(x, np.float32)  # a copy: normalisation works in place
+    n_bad = int(np.isnan(x).sum())
+    if n_bad:
+        log.warning("%d missing values in a batch set to the normalised minimum", n_bad)
+    x, (rows, cols) = pad_fields(bundle.normalise(x), bundle.stride)
+    with _MODEL_LOCK:
         model = bundle.model(*x.shape[1:3])
-        out = np.asarray(model(x, training=False), np.float32)[:, rows, cols]
-        probs = _softmax(out) if probabilities and not _is_probability(out) else out
-        yield sl, out.argmax(axis=-1).astype(np.uint8), probs if probabilities else None
+    out = np.asarray(model(x, training=False), np.float32)[:, rows, cols]
+    if not probabilities:
+        return out.argmax(axis=-1).astype(np.uint8)
+    return out if _is_probability(out) else _softmax(out)
 
 
 def _is_probability(out: np.ndarray) -> bool:
@@ -206,78 +211,114 @@ def predict(
     batch_size: int = 4,
     probabilities: bool = False,
     grid: str = "input",
-    progress: bool | Callable[[int], object] = False,
 ) -> xr.DataArray | xr.Dataset:
-    """Segment every time step of ``source`` with a trained network.
+    """Segment every time step of ``source`` with a trained network, lazily.
+
+    Nothing runs until the result is computed, plotted or written: the output is dask-backed,
+    one task per ``batch_size`` time steps, each reading only its own steps of the input. Write
+    it with :func:`climnb.store.write` (NetCDF or Zarr, streamed with bounded memory), or
+    ``.load()`` it when it fits in memory.
 
     Parameters
     ----------
-    bundle : a :class:`Bundle` or the path of one.
-    source : an xarray Dataset (may be lazy), NetCDF file(s) or glob(s), DeepCAM sample files
-        or a directory of them. It must hold the channels the network was trained on.
-    batch_size : time steps per forward pass (memory: about ``batch_size`` x lat x lon x 16 x
-        4 bytes of input, plus the network's activations).
-    probabilities : also return the per-class probabilities (softmax of the network's output).
-    grid : ``"input"`` returns the input's latitude and longitude values and order (for
-        example -180..180, descending latitude); ``"canonical"`` returns latitudes ascending
-        and longitudes 0..360, like :func:`climnb.io.netcdf.normalize` and the labels.
-    progress : ``True`` for a tqdm bar, or a callable given the number of steps done per batch.
+    bundle : a :class:`Bundle` or the path of one (training writes ``OUT_DIR/model``).
+    source : an xarray Dataset (may be lazy), NetCDF file(s) or glob(s), Zarr store(s), DeepCAM
+        sample files or a directory of them. It must hold the channels the network was trained
+        on.
+    batch_size : time steps per forward pass and per output chunk (memory: about
+        ``batch_size`` x lat x lon x 16 x 4 bytes of input per running task, plus the
+        network's activations).
+    probabilities : also return the per-class probabilities (softmax of the network's output),
+        computed in the same pass as the classes.
+    grid : ``"input"`` returns the input's latitude and longitude names, values, order and
+        attributes (for example ``latitude`` descending, ``longitude`` -180..180);
+        ``"canonical"`` returns ``lat`` ascending and ``lon`` 0..360, like
+        :func:`climnb.io.netcdf.normalize`.
 
     Returns
     -------
     xarray.DataArray or xarray.Dataset
-        ``prediction`` (time, lat, lon) uint8 class ids with the input's coordinates; with
-        ``probabilities`` a Dataset of ``prediction`` and ``probability``
-        (time, lat, lon, class) float32.
+        ``prediction`` (time, lat, lon) uint8 class ids with CF attributes (``flag_values``,
+        ``flag_meanings``) and the input's coordinates; with ``probabilities`` a Dataset of
+        ``prediction`` and ``probability`` (time, lat, lon, class) float32.
 
     Raises
     ------
     BundleError
-        When the input lacks channels the network was trained on (they are named).
+        When the input lacks channels the network was trained on (they are named), or has no
+        time steps.
     """
     bundle = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
     if grid not in ("input", "canonical"):
         raise ValueError(f"grid must be 'input' or 'canonical', got {grid!r}")
-    original = source if isinstance(source, xr.Dataset) else None
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     ds = open_input(source, bundle.channels)
-    shape = tuple(ds.sizes[d] for d in ("time", "lat", "lon"))
-    classes = np.empty(shape, np.uint8)
-    probs = np.empty((*shape, bundle.n_classes), np.float32) if probabilities else None
-    update, close = _progress(progress, shape[0])
-    try:
-        for sl, c, p in iter_predict(
-            bundle, ds, batch_size=batch_size, probabilities=probabilities
-        ):
-            classes[sl] = c
-            if probs is not None:
-                probs[sl] = p
-            update(sl.stop - sl.start)
-    finally:
-        close()
+    if ds.sizes["time"] == 0:
+        raise BundleError(f"{_describe(source)}: the input has no time steps")
+    x = _stacked(ds, bundle.channels, batch_size)
+    token = dask.base.tokenize(str(bundle.path), bundle.extra, x.name, probabilities)
+    block = functools.partial(predict_batch, bundle, probabilities=probabilities)
+    if probabilities:
+        probs = x.map_blocks(
+            block,
+            dtype=np.float32,
+            chunks=(*x.chunks[:3], (bundle.n_classes,)),
+            name=f"predict-{token}",
+        )
+        classes = probs.argmax(axis=-1).astype(np.uint8)
+    else:
+        probs = None
+        classes = x.map_blocks(block, dtype=np.uint8, drop_axis=3, name=f"predict-{token}")
     out = _as_xarray(bundle, ds, classes, probs)
-    if grid == "input" and original is not None:
-        out = _to_input_grid(out, original)
+    if grid == "input":
+        original = source if isinstance(source, xr.Dataset) else _input_grid(source)
+        if original is not None:
+            out = to_caller_grid(out, original)
     return out
 
 
-def _progress(progress, total: int):
-    if progress is True:
-        from tqdm.auto import tqdm
+def _describe(source) -> str:
+    if isinstance(source, xr.Dataset):
+        return "the Dataset"
+    if isinstance(source, (str, os.PathLike)):
+        return str(source)
+    return ", ".join(map(str, source))
 
-        bar = tqdm(total=total, unit="step", desc="predict")
-        return bar.update, bar.close
-    if callable(progress):
-        return progress, lambda: None
-    return (lambda n: None), (lambda: None)
+
+def _input_grid(source):
+    from climnb.store import input_grid
+
+    return input_grid(source)
+
+
+def _stacked(ds: xr.Dataset, channels: Sequence[str], batch_size: int):
+    """The channels as one dask array (time, lat, lon, channel), ``batch_size`` steps a chunk."""
+    import dask.array as dsa
+
+    arrays = []
+    for c in channels:
+        data = ds[c].data
+        if not isinstance(data, dsa.Array):
+            data = dsa.from_array(data, chunks=(batch_size, -1, -1))
+        arrays.append(data.astype(np.float32))
+    x = dsa.stack(arrays, axis=-1)
+    return x.rechunk((batch_size, -1, -1, -1))
 
 
 def _as_xarray(bundle: Bundle, ds: xr.Dataset, classes, probs) -> xr.DataArray | xr.Dataset:
-    coords = {k: v for k, v in ds.coords.items() if set(v.dims) <= {"time", "lat", "lon"}}
+    import climnb
+
+    coords = {
+        k: v for k, v in cf_coords(ds).coords.items() if set(v.dims) <= {"time", "lat", "lon"}
+    }
+    model = f"{bundle.name} ({bundle.preset})"
     attrs = {
         "long_name": "predicted class of each pixel",
         "flag_values": np.arange(bundle.n_classes, dtype=np.uint8),
         "flag_meanings": " ".join(bundle.class_names),
-        "model": f"{bundle.name} ({bundle.preset})",
+        "valid_range": np.array([0, bundle.n_classes - 1], np.uint8),
+        "model": model,
         "model_bundle": str(bundle.path),
     }
     pred = xr.DataArray(
@@ -288,23 +329,15 @@ def _as_xarray(bundle: Bundle, ds: xr.Dataset, classes, probs) -> xr.DataArray |
     prob = xr.DataArray(
         probs,
         dims=("time", "lat", "lon", "class"),
-        coords={**coords, "class": list(bundle.class_names)},
-        attrs={"long_name": "probability of each class", "units": "1"},
+        coords={**coords, "class": np.array(bundle.class_names, object)},  # vlen: Zarr 3 spec
+        attrs={"long_name": "probability of each class", "units": "1", "valid_range": [0.0, 1.0]},
     )
     return xr.Dataset(
         {"prediction": pred, "probability": prob},
-        attrs={"model": attrs["model"], "model_bundle": attrs["model_bundle"]},
-    )
-
-
-def _to_input_grid(out, original: xr.Dataset):
-    """Put ``out`` back on the latitude/longitude values and order of the input Dataset."""
-    from climnb.io.netcdf import COORD_ALIASES
-
-    lat_name = next(n for n in COORD_ALIASES["lat"] if n in original.coords)
-    lon_name = next(n for n in COORD_ALIASES["lon"] if n in original.coords)
-    lat, lon = original[lat_name].values, original[lon_name].values
-    out = out.sel(lat=lat, lon=lon % 360.0)
-    return out.assign_coords(
-        lat=("lat", lat, original[lat_name].attrs), lon=("lon", lon, original[lon_name].attrs)
+        attrs={
+            "Conventions": "CF-1.10",
+            "title": "segmentation of tropical cyclones and atmospheric rivers",
+            "source": f"climnb {climnb.__version__}, model {model}",
+            "model_bundle": str(bundle.path),
+        },
     )

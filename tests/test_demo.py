@@ -7,7 +7,8 @@ import re
 import nbformat
 import pytest
 
-from climnb.demo import render_html, run_notebook
+from climnb.demo import run_notebook
+from climnb.viz.export import notebook_html as render_html
 
 # a script or stylesheet loaded from another host (http:, https: or protocol-relative)
 EXTERNAL = re.compile(r"<(script|link)\b[^>]*\b(src|href)\s*=\s*[\"']?(https?:)?//", re.I)

@@ -161,9 +161,11 @@ def test_predict_other_grid_conventions(pointwise, data):
     flipped = flipped.assign_coords(lon=(flipped.lon + 180) % 360 - 180)  # -180..180
     flipped = flipped.rename(lat="latitude", lon="longitude")
     pred = predict(pointwise, flipped)
-    np.testing.assert_array_equal(pred.lat.values, flipped.latitude.values)
-    np.testing.assert_array_equal(pred.lon.values, flipped.longitude.values)
-    back = pred.assign_coords(lon=pred.lon % 360).sortby(["lat", "lon"])
+    assert pred.dims == ("time", "latitude", "longitude")  # the caller's names
+    np.testing.assert_array_equal(pred.latitude.values, flipped.latitude.values)
+    np.testing.assert_array_equal(pred.longitude.values, flipped.longitude.values)
+    back = pred.rename(latitude="lat", longitude="lon")
+    back = back.assign_coords(lon=back.lon % 360).sortby(["lat", "lon"])
     np.testing.assert_array_equal(back.values, canonical.values)
     assert predict(pointwise, flipped, grid="canonical").lon.values[0] == 0.0
 
@@ -218,3 +220,110 @@ def test_cli_writes_netcdf(pointwise, data, stats, tmp_path, capsys):
         np.testing.assert_array_equal(saved.prediction.values, expected(data, stats))
     assert main(["predict", "--model", str(tmp_path), str(src), "--out", str(out)]) == 2
     assert "not a climnb model bundle" in capsys.readouterr().err
+
+
+def test_predict_is_lazy_with_cf_attributes(pointwise, data, stats):
+    import dask.array as dsa
+
+    out = predict(pointwise, data, batch_size=2, probabilities=True)
+    assert isinstance(out.prediction.data, dsa.Array) and isinstance(
+        out.probability.data, dsa.Array
+    )
+    assert out.prediction.chunks[0] == (2, 2, 1)  # one task per batch of steps
+    p = out.prediction
+    assert p.attrs["flag_meanings"] == "background tropical_cyclone atmospheric_river"
+    np.testing.assert_array_equal(p.attrs["flag_values"], [0, 1, 2])
+    assert out.lat.attrs["units"] == "degrees_north" and out.lon.attrs["units"] == "degrees_east"
+    assert out.attrs["Conventions"].startswith("CF-")
+    np.testing.assert_array_equal(p.values, expected(data, stats))
+
+
+def test_no_time_steps_is_an_error(pointwise, data):
+    with pytest.raises(BundleError, match="no time steps"):
+        predict(pointwise, data.isel(time=slice(0, 0)))
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_cli_streams_to_netcdf_or_zarr_on_the_input_grid(
+    pointwise, data, stats, tmp_path, capsys, suffix
+):
+    """Input -180..180 with descending latitude (as a Zarr store): the output keeps that grid."""
+    flipped = data.isel(lat=slice(None, None, -1)).roll(lon=72, roll_coords=True)
+    flipped = flipped.assign_coords(lon=(flipped.lon + 180) % 360 - 180)
+    flipped = flipped.rename(lat="latitude", lon="longitude").drop_vars("truth")
+    src = tmp_path / "in.zarr"
+    flipped.chunk({"time": 2}).to_zarr(src, zarr_format=3, consolidated=False)
+    out = tmp_path / f"out{suffix}"
+    argv = ["predict", "--model", str(pointwise), str(src), "--out", str(out)]
+    assert main([*argv, "--batch-size", "2", "--probabilities", "--no-progress"]) == 0
+    assert "5 steps segmented" in capsys.readouterr().out
+    opened = xr.open_zarr(out, consolidated=False) if suffix == ".zarr" else xr.open_dataset(out)
+    with opened as saved:
+        assert saved.prediction.dtype == np.uint8
+        np.testing.assert_array_equal(saved.latitude.values, flipped.latitude.values)
+        np.testing.assert_array_equal(saved.longitude.values, flipped.longitude.values)
+        back = saved.prediction.rename(latitude="lat", longitude="lon")
+        back = back.assign_coords(lon=back.lon % 360).sortby(["lat", "lon"])
+        np.testing.assert_array_equal(back.values, expected(data, stats))
+        np.testing.assert_allclose(saved.probability.sum("class"), 1.0, rtol=1e-5)
+        assert saved.prediction.attrs["flag_meanings"].split()[1] == "tropical_cyclone"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in.zarr", out.name])
+
+
+def _tree(path):
+    return {p: p.stat().st_mtime_ns for p in sorted(path.rglob("*"))}
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["out-is-input", "out-is-input-store", "out-is-directory", "out-not-writable", "batch-0"],
+)
+def test_cli_refuses_bad_outputs_before_any_work(pointwise, data, tmp_path, capsys, case):
+    src = tmp_path / "in.nc"
+    data.isel(time=slice(0, 1)).to_netcdf(src)
+    store = tmp_path / "in.zarr"
+    data.isel(time=slice(0, 1)).to_zarr(store, zarr_format=3, consolidated=False)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("x")
+    inputs, extra = [str(src)], []
+    out = {
+        "out-is-input": src,
+        "out-is-input-store": store,
+        "out-is-directory": tmp_path / "folder",
+        "out-not-writable": tmp_path / "file" / "out.nc",  # (root ignores permission bits)
+        "batch-0": tmp_path / "out.nc",
+    }[case]
+    if case == "out-is-input-store":
+        inputs = [str(store)]
+    if case == "batch-0":
+        extra = ["--batch-size", "0"]
+    before = _tree(tmp_path)
+    argv = ["predict", "--model", str(pointwise), *inputs, "--out", str(out), *extra]
+    code = main([*argv, "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    message = {
+        "out-is-input": "is an input",
+        "out-is-input-store": "is an input",
+        "out-is-directory": "is a directory",
+        "out-not-writable": "cannot write in",
+        "batch-0": "--batch-size must be at least 1",
+    }[case]
+    assert message in err and (case == "batch-0" or str(out) in err)
+    assert _tree(tmp_path) == before, "nothing written or changed"
+
+
+def test_cli_help_names_the_bundle_training_writes(capsys):
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    assert "RUN/model" in capsys.readouterr().out
+
+
+def test_accessor_predict_on_the_callers_grid(pointwise, data, stats):
+    import climnb.accessor  # noqa: F401
+
+    flipped = data.isel(lat=slice(None, None, -1)).rename(lat="latitude")
+    pred = flipped.climnb.predict(pointwise, batch_size=2)
+    assert pred.dims == ("time", "latitude", "lon")
+    np.testing.assert_array_equal(pred.values[:, ::-1], expected(data, stats))

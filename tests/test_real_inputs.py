@@ -181,11 +181,11 @@ def test_open_dataset_names_a_file_that_is_not_netcdf(tmp_path):
 @pytest.mark.parametrize(
     "make_argv,message",
     [
-        (lambda src, d: ["--out", str(src)], "is one of the inputs"),
+        (lambda src, d: ["--out", str(src)], "is an input"),
         (lambda src, d: ["--out", str(d / "x.nc"), "--events", str(d / "x.nc")], "same file"),
         (lambda src, d: ["--out", str(d)], "is a directory"),
         (lambda src, d: ["--out", str(d / "no" / "x.nc")], "does not exist"),
-        (lambda src, d: ["--out", str(d / "x.nc"), "--events", str(src)], "one of the inputs"),
+        (lambda src, d: ["--out", str(d / "x.nc"), "--events", str(src)], "is an input"),
     ],
     ids=["out-is-input", "events-is-out", "out-is-dir", "no-folder", "events-is-input"],
 )

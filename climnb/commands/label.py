@@ -24,9 +24,11 @@ def add_arguments(parser):
         "inputs",
         nargs="+",
         metavar="INPUT",
-        help="NetCDF file(s) or glob pattern(s), joined along time",
+        help="NetCDF file(s), glob pattern(s) or Zarr store(s), joined along time",
     )
-    parser.add_argument("--out", required=True, help="NetCDF file to write the labels to")
+    parser.add_argument(
+        "--out", required=True, help="file to write the labels to: NetCDF, or Zarr (*.zarr)"
+    )
     parser.add_argument("--events", help="CSV file for the event table (default: beside OUT)")
     parser.add_argument(
         "--recipe",
@@ -96,11 +98,14 @@ def _check_outputs(inputs, out, events) -> None:
 
     sources = {Path(p).resolve() for p in expand_paths(inputs)}
     for flag, path in (("--out", out), ("--events", events)):
-        if path.resolve() in sources:
-            raise ValueError(f"{flag} {path} is one of the inputs: refusing to overwrite it")
-        if path.is_dir():
+        resolved = path.resolve()
+        if resolved in sources:
+            raise ValueError(f"{flag} {path} is an input; refusing to overwrite it")
+        if any(src.is_dir() and src in resolved.parents for src in sources):
+            raise ValueError(f"{flag} {path} is inside an input store; write it elsewhere")
+        if path.is_dir() and not (flag == "--out" and path.suffix == ".zarr"):
             raise ValueError(f"{flag} {path} is a directory; give a file name")
-        folder = path.resolve().parent
+        folder = resolved.parent
         if not folder.is_dir():
             raise ValueError(f"{flag} {path}: folder {folder} does not exist")
         if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
@@ -112,11 +117,9 @@ def _check_outputs(inputs, out, events) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    import dask
-
     from climnb.atomic import atomic_path
     from climnb.io.netcdf import open_dataset
-    from climnb.labels import compute, label_dataset
+    from climnb.labels import label_dataset
 
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
@@ -128,6 +131,32 @@ def run(args) -> int:
     ds = open_dataset(args.inputs, variables=renames, canonical=False)
     labels, events = label_dataset(ds, config, classes=args.classes, variables=renames)
     labels.attrs["climnb_config"] = json.dumps(config.to_dict())
+    if out.suffix == ".zarr":
+        table = _write_zarr(labels, events, out, args)
+    else:
+        table = _write_netcdf(labels, events, out, args)
+    with atomic_path(events_path) as tmp:
+        table.to_csv(tmp, index=False)
+    counts = table.class_name.value_counts()
+    found = ", ".join(
+        f"{name.replace('_', ' ')}s: {counts.get(name, 0)}"
+        for name in labels.attrs["classes"].split()
+    )
+    print(
+        f"{labels.sizes['time']} time steps labelled -> {out}\n"
+        f"  {found} -> {events_path}\n"
+        f"  {labels.attrs['notes']}"
+    )
+    return 0
+
+
+def _write_netcdf(labels, events, out, args):
+    """Labels to NetCDF and the event table, in one pass (each step labelled once)."""
+    import dask
+
+    from climnb.atomic import atomic_path
+    from climnb.labels import compute
+
     # threads: the NetCDF writer holds a lock that cannot go to other processes, and labelling
     # spends most of its time in numpy/scipy code that releases the GIL
     scheduler = "sync" if args.workers == 1 else "threads"
@@ -144,20 +173,25 @@ def run(args) -> int:
             _, table = compute_on(client, write, events, progress=progress, notebook=False)
         else:
             with dask.config.set(scheduler=scheduler, num_workers=args.workers):
-                _, table = compute(write, events)  # one pass: each step labelled once
-    with atomic_path(events_path) as tmp:
-        table.to_csv(tmp, index=False)
-    counts = table.class_name.value_counts()
-    found = ", ".join(
-        f"{name.replace('_', ' ')}s: {counts.get(name, 0)}"
-        for name in labels.attrs["classes"].split()
+                _, table = compute(write, events)
+    return table
+
+
+def _write_zarr(labels, events, out, args):
+    """Labels to a Zarr store (replaced only when complete) and the event table, in one pass."""
+    from climnb.store import write
+
+    if args.scheduler:
+        raise ValueError(f"--out {out}: --scheduler writes NetCDF only; give a .nc name")
+    _, table = write(
+        labels.to_dataset(),
+        out,
+        encoding={"labels": {"dtype": "u1"}},
+        also=[events],
+        progress=not args.no_progress,
+        workers=args.workers,
     )
-    print(
-        f"{labels.sizes['time']} time steps labelled -> {out}\n"
-        f"  {found} -> {events_path}\n"
-        f"  {labels.attrs['notes']}"
-    )
-    return 0
+    return table
 
 
 def _client(args):

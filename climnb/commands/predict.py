@@ -1,21 +1,38 @@
-"""``climnb predict``: segment new climate data with a trained model bundle, to NetCDF."""
+"""``climnb predict``: segment new climate data with a trained model bundle, to NetCDF or Zarr.
 
-HELP = "run a trained model over NetCDF fields or DeepCAM sample files, writing NetCDF"
-EXAMPLE = "climnb predict --model runs/toy/bundle data/new/*.nc --out predictions.nc"
+The output is streamed: one batch of time steps is read, segmented and written at a time, so
+memory does not grow with the length of the period. The output path is checked before any
+work (never an input, never a directory, writable).
+"""
+
+HELP = "run a trained model over NetCDF, Zarr or DeepCAM sample files, writing NetCDF or Zarr"
+EXAMPLE = "climnb predict --model runs/toy/model data/new/*.nc --out predictions.zarr"
 
 
 def add_arguments(parser):
-    parser.add_argument("--model", required=True, help="model bundle directory (save_bundle)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="model bundle directory: RUN/model, which `climnb train --out RUN` writes at the end",
+    )
     parser.add_argument(
         "inputs",
         nargs="+",
         metavar="INPUT",
-        help="NetCDF files or globs, DeepCAM sample files (*.h5) or a directory of them",
+        help="NetCDF files or globs, Zarr stores (*.zarr), DeepCAM sample files (*.h5) or a "
+        "directory of them",
     )
-    parser.add_argument("--out", required=True, help="NetCDF file to write")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="file to write: *.zarr for a Zarr store, anything else NetCDF (never an input)",
+    )
     parser.add_argument("--batch-size", type=int, default=4, help="time steps per batch")
     parser.add_argument(
         "--probabilities", action="store_true", help="also write per-class probabilities"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=2, help="batches read and segmented at once (default 2)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -23,31 +40,38 @@ def add_arguments(parser):
 def run(args) -> int:
     import xarray as xr
 
-    from climnb.atomic import atomic_path
     from climnb.bundle import load_bundle
     from climnb.predict import predict
+    from climnb.store import check_output, expand, write
 
+    for option in ("batch_size", "workers"):
+        if getattr(args, option) < 1:
+            flag = "--" + option.replace("_", "-")
+            raise ValueError(f"{flag} must be at least 1, got {getattr(args, option)}")
+    inputs = expand(args.inputs)
+    out = check_output(args.out, inputs)  # before any work: nothing is read or written yet
     bundle = load_bundle(args.model)
-    out = predict(
-        bundle,
-        args.inputs,
-        batch_size=args.batch_size,
-        probabilities=args.probabilities,
-        progress=not args.no_progress,
-    )
-    ds = out if isinstance(out, xr.Dataset) else out.to_dataset()
+    result = predict(bundle, inputs, batch_size=args.batch_size, probabilities=args.probabilities)
+    ds = result if isinstance(result, xr.Dataset) else result.to_dataset()
     encoding = {"prediction": {"dtype": "u1", "zlib": True}}
     if "probability" in ds:
         encoding["probability"] = {"zlib": True}
-    with atomic_path(args.out) as tmp:
-        ds.to_netcdf(tmp, encoding=encoding)
-    counts = [int((ds.prediction == k).sum()) for k in range(bundle.n_classes)]
-    total = max(sum(counts), 1)
+    counts = [(ds.prediction == k).sum().data for k in range(bundle.n_classes)]
+    _, *counts = write(
+        ds,
+        out,
+        encoding=encoding,
+        also=counts,
+        progress=not args.no_progress,
+        workers=args.workers,
+        desc="predict",
+    )
+    total = max(sum(int(c) for c in counts), 1)
     shares = ", ".join(
-        f"{n} {100 * c / total:.2f}%" for n, c in zip(bundle.class_names, counts, strict=True)
+        f"{n} {100 * int(c) / total:.2f}%" for n, c in zip(bundle.class_names, counts, strict=True)
     )
     print(
         f"{ds.sizes['time']} steps segmented with {bundle.name} ({bundle.preset}) "
-        f"-> {args.out}\n  {shares}"
+        f"-> {out}\n  {shares}"
     )
     return 0

@@ -273,14 +273,29 @@ def expand_paths(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list
     return out
 
 
+_ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
+
+
+def is_zarr(path: str | os.PathLike) -> bool:
+    """A Zarr store: a ``*.zarr`` path, or a directory holding Zarr metadata."""
+    p = str(path)
+    return p.rstrip("/").endswith(".zarr") or (
+        os.path.isdir(p) and any(os.path.exists(os.path.join(p, m)) for m in _ZARR_MARKERS)
+    )
+
+
 def _open_one(path: str, chunks) -> xr.Dataset:
-    if os.path.isdir(path):
-        raise ValueError(f"{path}: is a directory, not a NetCDF file")
+    zarr = is_zarr(path)
+    if os.path.isdir(path) and not zarr:
+        raise ValueError(f"{path}: is a directory, not a NetCDF file or Zarr store")
     try:
+        if zarr:
+            return xr.open_zarr(path, consolidated=False)
         return xr.open_dataset(path, chunks=chunks)
     except Exception as err:  # backends raise many kinds (OSError, ValueError, ...)
+        kind = "a Zarr store" if zarr else "NetCDF"
         raise ValueError(
-            f"{path}: cannot be read as NetCDF ({type(err).__name__}: {str(err).split('.')[0]})"
+            f"{path}: cannot be read as {kind} ({type(err).__name__}: {str(err).split('.')[0]})"
         ) from None
 
 

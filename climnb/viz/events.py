@@ -31,7 +31,7 @@ import pandas as pd
 import xarray as xr
 
 from climnb.channels import CLASS_NAMES
-from climnb.viz.explorer import field_image, mask_image
+from climnb.viz.explorer import coastlines, field_image, mask_image
 from climnb.viz.fields import CLASS_COLORS
 
 __all__ = [
@@ -42,11 +42,23 @@ __all__ = [
     "counts_over_time",
     "area_distribution",
     "event_view",
+    "track_paths",
+    "track_table",
     "TABLE_COLUMNS",
 ]
 
 #: Columns shown in the table where the event table has them.
-TABLE_COLUMNS = ("time", "class_name", "lat", "lon", "area_km2", "length_km", "radius_km")
+TABLE_COLUMNS = (
+    "track_id",
+    "time",
+    "class_name",
+    "lat",
+    "lon",
+    "area_km2",
+    "length_km",
+    "radius_km",
+    "speed_kmh",
+)
 _COLORS = {CLASS_NAMES[k]: c for k, c in CLASS_COLORS.items()}
 
 
@@ -107,6 +119,44 @@ def centred_window(da: xr.DataArray, lat: float, lon: float, half_deg: float) ->
     return window.assign_coords(lon=("lon", lon + offset[cols], da.lon.attrs))
 
 
+def track_paths(
+    tracks: pd.DataFrame,
+    *,
+    x_range: tuple[float, float] = (0.0, 360.0),
+    y_range: tuple[float, float] = (-90.0, 90.0),
+    line_width: float = 2.0,
+) -> hv.Overlay:
+    """Tracks (rows of :func:`climnb.tracks.track_events`) as lines through their centres,
+    cyclones red and rivers blue, with a dot where each formed; cut to a lon/lat box (in the
+    box's longitude convention, so windows across the seam show them too)."""
+    from climnb.viz.coastlines import clip_lines, joined
+
+    layers = []
+    for name, color in _COLORS.items():
+        sel = tracks[tracks.class_name == name].sort_values(["track_id", "time"])
+        lines = [g[["lon", "lat"]].to_numpy(float) for _, g in sel.groupby("track_id")]
+        starts = [line[:1] for line in lines]
+        layers.append(
+            hv.Path(
+                joined(clip_lines(lines, x_range, y_range)), kdims=["lon", "lat"], label=name
+            ).opts(color=color, line_width=line_width, show_legend=False)
+        )
+        first = np.concatenate(starts) if starts else np.empty((0, 2))
+        x0, x1 = sorted(x_range)
+        first[:, 0] = (first[:, 0] - x0) % 360.0 + x0  # into the box's convention
+        keep = (first[:, 0] <= x1) & (first[:, 1] >= min(y_range)) & (first[:, 1] <= max(y_range))
+        layers.append(
+            hv.Points(first[keep], kdims=["lon", "lat"]).opts(
+                color=color, size=6, line_color="white"
+            )
+        )
+    return hv.Overlay(layers)
+
+
+def _extent(coord: xr.DataArray) -> tuple[float, float]:
+    return float(coord.min()), float(coord.max())
+
+
 def event_map(
     ds: xr.Dataset,
     mask: xr.DataArray,
@@ -116,20 +166,27 @@ def event_map(
     half_deg: float = 20.0,
     width: int = 560,
     height: int = 320,
+    tracks: pd.DataFrame | None = None,
 ) -> tuple[hv.Table, hv.DynamicMap]:
     """The event table and a map linked to it by a ``Selection1D`` stream.
 
     With no row selected the map shows the whole globe at the first step; selecting a row
     shows that row's step, centred on the event (``half_deg`` degrees of latitude each side),
-    with the mask regions and a marker at the event's centre.
+    with the mask regions and a marker at the event's centre. Coastlines are drawn on both;
+    ``tracks`` (rows of :func:`climnb.tracks.track_events`; by default ``events`` itself
+    when it has a ``track_id`` column) are drawn as lines through the centres.
     """
+    if tracks is None and "track_id" in events:
+        tracks = events
     table = event_table(events)
     rows = events.reset_index(drop=True)  # unrounded, same order as the table
     selection = hv.streams.Selection1D(source=table)
 
     def draw(index):
         if not index:
-            field = field_image(ds, channel, 0) * mask_image(mask, 0)
+            field = field_image(ds, channel, 0) * mask_image(mask, 0) * coastlines(ds)
+            if tracks is not None:
+                field = field * track_paths(tracks)
             return field.opts(width=width, height=height, title=f"{channel}: select an event")
         ev = rows.iloc[index[0]]
         t = ds.indexes["time"].get_loc(pd.Timestamp(ev.time))
@@ -144,7 +201,11 @@ def event_map(
             f"{ev.class_name} {pd.Timestamp(ev.time):%Y-%m-%d %H:%M} at "
             f"{ev.lat:.1f}N {ev.lon % 360:.1f}E"
         )
-        view = field_image(sub, channel, 0).opts(framewise=True) * mask_image(lab, 0) * marker
+        view = field_image(sub, channel, 0).opts(framewise=True) * mask_image(lab, 0)
+        view = view * coastlines(sub)
+        if tracks is not None:
+            view = view * track_paths(tracks, x_range=_extent(sub.lon), y_range=_extent(sub.lat))
+        view = view * marker
         return view.opts(width=width, height=height, title=title)
 
     return table, hv.DynamicMap(draw, streams=[selection])
@@ -200,11 +261,37 @@ def area_distribution(
 
 
 def event_view(
-    ds: xr.Dataset, mask: xr.DataArray, events: pd.DataFrame, *, channel: str = "TMQ"
+    ds: xr.Dataset,
+    mask: xr.DataArray,
+    events: pd.DataFrame,
+    *,
+    channel: str = "TMQ",
+    tracks: pd.DataFrame | None = None,
 ) -> hv.Layout:
-    """Event table, the linked map, event counts over time and the area distribution."""
-    table, dmap = event_map(ds, mask, events, channel=channel)
+    """Event table, the linked map (with tracks and coastlines), event counts over time, the
+    area distribution and, with tracks, a table of their lifetimes and speeds.
+
+    ``events`` may be the rows of :func:`climnb.tracks.track_events` (one per track and step):
+    the table then shows the track ids and the map draws the tracks.
+    """
+    if tracks is None and "track_id" in events:
+        tracks = events
+    table, dmap = event_map(ds, mask, events, channel=channel, tracks=tracks)
     stats = [counts_over_time(events, times=ds.time.values)]
     if "area_km2" in events:
         stats.append(area_distribution(events))
+    if tracks is not None:
+        stats.append(track_table(tracks))
     return hv.Layout([table, dmap, *stats]).cols(2).opts(shared_axes=False)
+
+
+def track_table(tracks: pd.DataFrame, *, height: int = 220, width: int = 560) -> hv.Table:
+    """One row per track: class, start, steps, lifetime, distance and speeds (rounded)."""
+    from climnb.tracks import track_summary
+
+    summary = track_summary(tracks).reset_index()
+    cols = ["track_id", "class_name", "start", "steps", "lifetime_h", "distance_km"]
+    frame = summary[cols + ["mean_speed_kmh", "max_speed_kmh"]].copy()
+    num = frame.select_dtypes("number").columns.drop(["track_id", "steps"], errors="ignore")
+    frame[num] = frame[num].astype(float).round(1)
+    return hv.Table(frame, label="tracks").opts(height=height, width=width)

@@ -1,0 +1,114 @@
+"""``ds.climnb``: the workflow as an xarray accessor, on the caller's grid.
+
+Importing this module registers the accessor (``import climnb`` stays light and does not)::
+
+    import climnb.accessor  # noqa: F401
+
+* ``ds.climnb.label(config)``: heuristic labels (lazy, :func:`climnb.labels.label_dataset`);
+* ``ds.climnb.predict(bundle)``: a trained network's segmentation (lazy,
+  :func:`climnb.predict.predict`);
+* ``ds.climnb.tracks(mask)``: events of a class mask linked over time
+  (:func:`climnb.tracks.track_events`), as a CF trajectory Dataset;
+* ``ds.climnb.explore(prediction)``: the segmentation explorer (HoloViews).
+
+Results are xarray objects with CF attributes on the grid of ``ds``: its coordinate names,
+latitude order and longitude convention, whatever climnb computes on internally.
+
+Examples
+--------
+>>> import climnb.accessor
+>>> from climnb.synthetic import make_dataset
+>>> ds, _ = make_dataset(n_time=2, seed=0)
+>>> west = ds.assign_coords(lon=(ds.lon + 180) % 360 - 180).sortby("lon")  # -180..180
+>>> labels = west.climnb.label()
+>>> labels.dims, float(labels.lon.min()) < 0, labels.attrs["flag_meanings"].split()[2]
+(('time', 'lat', 'lon'), True, 'atmospheric_river')
+"""
+
+from __future__ import annotations
+
+import os
+
+import xarray as xr
+
+from climnb.grid import cf_coords, to_caller_grid
+
+__all__ = ["ClimnbAccessor"]
+
+PathLike = str | os.PathLike
+
+
+@xr.register_dataset_accessor("climnb")
+class ClimnbAccessor:
+    """Label, predict, track and explore a Dataset of climate fields (see the module doc)."""
+
+    def __init__(self, ds: xr.Dataset):
+        self._ds = ds
+
+    def label(self, config=None) -> xr.DataArray:
+        """Heuristic labels (0 background, 1 TC, 2 AR), lazy, uint8, on this Dataset's grid.
+
+        ``config`` is a :class:`climnb.labels.LabelConfig` (default settings if ``None``).
+        """
+        from climnb.labels import label_dataset
+
+        labels, _ = label_dataset(self._ds, config)
+        return to_caller_grid(cf_coords(labels), self._ds)
+
+    def predict(
+        self, bundle, *, batch_size: int = 4, probabilities: bool = False
+    ) -> xr.DataArray | xr.Dataset:
+        """A trained network's segmentation (lazy) on this Dataset's grid.
+
+        ``bundle`` is a :class:`climnb.bundle.Bundle` or its directory (``RUN/model``);
+        see :func:`climnb.predict.predict`.
+        """
+        from climnb.predict import predict
+
+        return predict(bundle, self._ds, batch_size=batch_size, probabilities=probabilities)
+
+    def tracks(self, mask: xr.DataArray | str, **kwargs) -> xr.Dataset:
+        """Events of ``mask`` (a class mask on this grid, or the name of one in the Dataset)
+        linked over time into tracks: a CF trajectory Dataset (see
+        :func:`climnb.tracks.track_events`; keyword arguments go there)."""
+        from climnb.tracks import track_events, tracks_to_dataset
+
+        mask = self._ds[mask] if isinstance(mask, str) else mask
+        return tracks_to_dataset(track_events(self._canonical(mask), **kwargs))
+
+    def explore(
+        self,
+        prediction: xr.DataArray | None = None,
+        *,
+        labels: xr.DataArray | str | None = None,
+        **kwargs,
+    ):
+        """The segmentation explorer (:func:`climnb.viz.explorer.segmentation_explorer`).
+
+        ``labels`` defaults to the Dataset's ``truth`` or ``labels`` variable, else heuristic
+        labels; ``prediction`` defaults to the heuristic labels (so, without a network, the
+        explorer compares them with the truth). Keyword arguments go to the explorer.
+        """
+        from climnb.io.netcdf import normalize
+        from climnb.viz.explorer import segmentation_explorer
+
+        if isinstance(labels, str):
+            labels = self._ds[labels]
+        if labels is None:
+            labels = next((self._ds[v] for v in ("truth", "labels") if v in self._ds), None)
+        heuristic = None
+        if labels is None or prediction is None:
+            heuristic = self.label().load()
+        labels = heuristic if labels is None else labels
+        prediction = heuristic if prediction is None else prediction
+        fields = normalize(self._ds)
+        return segmentation_explorer(
+            fields, self._canonical(labels), self._canonical(prediction), **kwargs
+        )
+
+    def _canonical(self, mask: xr.DataArray) -> xr.DataArray:
+        """A mask on this Dataset's grid, put on the canonical grid (as the fields are)."""
+        from climnb.io.netcdf import normalize
+
+        name = mask.name or "mask"
+        return normalize(mask.to_dataset(name=name), required=[name])[name]

@@ -1,0 +1,54 @@
+"""``climnb tracks``: link the storms and rivers of a class mask over time into tracks."""
+
+HELP = "link cyclones and rivers of labels or a prediction over time into tracks (CF NetCDF)"
+EXAMPLE = "climnb tracks predictions.zarr --out tracks.nc"
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="NetCDF files or Zarr stores of `climnb label` or `climnb predict`",
+    )
+    parser.add_argument("--out", required=True, help="CF trajectory NetCDF file to write")
+    parser.add_argument(
+        "--variable", help="the class mask (default: prediction, labels or truth, found first)"
+    )
+    parser.add_argument("--csv", help="also write one row per track and step as CSV")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from climnb.atomic import atomic_path
+    from climnb.store import check_output, expand, open_fields
+    from climnb.tracks import track_events, track_summary, write_tracks
+
+    inputs = expand(args.inputs)
+    out = check_output(args.out, inputs)
+    if args.csv:
+        check_output(args.csv, [*inputs, out], option="--csv")
+    ds = open_fields(inputs)
+    names = [args.variable] if args.variable else ["prediction", "labels", "truth"]
+    name = next((n for n in names if n in ds.data_vars), None)
+    if name is None:
+        raise ValueError(
+            f"{inputs[0]}: no class mask {' or '.join(names)}; it has "
+            f"{', '.join(map(str, ds.data_vars)) or 'no variables'}"
+        )
+    mask = ds[name].load()
+    tracks = track_events(mask)
+    write_tracks(tracks, out, attrs={"source": f"climnb tracks of {name} in {inputs[0]}"})
+    if args.csv:
+        with atomic_path(Path(args.csv)) as tmp:
+            tracks.to_csv(tmp, index=False)
+    summary = track_summary(tracks)
+    counts = summary.class_name.value_counts()
+    print(
+        f"{len(summary)} tracks over {mask.sizes['time']} steps -> {out}\n"
+        f"  tropical cyclones: {counts.get('tropical_cyclone', 0)}, "
+        f"atmospheric rivers: {counts.get('atmospheric_river', 0)}; "
+        f"longest {summary.lifetime_h.max() if len(summary) else 0:.0f} h"
+    )
+    return 0

@@ -1,0 +1,75 @@
+"""climnb.store: NetCDF or Zarr in and out, output checks; the label command through it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from climnb.cli import main
+from climnb.store import OutputError, check_output, open_fields, write
+
+
+@pytest.fixture(scope="module")
+def data(toy):
+    return toy[0].isel(time=slice(0, 3))
+
+
+def test_fields_round_trip_through_zarr_and_netcdf(data, tmp_path):
+    west = data.drop_vars("truth").assign_coords(lon=(data.lon + 180) % 360 - 180).sortby("lon")
+    write(west.isel(time=slice(0, 2)).chunk({"time": 1}), tmp_path / "a.zarr")
+    write(west.isel(time=slice(2, 3)), tmp_path / "b.nc")
+    ds = open_fields([tmp_path / "a.zarr", tmp_path / "b.nc"], required=["TMQ"])
+    assert ds.TMQ.dims == ("time", "lat", "lon") and ds.sizes["time"] == 3
+    assert ds.lon.values[0] == 0.0  # normalised to 0..360
+    xr.testing.assert_allclose(ds.TMQ.load(), data.TMQ, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"a.zarr: missing variable\(s\) NOPE"):
+        open_fields([tmp_path / "a.zarr", tmp_path / "b.nc"], required=["NOPE"])
+
+
+def test_zarr_store_is_replaced_whole(data, tmp_path):
+    out = tmp_path / "x.zarr"
+    write(data[["TMQ"]], out)
+    write(data[["PSL"]].isel(time=slice(0, 1)), out)
+    with xr.open_zarr(out, consolidated=False) as ds:
+        assert list(ds.data_vars) == ["PSL"] and ds.sizes["time"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["x.zarr"]  # no temporaries left
+
+
+def test_check_output(tmp_path):
+    src = tmp_path / "in.nc"
+    src.write_text("x")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("x")
+    assert check_output(tmp_path / "new" / "out.nc", [src]) == tmp_path / "new" / "out.nc"
+    for out, message in [
+        (src, "is an input"),
+        (tmp_path / "." / "in.nc", "is an input"),
+        (tmp_path / "dir", "is a directory"),
+        (tmp_path / "file" / "out.nc", "not a directory"),
+    ]:
+        with pytest.raises(OutputError, match=message):
+            check_output(out, [src])
+    (tmp_path / "store.zarr").mkdir()
+    with pytest.raises(OutputError, match="is inside the input"):
+        check_output(tmp_path / "store.zarr" / "labels.nc", [tmp_path / "store.zarr"])
+
+
+def test_label_command_writes_zarr_and_refuses_its_input(data, tmp_path, capsys):
+    src = tmp_path / "fields.zarr"
+    data.drop_vars("truth").chunk({"time": 1}).to_zarr(src, zarr_format=3, consolidated=False)
+    out = tmp_path / "labels.zarr"
+    assert main(["label", str(src), "--out", str(out), "--no-progress"]) == 0
+    with xr.open_zarr(out, consolidated=False) as labels:
+        assert labels.labels.dtype == np.uint8 and labels.sizes["time"] == 3
+        assert set(np.unique(labels.labels.values)) <= {0, 1, 2}
+    assert (tmp_path / "labels.events.csv").exists()
+    capsys.readouterr()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["label", str(src), "--out", str(src), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "is an input" in err and len(err.strip().splitlines()) == 1
+    nc = tmp_path / "l.nc"
+    assert main(["label", str(src), "--out", str(nc), "--events", str(nc)]) == 2
+    assert "--events" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
