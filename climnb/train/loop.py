@@ -320,7 +320,7 @@ class _Run:
             data.shape,
             3,
             config.preset,
-            mixed_precision=opt_config.mixed_precision,
+            mixed_precision=config.precision,
             **config.model_overrides,
         )
         self.optimizer = make_optimizer(opt_config)
