@@ -14,9 +14,10 @@ Prints:
 4. with ``--full``: one training step of each paper network at 768 x 1152 x 16, batch 1, in
    a fresh process each (so one run's memory is returned before the next), with the same
    shares. A step that would not leave 1.5 GiB of the machine's memory free is stopped and run
-   again on the left half of the grid (768 x 576: same layers and channels, half the pixels;
-   said on its line). On a GPU (see ``tools/gpu_setup.sh``) the same, in float32 (TF32),
-   mixed_float16 and mixed_bfloat16, next to the paper's per-GPU rates.
+   again on the left half of the grid (768 x 576: same layers and channels, half the pixels),
+   else on a quarter (768 x 288); said on its line. On a GPU (see ``tools/gpu_setup.sh``)
+   the same, in float32 (TF32), mixed_float16 and mixed_bfloat16, next to the paper's
+   per-GPU rates.
 
 FLOP rates use ``climnb.models.flops`` with the "exact" convention (what the arithmetic is;
 the paper's convention also charges TF1's padding of dilated convolutions, +11 % for
@@ -181,9 +182,8 @@ def activation_bytes(model, batch: int = 1) -> float:
     return 4.0 * batch * total
 
 
-def time_steps(model, batch: int, steps: int, *, forward: bool = True, loss_scaling=False):
-    """Median seconds of a compiled forward pass (None if not ``forward``) and of a compiled
-    training step (Adam with LARC and gradient lag, as the paper)."""
+def training_step(model, batch: int, *, loss_scaling=False):
+    """A compiled training step (Adam with LARC and gradient lag, as the paper) and a batch."""
     import tensorflow as tf
 
     from climnb.models.losses import WeightedCrossEntropy
@@ -196,7 +196,15 @@ def time_steps(model, batch: int, steps: int, *, forward: bool = True, loss_scal
     opt = OptimizerConfig(larc=True, gradient_lag=True, mixed_precision=loss_scaling)
     optimizer = make_optimizer(opt)
     loss_fn = WeightedCrossEntropy()
-    step = tf.function(lambda a, b: train_step(model, optimizer, loss_fn, a, b))
+    return tf.function(lambda a, b: train_step(model, optimizer, loss_fn, a, b)), x, y
+
+
+def time_steps(model, batch: int, steps: int, *, forward: bool = True, loss_scaling=False):
+    """Median seconds of a compiled forward pass (None if not ``forward``) and of a compiled
+    training step."""
+    import tensorflow as tf
+
+    step, x, y = training_step(model, batch, loss_scaling=loss_scaling)
 
     def median(fn, *args):
         fn(*args)  # trace and warm up
@@ -260,6 +268,65 @@ def _one(name: str, precision: str, width: int) -> None:
     print(json.dumps(result), flush=True)
 
 
+PROFILE_MARK = "#climnb-profile"
+
+
+def _profile_one(name: str, precision: str, height: int, width: int) -> None:
+    """One training step after a warm-up, between two marks (oneDNN's verbose log around).
+    One inter-op thread: one op at a time, so the primitives' times add up to the step's."""
+    import tensorflow as tf
+
+    from climnb.models import build_model
+
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
+    model = build_model(name, (height, width, FULL[2]), mixed_precision=precision)
+    step, x, y = training_step(model, 1)
+    np.asarray(step(x, y))
+    print(PROFILE_MARK, flush=True)
+    t0 = time.perf_counter()
+    np.asarray(step(x, y))
+    print(f"{PROFILE_MARK} {time.perf_counter() - t0}", flush=True)
+
+
+def _conv_flop(desc: str, kind: str) -> float:
+    """FLOP of one oneDNN (de)convolution from its problem descriptor
+    (``mb1_ic16oc32_ih64oh64kh5sh1dh0ph2_iw96ow96kw5sw1dw0pw2``): 2 x MACs, any direction.
+
+    >>> _conv_flop("mb1_ic16oc32_ih64oh64kh5sh1dh0ph2_iw96ow96kw5sw1dw0pw2", "convolution")
+    157286400.0
+    """
+    d = {k: int(v) for k, v in re.findall(r"([a-z]+)(\d+)", desc)}
+    pixels = d["ih"] * d["iw"] if kind == "deconvolution" else d["oh"] * d["ow"]
+    return 2.0 * d.get("mb", 1) * d.get("g", 1) * pixels * d["kh"] * d["kw"] * d["ic"] * d["oc"]
+
+
+def profile(name: str, precision: str, height: int, width: int) -> dict:
+    """Where one training step's time goes: oneDNN primitives by kind (time, and FLOP rate
+    for convolutions) against the step's wall time; the rest ran outside oneDNN (TensorFlow's
+    own kernels: batch norm, ReLU, dropout, concatenation, loss, optimiser)."""
+    env = {**os.environ, "ONEDNN_VERBOSE": "1"}
+    cmd = [sys.executable, __file__, "--profile-one", name, precision, str(height), str(width)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode:
+        sys.exit(f"profile of {name} failed:\n{proc.stderr[-3000:]}")
+    lines = proc.stdout.splitlines()
+    start = lines.index(PROFILE_MARK)
+    wall = float(next(x for x in lines[start + 1 :] if x.startswith(PROFILE_MARK)).split()[1])
+    kinds: dict[str, list[float]] = {}
+    for line in lines[start + 1 :]:
+        f = line.split(",")
+        if len(f) < 8 or f[:3] != ["onednn_verbose", "primitive", "exec"]:
+            continue
+        conv = f[4] in ("convolution", "deconvolution")
+        kind = f"{f[4][:6]} {f[6].replace('_training', '')} {f[5]}" if conv else f[4]
+        entry = kinds.setdefault(kind, [0.0, 0.0])
+        entry[0] += float(f[-1]) / 1e3
+        if conv:
+            entry[1] += _conv_flop(f[-2], f[4])
+    return dict(wall=wall, kinds=kinds)
+
+
 def _row(r: dict, best: float, fp32: dict | None = None) -> str:
     line = (
         f"{r['name']:9} {r['precision']:15} {_ms(r['fwd']):>8} {r['train'] * 1e3:9.0f} "
@@ -267,8 +334,12 @@ def _row(r: dict, best: float, fp32: dict | None = None) -> str:
         f"{100 * r['rate'] / best:6.1f} {r['load']:5.1f}"
     )
     if fp32 is not None:
-        line += f"  {fp32['train'] / r['train']:.2f}x vs float32"
+        line += f"  {r['rate'] / fp32['rate']:.2f}x float32's FLOP rate"
     return line
+
+
+def _fp32_of(rows: list[dict], name: str) -> dict | None:
+    return next((q for q in rows if q["name"] == name and q["precision"] == "float32"), None)
 
 
 def _ms(seconds):
@@ -279,6 +350,40 @@ HEADER = (
     f"{'model':9} {'precision':15} {'fwd ms':>8} {'train ms':>9} {'GFLOP/s':>7} {'GEMM':>7} "
     f"{'% GEMM':>6} {'% best':>6} {'load':>5}"
 )
+
+
+def print_profiles(args) -> None:
+    """``--profile HxW``: oneDNN's share of a paper-network training step, by primitive."""
+    from climnb.models.precision import cpu_bf16_flags
+
+    h, w = (int(v) for v in args.profile.lower().split("x"))
+    precisions = choose_precisions(args.precision, gpus=0, cpu_bf16=bool(cpu_bf16_flags()))
+    gemm = gemm_rate("float32")
+    print(f"# FP32 GEMM {gemm / 1e9:.1f} GFLOP/s (load {os.getloadavg()[0]:.1f})")
+    for name in _names(args):
+        for precision in precisions:
+            p = profile(name, precision, h, w)
+            inside = sum(t for t, _ in p["kinds"].values())
+            print(
+                f"\n## {name} (paper preset) at {h}x{w}, batch 1, {precision}: step "
+                f"{p['wall']:.2f} s with one inter-op thread, {100 * inside / p['wall']:.0f} % of "
+                "it in oneDNN primitives"
+            )
+            for kind, (t, flop) in sorted(p["kinds"].items(), key=lambda kv: -kv[1][0]):
+                rate = f"{flop / t / 1e9:7.1f} GFLOP/s" if flop else ""
+                print(f"  {kind:44} {t:7.3f} s {100 * t / p['wall']:5.1f} %  {rate}")
+            print(
+                f"  {'outside oneDNN':32} {p['wall'] - inside:7.3f} s "
+                f"{100 * (p['wall'] - inside) / p['wall']:5.1f} %"
+            )
+
+
+def _names(args) -> list[str]:
+    names = args.models.split(",")
+    unknown = set(names) - set(NAMES)
+    if unknown:
+        sys.exit(f"--models: unknown {', '.join(sorted(unknown))}; choose from {', '.join(NAMES)}")
+    return names
 
 
 def choose_precisions(choice: str, *, gpus: int, cpu_bf16: bool) -> list[str]:
@@ -314,10 +419,22 @@ def main(argv=None) -> None:
         "on a CPU with native bfloat16, float32, mixed_float16 and mixed_bfloat16 on a GPU",
     )
     parser.add_argument("--full", action="store_true", help="one full-size step of each network")
+    parser.add_argument(
+        "--profile",
+        metavar="HxW",
+        help="instead: oneDNN's time by primitive for one paper-network step at HxW (e.g. 192x288)",
+    )
+    parser.add_argument("--models", default="tiramisu,deeplab", help="networks to time")
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)  # name precision width
+    parser.add_argument("--profile-one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         return _one(args.one[0], args.one[1], int(args.one[2]))
+    if args.profile_one:
+        name, precision, h, w = args.profile_one
+        return _profile_one(name, precision, int(h), int(w))
+    if args.profile:
+        return print_profiles(args)
 
     import tensorflow as tf
 
@@ -395,13 +512,13 @@ def main(argv=None) -> None:
         "GEMM of the run"
     )
     rows = []
-    for name in NAMES:
+    for name in _names(args):
         for precision in precisions:
             rows.append(measure(name, TOY, "toy", precision, args.batch, args.steps))
     best = max([fp32_gemm] + [g for r in rows for g in r["gemm_pair"]])
     print(HEADER)
     for r in rows:
-        fp32 = next(q for q in rows if q["name"] == r["name"])
+        fp32 = _fp32_of(rows, r["name"])
         print(_row(r, best, fp32 if r is not fp32 else None))
 
     if not args.full:
@@ -412,24 +529,32 @@ def main(argv=None) -> None:
     )
     print(HEADER + "  peak RSS")
     full = []
-    for name in NAMES:
+    for name in _names(args):
         for precision in precisions:
-            r = full_step(name, precision, FULL[1])
-            note = ""
+            for part in (1, 2, 4):  # the whole grid, else its left half, else a quarter
+                r = full_step(name, precision, FULL[1] // part)
+                if r is not None:
+                    break
             if r is None:
-                r = full_step(name, precision, FULL[1] // 2)
-                note = f" (768x{FULL[1] // 2}: the full grid would leave < 1.5 GiB free)"
-            if r is None:
-                print(f"{name:9} {precision:15} not run: even half the grid does not fit")
+                print(f"{name:9} {precision:15} not run: even a quarter of the grid does not fit")
                 continue
+            note = (
+                f" (768x{FULL[1] // part}: 1/{part} of the grid; all of it would leave "
+                "< 1.5 GiB free)"
+                if part > 1
+                else ""
+            )
             full.append(r)
             best = max([best, *r["gemm_pair"]])
-            fp32 = next(q for q in full if q["name"] == name)
-            same = fp32["shape"] == r["shape"] and fp32 is not r
-            print(_row(r, best, fp32 if same else None) + f"  {r['rss'] / GIB:.1f} GiB" + note)
+            fp32 = _fp32_of(full, name)
+            print(
+                _row(r, best, fp32 if fp32 is not r else None)
+                + f"  {r['rss'] / GIB:.1f} GiB"
+                + note
+            )
     print(f"best FP32 GEMM of the run: {best / 1e9:.1f} GFLOP/s")
     if gpus:
-        for name in NAMES:
+        for name in _names(args):
             print(f"paper, {name}: {PAPER_PER_GPU[name]}")
 
 
