@@ -1,27 +1,43 @@
-"""Parameters and FLOP of the paper's networks against the paper, and step times at toy size.
+"""The networks against the paper, and training speed as a share of this CPU's peak.
 
-Prints, for Tiramisu and DeepLabv3+:
+Prints:
 
-1. the paper presets at 768 x 1152 x 16, counted from the built graph (never run): trainable
-   parameters and training FLOP per sample, next to the paper's 7.8 M / 4.2 TFLOP and
-   43.7 M / 14.4 TFLOP, with their ratios;
-2. the toy presets at 96 x 144 x 16: forward and training step times (compiled with
-   ``tf.function``, after a warm-up) and the FLOP rate they reach -- the baseline against which
-   the full-size estimate below is made;
-3. for the full-size networks: the activation memory of one sample and the time one training
-   step would take at the toy FLOP rate; with ``--full`` it runs one training step of each at
-   batch 1 when the memory estimate fits in the available memory.
+1. the CPU's FP32 peak: the theoretical one from ``lscpu`` (cores x GHz x FLOP per cycle, with
+   the assumptions named) and the measured one, a large GEMM through TensorFlow / oneDNN in
+   this run (float32, and bfloat16 where the CPU has AVX512_BF16 / AMX);
+2. the paper presets at 768 x 1152 x 16, counted from the built graph: trainable parameters
+   and training FLOP per sample next to the paper's 7.8 M / 4.2 TFLOP and 43.7 M / 14.4 TFLOP;
+3. the toy presets at 96 x 144 x 16: forward and training step times (``tf.function``, after
+   a warm-up), the FLOP rate, and its share of the GEMM rate measured just before and after
+   the same step (robust to the load of a shared machine) and of the best GEMM of the run;
+   in float32 and in ``mixed_bfloat16`` where the CPU has it natively, with the speed-up;
+4. with ``--full``: one training step of each paper network at 768 x 1152 x 16, batch 1, in
+   a fresh process each (so one run's memory is returned before the next), with the same
+   shares. A step that would not leave 1.5 GiB of the machine's memory free is stopped and run
+   again on the left half of the grid (768 x 576: same layers and channels, half the pixels),
+   else on a quarter (768 x 288); said on its line. On a GPU (see ``tools/gpu_setup.sh``)
+   the same, in float32 (TF32), mixed_float16 and mixed_bfloat16, next to the paper's
+   per-GPU rates.
+
+FLOP rates use ``climnb.models.flops`` with the "exact" convention (what the arithmetic is;
+the paper's convention also charges TF1's padding of dilated convolutions, +11 % for
+DeepLabv3+); the counts of section 2 are given in both.
 
 Usage::
 
-    python benchmarks/bench_models.py [--batch 4] [--steps 5] [--full]
+    python benchmarks/bench_models.py [--batch 4] [--steps 5] [--precision auto] [--full]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import re
+import subprocess
+import sys
+import threading
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -31,6 +47,102 @@ import numpy as np  # noqa: E402
 NAMES = ("tiramisu", "deeplab")
 FULL = (768, 1152, 16)
 TOY = (96, 144, 16)
+GIB = 2.0**30
+RESERVE = 1.5 * GIB  # leave this much of the machine's memory to everyone else
+ABORTED = 3  # exit status of a full-size step stopped by the memory guard
+
+
+# --- the CPU's peak ------------------------------------------------------------------------------
+
+
+def lscpu() -> dict[str, str]:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines())}
+
+
+def theoretical_peak(info: dict[str, str]) -> dict:
+    """Theoretical FP32 and BF16 FLOP/s from lscpu, with the assumptions behind them."""
+    flags = set(info.get("Flags", "").split())
+    cores = int(info.get("Core(s) per socket", 1)) * int(info.get("Socket(s)", 1))
+    if info.get("CPU max MHz"):
+        ghz, clock = float(info["CPU max MHz"]) / 1e3, "lscpu's CPU max MHz (turbo)"
+    elif m := re.search(r"@\s*([\d.]+)\s*GHz", info.get("Model name", "")):
+        ghz, clock = float(m.group(1)), "the base clock in the model name"
+    elif info.get("BogoMIPS"):
+        # Intel's BogoMIPS is twice the TSC (nominal) clock; all-core AVX-512 clocks differ
+        ghz, clock = float(info["BogoMIPS"]) / 2e3, "BogoMIPS / 2 (the nominal TSC clock)"
+    else:
+        ghz, clock = math.nan, "unknown"
+    if "avx512f" in flags:
+        fp32, unit = 64, "AVX-512: 2 FMA units x 16 float32 x 2 FLOP (1-unit Xeons: half)"
+    elif "avx2" in flags and "fma" in flags:
+        fp32, unit = 32, "AVX2: 2 FMA units x 8 float32 x 2 FLOP"
+    else:
+        fp32, unit = 8, "SSE: 2 x 4 float32 (no FMA)"
+    if "amx_bf16" in flags:
+        bf16, bf16_unit = 1024, "AMX-BF16: 1024 FLOP per cycle per core"
+    elif "avx512_bf16" in flags:
+        bf16, bf16_unit = 128, "AVX512_BF16: 2 units x 32 bf16 pairs x 2 FLOP"
+    else:
+        bf16, bf16_unit = 0, "no native bfloat16"
+    return dict(
+        cores=cores,
+        ghz=ghz,
+        clock=clock,
+        fp32_per_cycle=fp32,
+        fp32_unit=unit,
+        fp32=cores * ghz * fp32 * 1e9,
+        bf16_per_cycle=bf16,
+        bf16_unit=bf16_unit,
+        bf16=cores * ghz * bf16 * 1e9,
+    )
+
+
+def gemm_rate(dtype: str = "float32", n: int = 4096, repeats: int = 3, iters: int = 1) -> float:
+    """Best FLOP/s of an n x n x n matrix product through TensorFlow (oneDNN on x86 CPUs,
+    cuBLAS on GPUs), ``iters`` products per timing (queued back to back on a GPU)."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    a = tf.cast(rng.standard_normal((n, n), dtype=np.float32), dtype)
+    b = tf.cast(rng.standard_normal((n, n), dtype=np.float32), dtype)
+    corner = tf.function(lambda a, b: tf.linalg.matmul(a, b)[0, 0])  # fetch one number only
+    corner(a, b).numpy()  # trace, create the oneDNN primitive / cuBLAS plan
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            out = corner(a, b)
+        out.numpy()  # waits for all of them (one stream on a GPU)
+        best = min(best, (time.perf_counter() - t0) / iters)
+    return 2.0 * n**3 / best
+
+
+GEMM_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+#: The paper's sustained rates per GPU at scale (abstract of Kurth et al., SC18): the machine
+#: rate over the GPU count; parallel efficiency included, so one GPU alone ran faster.
+PAPER_PER_GPU = {
+    "tiramisu": "21.0 PF/s / 5300 P100 = 4.0 TFLOP/s per GPU",
+    "deeplab": "FP32 325.8 PF/s / 27360 V100 = 11.9; FP16 999.0 PF/s / 27360 = 36.5 TFLOP/s",
+}
+
+
+def _gpu_setup(tf) -> list:
+    """Visible GPUs, with memory growth so a benchmark process leaves memory to the next."""
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    return gpus
+
+
+def _gemm_size(gpus) -> dict:
+    return dict(n=8192, iters=10) if gpus else dict(n=4096, iters=1)
+
+
+# --- models ---------------------------------------------------------------------------------------
 
 
 def _available_bytes() -> float:
@@ -42,17 +154,36 @@ def _available_bytes() -> float:
         return math.inf
 
 
+def memory_guard(reserve: float = RESERVE, every: float = 0.02) -> dict:
+    """Stop this process (exit status ``ABORTED``) when the machine's available memory falls
+    below ``reserve``, so a step too big for the machine never makes the kernel kill someone
+    else's process. Returns a dict whose ``"peak"`` is this process's peak RSS so far."""
+    import psutil
+
+    proc, state = psutil.Process(), {"peak": 0}
+
+    def watch():
+        while True:
+            state["peak"] = max(state["peak"], proc.memory_info().rss)
+            if _available_bytes() < reserve:
+                print(f"# memory guard: stopped at RSS {state['peak'] / GIB:.1f} GiB", flush=True)
+                os._exit(ABORTED)
+            time.sleep(every)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return state
+
+
 def activation_bytes(model, batch: int = 1) -> float:
     """Bytes of all layer outputs of one forward pass (float32): what backprop keeps, roughly."""
     total = 0
     for layer in model.layers:
-        shape = layer.output.shape
-        total += math.prod(s for s in shape[1:])
+        total += math.prod(s for s in layer.output.shape[1:])
     return 4.0 * batch * total
 
 
-def time_steps(model, batch: int, steps: int):
-    """Median seconds of a compiled forward pass and of a compiled training step."""
+def training_step(model, batch: int, *, loss_scaling=False):
+    """A compiled training step (Adam with LARC and gradient lag, as the paper) and a batch."""
     import tensorflow as tf
 
     from climnb.models.losses import WeightedCrossEntropy
@@ -62,84 +193,369 @@ def time_steps(model, batch: int, steps: int):
     shape = model.input_shape[1:]
     x = rng.random((batch, *shape), dtype=np.float32)
     y = rng.integers(0, 3, size=(batch, *shape[:2])).astype(np.int32)
-    optimizer = make_optimizer(OptimizerConfig(larc=True, gradient_lag=True))
+    opt = OptimizerConfig(larc=True, gradient_lag=True, mixed_precision=loss_scaling)
+    optimizer = make_optimizer(opt)
     loss_fn = WeightedCrossEntropy()
-    forward = tf.function(lambda a: model(a, training=False))
-    step = tf.function(lambda a, b: train_step(model, optimizer, loss_fn, a, b))
+    return tf.function(lambda a, b: train_step(model, optimizer, loss_fn, a, b)), x, y
+
+
+def time_steps(model, batch: int, steps: int, *, forward: bool = True, loss_scaling=False):
+    """Median seconds of a compiled forward pass (None if not ``forward``) and of a compiled
+    training step."""
+    import tensorflow as tf
+
+    step, x, y = training_step(model, batch, loss_scaling=loss_scaling)
 
     def median(fn, *args):
         fn(*args)  # trace and warm up
         times = []
         for _ in range(steps):
             t0 = time.perf_counter()
-            out = fn(*args)
-            np.asarray(out)  # wait for the result
+            np.asarray(fn(*args))  # wait for the result
             times.append(time.perf_counter() - t0)
         return float(np.median(times))
 
-    return median(forward, x), median(step, x, y)
+    fwd = median(tf.function(lambda a: model(a, training=False)), x) if forward else None
+    return fwd, median(step, x, y)
+
+
+def measure(name, shape, preset, precision, batch, steps, *, forward=True) -> dict:
+    """One network's step rate with the FP32 GEMM rate just before and after (and the GEMM
+    rate in the precision's own type)."""
+    import tensorflow as tf
+
+    from climnb.models import build_model, count_flops
+
+    size = _gemm_size(_gpu_setup(tf))
+    model = build_model(name, shape, preset=preset, mixed_precision=precision)
+    flop = count_flops(model, "exact").training * batch
+    before = gemm_rate("float32", **size)
+    own = GEMM_DTYPE[precision]
+    before_own = gemm_rate(own, **size) if own != "float32" else before
+    fwd, train = time_steps(
+        model, batch, steps, forward=forward, loss_scaling=precision == "mixed_float16"
+    )
+    after = gemm_rate("float32", **size)
+    return dict(
+        name=name,
+        shape=list(shape),
+        precision=precision,
+        fwd=fwd,
+        train=train,
+        rate=flop / train,
+        gemm=(before + after) / 2,
+        gemm_pair=[before, after],
+        gemm_own=before_own,
+        load=os.getloadavg()[0],
+    )
+
+
+def full_step(name: str, precision: str, width: int) -> dict:
+    """Run one full-size training step in a fresh process; None if it would not fit."""
+    cmd = [sys.executable, __file__, "--one", name, precision, str(width)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode == ABORTED:
+        return None
+    if proc.returncode:
+        sys.exit(f"full-size step of {name} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _one(name: str, precision: str, width: int) -> None:
+    state = memory_guard()
+    result = measure(name, (FULL[0], width, FULL[2]), "paper", precision, 1, 1, forward=False)
+    result["rss"] = state["peak"]
+    print(json.dumps(result), flush=True)
+
+
+PROFILE_MARK = "#climnb-profile"
+
+
+def _profile_one(name: str, precision: str, height: int, width: int) -> None:
+    """One training step after a warm-up, between two marks (oneDNN's verbose log around).
+    One inter-op thread: one op at a time, so the primitives' times add up to the step's."""
+    import tensorflow as tf
+
+    from climnb.models import build_model
+
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
+    model = build_model(name, (height, width, FULL[2]), mixed_precision=precision)
+    step, x, y = training_step(model, 1)
+    np.asarray(step(x, y))
+    print(PROFILE_MARK, flush=True)
+    t0 = time.perf_counter()
+    np.asarray(step(x, y))
+    print(f"{PROFILE_MARK} {time.perf_counter() - t0}", flush=True)
+
+
+def _conv_flop(desc: str, kind: str) -> float:
+    """FLOP of one oneDNN (de)convolution from its problem descriptor
+    (``mb1_ic16oc32_ih64oh64kh5sh1dh0ph2_iw96ow96kw5sw1dw0pw2``): 2 x MACs, any direction.
+
+    >>> _conv_flop("mb1_ic16oc32_ih64oh64kh5sh1dh0ph2_iw96ow96kw5sw1dw0pw2", "convolution")
+    157286400.0
+    """
+    d = {k: int(v) for k, v in re.findall(r"([a-z]+)(\d+)", desc)}
+    pixels = d["ih"] * d["iw"] if kind == "deconvolution" else d["oh"] * d["ow"]
+    return 2.0 * d.get("mb", 1) * d.get("g", 1) * pixels * d["kh"] * d["kw"] * d["ic"] * d["oc"]
+
+
+def profile(name: str, precision: str, height: int, width: int) -> dict:
+    """Where one training step's time goes: oneDNN primitives by kind (time, and FLOP rate
+    for convolutions) against the step's wall time; the rest ran outside oneDNN (TensorFlow's
+    own kernels: batch norm, ReLU, dropout, concatenation, loss, optimiser)."""
+    env = {**os.environ, "ONEDNN_VERBOSE": "1"}
+    cmd = [sys.executable, __file__, "--profile-one", name, precision, str(height), str(width)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode:
+        sys.exit(f"profile of {name} failed:\n{proc.stderr[-3000:]}")
+    lines = proc.stdout.splitlines()
+    start = lines.index(PROFILE_MARK)
+    wall = float(next(x for x in lines[start + 1 :] if x.startswith(PROFILE_MARK)).split()[1])
+    kinds: dict[str, list[float]] = {}
+    for line in lines[start + 1 :]:
+        f = line.split(",")
+        if len(f) < 8 or f[:3] != ["onednn_verbose", "primitive", "exec"]:
+            continue
+        conv = f[4] in ("convolution", "deconvolution")
+        kind = f"{f[4][:6]} {f[6].replace('_training', '')} {f[5]}" if conv else f[4]
+        entry = kinds.setdefault(kind, [0.0, 0.0])
+        entry[0] += float(f[-1]) / 1e3
+        if conv:
+            entry[1] += _conv_flop(f[-2], f[4])
+    return dict(wall=wall, kinds=kinds)
+
+
+def _row(r: dict, best: float, fp32: dict | None = None) -> str:
+    line = (
+        f"{r['name']:9} {r['precision']:15} {_ms(r['fwd']):>8} {r['train'] * 1e3:9.0f} "
+        f"{r['rate'] / 1e9:7.1f} {r['gemm'] / 1e9:7.1f} {100 * r['rate'] / r['gemm']:6.1f} "
+        f"{100 * r['rate'] / best:6.1f} {r['load']:5.1f}"
+    )
+    if fp32 is not None:
+        line += f"  {r['rate'] / fp32['rate']:.2f}x float32's FLOP rate"
+    return line
+
+
+def _fp32_of(rows: list[dict], name: str) -> dict | None:
+    return next((q for q in rows if q["name"] == name and q["precision"] == "float32"), None)
+
+
+def _ms(seconds):
+    return "-" if seconds is None else f"{seconds * 1e3:.0f}"
+
+
+HEADER = (
+    f"{'model':9} {'precision':15} {'fwd ms':>8} {'train ms':>9} {'GFLOP/s':>7} {'GEMM':>7} "
+    f"{'% GEMM':>6} {'% best':>6} {'load':>5}"
+)
+
+
+def print_profiles(args) -> None:
+    """``--profile HxW``: oneDNN's share of a paper-network training step, by primitive."""
+    from climnb.models.precision import cpu_bf16_flags
+
+    h, w = (int(v) for v in args.profile.lower().split("x"))
+    precisions = choose_precisions(args.precision, gpus=0, cpu_bf16=bool(cpu_bf16_flags()))
+    gemm = gemm_rate("float32")
+    print(f"# FP32 GEMM {gemm / 1e9:.1f} GFLOP/s (load {os.getloadavg()[0]:.1f})")
+    for name in _names(args):
+        for precision in precisions:
+            p = profile(name, precision, h, w)
+            inside = sum(t for t, _ in p["kinds"].values())
+            print(
+                f"\n## {name} (paper preset) at {h}x{w}, batch 1, {precision}: step "
+                f"{p['wall']:.2f} s with one inter-op thread, {100 * inside / p['wall']:.0f} % of "
+                "it in oneDNN primitives"
+            )
+            for kind, (t, flop) in sorted(p["kinds"].items(), key=lambda kv: -kv[1][0]):
+                rate = f"{flop / t / 1e9:7.1f} GFLOP/s" if flop else ""
+                print(f"  {kind:44} {t:7.3f} s {100 * t / p['wall']:5.1f} %  {rate}")
+            print(
+                f"  {'outside oneDNN':32} {p['wall'] - inside:7.3f} s "
+                f"{100 * (p['wall'] - inside) / p['wall']:5.1f} %"
+            )
+
+
+def _names(args) -> list[str]:
+    names = args.models.split(",")
+    unknown = set(names) - set(NAMES)
+    if unknown:
+        sys.exit(f"--models: unknown {', '.join(sorted(unknown))}; choose from {', '.join(NAMES)}")
+    return names
+
+
+def choose_precisions(choice: str, *, gpus: int, cpu_bf16: bool) -> list[str]:
+    """The precisions to time: float32 first (the baseline of the speed-ups).
+
+    >>> choose_precisions("auto", gpus=0, cpu_bf16=True)
+    ['float32', 'mixed_bfloat16']
+    >>> choose_precisions("auto", gpus=0, cpu_bf16=False)
+    ['float32']
+    >>> choose_precisions("auto", gpus=1, cpu_bf16=False)
+    ['float32', 'mixed_float16', 'mixed_bfloat16']
+    >>> choose_precisions("mixed_float16", gpus=0, cpu_bf16=True)
+    ['float32', 'mixed_float16']
+    """
+    if choice == "auto":
+        if gpus:
+            return ["float32", "mixed_float16", "mixed_bfloat16"]
+        return ["float32", "mixed_bfloat16"] if cpu_bf16 else ["float32"]
+    if choice == "all":
+        return ["float32", "mixed_float16", "mixed_bfloat16"]
+    return ["float32"] if choice == "float32" else ["float32", choice]
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=4, help="toy batch size (default 4)")
-    parser.add_argument("--steps", type=int, default=5, help="timed steps (default 5)")
-    parser.add_argument("--full", action="store_true", help="run one full-size training step")
+    parser.add_argument("--steps", type=int, default=5, help="timed toy steps (default 5)")
+    parser.add_argument(
+        "--precision",
+        choices=["auto", "float32", "mixed_bfloat16", "mixed_float16", "all"],
+        default="auto",
+        help="compute precision of the timed steps; auto (default): float32 and mixed_bfloat16 "
+        "on a CPU with native bfloat16, float32, mixed_float16 and mixed_bfloat16 on a GPU",
+    )
+    parser.add_argument("--full", action="store_true", help="one full-size step of each network")
+    parser.add_argument(
+        "--profile",
+        metavar="HxW",
+        help="instead: oneDNN's time by primitive for one paper-network step at HxW (e.g. 192x288)",
+    )
+    parser.add_argument("--models", default="tiramisu,deeplab", help="networks to time")
+    parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)  # name precision width
+    parser.add_argument("--profile-one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.one:
+        return _one(args.one[0], args.one[1], int(args.one[2]))
+    if args.profile_one:
+        name, precision, h, w = args.profile_one
+        return _profile_one(name, precision, int(h), int(w))
+    if args.profile:
+        return print_profiles(args)
+
+    import tensorflow as tf
 
     from climnb.models import PAPER_FIGURES, build_model, count_flops, count_params
+    from climnb.models.precision import cpu_bf16_flags
 
-    threads = os.environ.get("TF_NUM_INTRAOP_THREADS", "default")
-    print(f"# climnb model benchmark (TF intra-op threads: {threads}, {os.cpu_count()} CPUs)")
+    gpus = _gpu_setup(tf)
+    precisions = choose_precisions(args.precision, gpus=len(gpus), cpu_bf16=bool(cpu_bf16_flags()))
+    threads = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
+    print(
+        f"# climnb model benchmark: {os.cpu_count()} CPUs, TF intra-op threads {threads}, "
+        f"{len(gpus)} GPU(s); precisions {', '.join(precisions)}"
+    )
+    size = _gemm_size(gpus)
+    n = size["n"]
+    if gpus:
+        details = tf.config.experimental.get_device_details(gpus[0])
+        cc = ".".join(map(str, details.get("compute_capability", ("?",))))
+        print(f"\n## Peak of this GPU ({details.get('device_name', '?')}, compute capability {cc})")
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+        strict = gemm_rate("float32", repeats=5, **size)
+        tf.config.experimental.enable_tensor_float_32_execution(True)
+        print(f"measured FP32 GEMM {n}^3 without TF32: {strict / 1e12:.1f} TFLOP/s")
+        fp32_gemm = gemm_rate("float32", repeats=5, **size)
+        print(
+            f"measured FP32 GEMM {n}^3 with TF32 (TensorFlow's default, also for the float32 "
+            f"networks below): {fp32_gemm / 1e12:.1f} TFLOP/s"
+        )
+        for precision in precisions[1:]:
+            rate = gemm_rate(GEMM_DTYPE[precision], repeats=5, **size)
+            print(f"measured {GEMM_DTYPE[precision]} GEMM {n}^3: {rate / 1e12:.1f} TFLOP/s")
+    else:
+        info = lscpu()
+        peak = theoretical_peak(info)
+        print(f"\n## Peak of this CPU ({info.get('Model name', '?')})")
+        print(
+            f"theoretical FP32: {peak['cores']} cores x {peak['ghz']:.2f} GHz ({peak['clock']}) "
+            f"x {peak['fp32_per_cycle']} FLOP/cycle ({peak['fp32_unit']}) = "
+            f"{peak['fp32'] / 1e9:.1f} GFLOP/s"
+        )
+        if peak["bf16"]:
+            print(f"theoretical BF16: {peak['bf16_unit']} = {peak['bf16'] / 1e9:.0f} GFLOP/s")
+        fp32_gemm = gemm_rate("float32", repeats=5, **size)
+        print(
+            f"measured FP32 GEMM {n}^3 (TF/oneDNN, best of 5): {fp32_gemm / 1e9:.1f} GFLOP/s = "
+            f"{100 * fp32_gemm / peak['fp32']:.0f} % of theoretical (load {os.getloadavg()[0]:.1f})"
+        )
+        if "mixed_bfloat16" in precisions:
+            bf16_gemm = gemm_rate("bfloat16", repeats=5, **size)
+            print(
+                f"measured BF16 GEMM {n}^3: {bf16_gemm / 1e9:.1f} GFLOP/s = "
+                f"{bf16_gemm / fp32_gemm:.1f}x FP32 GEMM, {100 * bf16_gemm / peak['bf16']:.0f} % "
+                "of theoretical BF16 (AMX)"
+            )
+
     print("\n## Paper presets at 768x1152x16, counted (never run)")
     print(
         f"{'model':10} {'params':>9} {'paper':>7} {'ratio':>6} {'TFLOP/sample':>13} "
-        f"{'paper':>6} {'ratio':>6} {'exact':>6}  build s"
+        f"{'paper':>6} {'ratio':>6} {'exact':>6}"
     )
-    paper = {}
     for name in NAMES:
-        t0 = time.perf_counter()
-        paper[name] = model = build_model(name, FULL)
-        built = time.perf_counter() - t0
+        model = build_model(name, FULL)
         params, train = count_params(model), count_flops(model).training
         exact = count_flops(model, "exact").training
         ref = PAPER_FIGURES[name]
         print(
             f"{name:10} {params / 1e6:8.2f}M {ref['params'] / 1e6:6.1f}M "
             f"{params / ref['params']:6.3f} {train / 1e12:13.3f} {ref['train_flop'] / 1e12:6.1f} "
-            f"{train / ref['train_flop']:6.3f} {exact / 1e12:6.2f}  {built:6.1f}"
+            f"{train / ref['train_flop']:6.3f} {exact / 1e12:6.2f}"
         )
 
-    print(f"\n## Toy presets at 96x144x16, batch {args.batch}, median of {args.steps} steps")
-    print(f"{'model':10} {'params':>9} {'fwd ms':>8} {'train ms':>9} {'train GFLOP/s':>14}")
-    rates = {}
-    for name in NAMES:
-        model = build_model(name, TOY, preset="toy")
-        fwd, train = time_steps(model, args.batch, args.steps)
-        flop = count_flops(model).training * args.batch
-        rates[name] = flop / train
-        print(
-            f"{name:10} {count_params(model) / 1e3:8.0f}k {fwd * 1e3:8.1f} {train * 1e3:9.1f} "
-            f"{rates[name] / 1e9:14.1f}"
-        )
+    print(
+        f"\n## Toy presets at 96x144x16, batch {args.batch}, median of {args.steps} steps; "
+        "GEMM: float32 GEMM GFLOP/s just before and after (mean); % best: of the best FP32 "
+        "GEMM of the run"
+    )
+    rows = []
+    for name in _names(args):
+        for precision in precisions:
+            rows.append(measure(name, TOY, "toy", precision, args.batch, args.steps))
+    best = max([fp32_gemm] + [g for r in rows for g in r["gemm_pair"]])
+    print(HEADER)
+    for r in rows:
+        fp32 = _fp32_of(rows, r["name"])
+        print(_row(r, best, fp32 if r is not fp32 else None))
 
-    print("\n## Full size, batch 1: activation memory and estimated step time at the toy rate")
-    available = _available_bytes()
-    for name, model in paper.items():
-        mem = activation_bytes(model)
-        estimate = count_flops(model).training / rates[name]
-        fits = 2.5 * mem < available  # activations + gradients + workspace, roughly
-        line = (
-            f"{name:10} activations {mem / 2**30:5.1f} GiB (available "
-            f"{available / 2**30:5.1f} GiB), estimated train step {estimate:7.1f} s"
-        )
-        if args.full and fits:
-            fwd, train = time_steps(model, 1, 1)
-            rate = count_flops(model).training / train
-            line += f"; measured {train:7.1f} s ({rate / 1e9:.1f} GFLOP/s, forward {fwd:.1f} s)"
-        elif args.full:
-            line += "; not run: would not fit in the available memory"
-        print(line, flush=True)
+    if not args.full:
+        return
+    print(
+        "\n## Paper networks at 768x1152x16, batch 1, one training step after a warm-up step, "
+        "each in a fresh process"
+    )
+    print(HEADER + "  peak RSS")
+    full = []
+    for name in _names(args):
+        for precision in precisions:
+            for part in (1, 2, 4):  # the whole grid, else its left half, else a quarter
+                r = full_step(name, precision, FULL[1] // part)
+                if r is not None:
+                    break
+            if r is None:
+                print(f"{name:9} {precision:15} not run: even a quarter of the grid does not fit")
+                continue
+            note = (
+                f" (768x{FULL[1] // part}: 1/{part} of the grid; all of it would leave "
+                "< 1.5 GiB free)"
+                if part > 1
+                else ""
+            )
+            full.append(r)
+            best = max([best, *r["gemm_pair"]])
+            fp32 = _fp32_of(full, name)
+            print(
+                _row(r, best, fp32 if fp32 is not r else None)
+                + f"  {r['rss'] / GIB:.1f} GiB"
+                + note
+            )
+    print(f"best FP32 GEMM of the run: {best / 1e9:.1f} GFLOP/s")
+    if gpus:
+        for name in _names(args):
+            print(f"paper, {name}: {PAPER_PER_GPU[name]}")
 
 
 if __name__ == "__main__":

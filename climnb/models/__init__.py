@@ -50,7 +50,7 @@ def build_model(
     n_classes: int = 3,
     preset: str = "paper",
     *,
-    mixed_precision: bool = False,
+    mixed_precision: bool | str = False,
     **overrides,
 ):
     """Build a segmentation network as a Keras model that returns float32 logits.
@@ -62,7 +62,9 @@ def build_model(
         multiples of the network's stride (16 for the Tiramisu presets, 8 for DeepLabv3+).
     n_classes : number of classes (3: background, tropical cyclone, atmospheric river).
     preset : ``"paper"`` (the paper's networks), ``"small"`` or ``"toy"`` (CPU-sized).
-    mixed_precision : float16 compute with float32 master weights (``mixed_float16``).
+    mixed_precision : compute precision with float32 master weights: ``False`` (float32),
+        ``True`` (float16, ``"mixed_float16"``) or ``"mixed_bfloat16"`` (bfloat16: fast on CPUs
+        with AVX512_BF16/AMX, no loss scaling needed); see :mod:`climnb.models.precision`.
     **overrides : fields of :class:`TiramisuConfig` / :class:`DeepLabConfig` to change, e.g.
         ``growth_rate=16`` or ``dropout=0.0``.
 

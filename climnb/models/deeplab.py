@@ -155,7 +155,7 @@ def build_deeplab(
     n_classes: int = 3,
     config: DeepLabConfig | None = None,
     *,
-    mixed_precision: bool = False,
+    mixed_precision: bool | str = False,
     name: str = "deeplabv3plus",
 ):
     """Build DeepLabv3+ as a Keras functional model returning float32 logits.
@@ -166,7 +166,8 @@ def build_deeplab(
         output stride (8), otherwise ValueError names sizes that work.
     n_classes : output classes.
     config : architecture settings; the paper's by default.
-    mixed_precision : float16 compute with float32 variables.
+    mixed_precision : ``True`` for float16 or ``"mixed_bfloat16"`` for bfloat16 compute, with
+        float32 variables (see :mod:`climnb.models.precision`).
     name : model name.
 
     Returns

@@ -3,7 +3,8 @@ initialiser and weight decay, batch norm, ReLU and dropout, in one place."""
 
 from __future__ import annotations
 
-from climnb.models.backend import import_keras
+from climnb.models.backend import import_keras, import_tf
+from climnb.models.precision import check_bf16_support, policy_name
 
 __all__ = ["LayerFactory"]
 
@@ -13,8 +14,9 @@ class LayerFactory:
 
     Parameters
     ----------
-    mixed_precision : compute in float16 with float32 variables (Keras ``mixed_float16``
-        policy); the model's logits are cast back to float32 by :meth:`logits`.
+    mixed_precision : ``False`` (float32), ``True`` (``"mixed_float16"``) or a precision name
+        (``"mixed_bfloat16"``, see :mod:`climnb.models.precision`): compute in that type with
+        float32 variables; the model's logits are cast back to float32 by :meth:`logits`.
     weight_decay : L2 factor on kernels (0 for none).
     batch_norm : whether :meth:`conv_bn_relu` normalises.
     dropout : rate of the dropout after :meth:`conv_bn_relu` (0 for none).
@@ -23,7 +25,10 @@ class LayerFactory:
     def __init__(self, *, mixed_precision=False, weight_decay=0.0, batch_norm=True, dropout=0.0):
         self.keras = import_keras()
         self.layers = self.keras.layers
-        self.policy = self.keras.DTypePolicy("mixed_float16" if mixed_precision else "float32")
+        name = policy_name(mixed_precision)
+        if name == "mixed_bfloat16":
+            check_bf16_support(len(import_tf().config.list_physical_devices("GPU")))
+        self.policy = self.keras.DTypePolicy(name)
         self.weight_decay = weight_decay
         self.batch_norm = batch_norm
         self.dropout = dropout

@@ -48,7 +48,7 @@ def build_tiramisu(
     n_classes: int = 3,
     config: TiramisuConfig | None = None,
     *,
-    mixed_precision: bool = False,
+    mixed_precision: bool | str = False,
     name: str = "tiramisu",
 ):
     """Build the Tiramisu as a Keras functional model returning float32 logits.
@@ -59,7 +59,8 @@ def build_tiramisu(
         ``config.stride`` (16 for five blocks), otherwise ValueError names sizes that work.
     n_classes : output classes (3: background, tropical cyclone, atmospheric river).
     config : architecture settings; the paper's by default.
-    mixed_precision : float16 compute with float32 variables.
+    mixed_precision : ``True`` for float16 or ``"mixed_bfloat16"`` for bfloat16 compute, with
+        float32 variables (see :mod:`climnb.models.precision`).
     name : model name.
 
     Returns

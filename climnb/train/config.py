@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from climnb.models.precision import policy_name
 from climnb.models.presets import get_config
 
 __all__ = ["TrainConfig", "OptimizerConfig", "SCHEDULES", "LARC_MODES"]
@@ -129,6 +130,9 @@ class TrainConfig:
     read_workers : reader processes of the input pipeline per rank (0: read in-process).
     data_autotune : tf.data's autotuner in the input pipeline (off: see
         :class:`climnb.pipeline.PipelineConfig`).
+    precision : compute precision, float32 master weights: ``"float32"``, ``"mixed_bfloat16"``
+        (fast on CPUs with AVX512_BF16/AMX; no loss scaling) or ``"mixed_float16"`` (turns on
+        ``optimizer.mixed_precision``, its loss scaling); see :mod:`climnb.models.precision`.
     """
 
     data_dir: str
@@ -159,6 +163,7 @@ class TrainConfig:
     threads: int | None = None
     read_workers: int = 1
     data_autotune: bool = False
+    precision: str = "float32"
 
     def __post_init__(self):
         if isinstance(self.optimizer, Mapping):
@@ -183,6 +188,17 @@ class TrainConfig:
             get_config(self.model, self.preset, **self.model_overrides)
         except TypeError as err:
             raise ValueError(f"model_overrides: {err}") from err
+        precision, scaled = policy_name(self.precision), self.optimizer.mixed_precision
+        if scaled and precision == "mixed_bfloat16":
+            raise ValueError(
+                "precision mixed_bfloat16 needs no loss scaling: unset mixed_precision"
+            )
+        if scaled or precision == "mixed_float16":  # float16 always with loss scaling
+            precision = "mixed_float16"
+            object.__setattr__(
+                self, "optimizer", dataclasses.replace(self.optimizer, mixed_precision=True)
+            )
+        object.__setattr__(self, "precision", precision)
 
     @property
     def out(self) -> Path:

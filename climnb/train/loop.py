@@ -382,7 +382,7 @@ class _Run:
             data.shape,
             3,
             config.preset,
-            mixed_precision=opt_config.mixed_precision,
+            mixed_precision=config.precision,
             **config.model_overrides,
         )
         self.optimizer = optim.make_optimizer(opt_config)
