@@ -43,6 +43,17 @@ def test_typed_flags_win_over_the_file(run_json):
     assert config.optimizer.learning_rate == 0.5 and config.optimizer.larc  # the rest kept
 
 
+def test_precision_flag_and_file(tmp_path):
+    assert _config(["--data", "d"]).precision == "float32"
+    assert _config(["--data", "d", "--precision", "mixed_bfloat16"]).precision == "mixed_bfloat16"
+    path = tmp_path / "bf16.json"
+    path.write_text(json.dumps({"precision": "mixed_bfloat16"}))
+    assert _config(["--data", "d", "--config", str(path)]).precision == "mixed_bfloat16"
+    assert _config(["--data", "d", "--config", str(path), "--precision", "float32"]).precision == (
+        "float32"
+    )
+
+
 def test_no_file_no_flags_gives_the_dataclass_defaults():
     assert _config(["--data", "d"]) == TrainConfig(data_dir="d")
 

@@ -44,6 +44,7 @@ _FIELDS = {
     "larc": "optimizer.larc",
     "gradient_lag": "optimizer.gradient_lag",
     "mixed_precision": "optimizer.mixed_precision",
+    "precision": "precision",
 }
 
 
@@ -79,6 +80,12 @@ def add_arguments(parser):
     add("--larc", action="store_true", default=d, help="layer-wise adaptive rate clipping")
     add("--gradient-lag", action="store_true", default=d, help="apply last step's gradient")
     add("--mixed-precision", action="store_true", default=d, help="float16 compute")
+    add(
+        "--precision",
+        default=d,
+        choices=["float32", "mixed_bfloat16", "mixed_float16"],
+        help="compute precision (mixed_bfloat16: CPUs with AVX512_BF16/AMX; float32 weights)",
+    )
     add("--checkpoint-every", type=int, default=d, help="steps between checkpoints")
     add("--keep-checkpoints", type=int, default=d, help="newest checkpoints kept")
     add(
