@@ -10,7 +10,10 @@ For each command:
    (the first path appears in its output folder), sleep a seeded random fraction of the clean
    run's working time, send SIGKILL to the whole process tree (mpirun and its ranks), then run
    the same command again to completion; a rerun refused because the folder is not empty is
-   repeated once with ``--overwrite`` (counted);
+   repeated once with ``--overwrite`` (counted). ``train`` (``--chain``: its runs take
+   minutes on a loaded 2-core machine) is killed ``--kills`` times in a row in one folder, each
+   restart resuming from what the last one left, at moments drawn over a clean run's whole
+   duration, and then run to completion once;
 3. compare every output's SHA-256 with the reference, and count temporary files left behind
    (``*.tmp`` anywhere in the output folder) after the rerun.
 
@@ -30,7 +33,7 @@ What is compared:
   and TensorFlow's kernels are deterministic; the two clean runs show whether the last holds.
 
     .venv/bin/python benchmarks/bench_faults.py [--kills 10] [--quick] [--seed 0]
-        [--only samples stage train] [--keep DIR]
+        [--only samples stage train] [--chain train] [--keep DIR] [--train-ranks 2]
 
 How the figures could be wrong: a kill that lands after the process has ended is counted as
 "missed", not as a kill; kill moments are drawn uniformly over the clean run's working time,
@@ -74,6 +77,8 @@ class Tally:
     notes: list[str] = field(default_factory=list)
     unstable: list[str] = field(default_factory=list)
     clean_seconds: float = 0.0
+    work_seconds: float = 0.0
+    chain: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,8 +122,13 @@ def kill_tree(proc: subprocess.Popen) -> None:
     psutil.wait_procs(family, timeout=10)
 
 
-def start_and_kill(argv, env, watch: Path, delay: float) -> bool:
-    """Start ``argv``; once ``watch`` holds a path, wait ``delay`` s and kill -9 the tree.
+def _started(watch: Path) -> bool:
+    return watch.exists() and any(watch.iterdir())
+
+
+def start_and_kill(argv, env, watch: Path | None, delay: float) -> bool:
+    """Start ``argv``; once ``watch`` holds a path (at once if None), wait ``delay`` s and
+    kill -9 the tree.
 
     Returns False when the process ended before the kill (a missed kill).
     """
@@ -126,7 +136,9 @@ def start_and_kill(argv, env, watch: Path, delay: float) -> bool:
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     deadline = time.monotonic() + 600
-    while proc.poll() is None and not (watch.exists() and any(watch.iterdir())):
+    while (
+        watch is not None and proc.poll() is None and not (watch.exists() and any(watch.iterdir()))
+    ):
         if time.monotonic() > deadline:
             break
         time.sleep(0.01)
@@ -219,7 +231,9 @@ def trial(cmd: Command, tally: Tally, env, folder: Path, delay: float | None, re
         else:
             tally.kills += 1
         where = f" (killed {delay:.2f} s into the work; left {progress(cmd.output(folder))})"
-    done = run(cmd.argv(folder), env)
+    done, seconds, work = timed_run(cmd.argv(folder), env, cmd.output(folder))
+    if ref is None and not tally.clean_seconds:  # the first clean run times the command
+        tally.clean_seconds, tally.work_seconds = seconds, work
     if done.returncode != 0 and "overwrite" in done.stderr.lower():
         tally.overwrite_needed += 1
         done = run([*cmd.argv(folder), "--overwrite"], env)
@@ -249,37 +263,50 @@ def _last(text: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def bench(cmd: Command, root: Path, kills: int, rng, env) -> Tally:
-    tally = Tally(cmd.name)
+def bench(cmd: Command, root: Path, kills: int, rng, env, chain: bool) -> Tally:
+    tally = Tally(cmd.name, chain=chain)
     base = root / cmd.name
     base.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
     ref = trial(cmd, tally, env, base / "clean-a", None, None, set())
-    tally.clean_seconds = time.perf_counter() - t0
     if ref is None:
         tally.notes.insert(0, "the clean run failed; nothing to compare with")
         return tally
     again = trial(cmd, tally, env, base / "clean-b", None, None, set())
     tally.unstable = compare(ref, again or {}, set())
     tally.completed = 0
-    # the working time: from the first output to the end, on a third timed clean run
-    work = _working_time(cmd, env, base / "clean-c")
-    for k in range(kills):
-        delay = float(rng.uniform(0.0, work))
-        trial(cmd, tally, env, base / f"kill-{k:02d}", delay, ref, set(tally.unstable))
+    if not chain:  # each kill in a fresh folder, then a rerun there
+        for k in range(kills):
+            delay = float(rng.uniform(0.0, tally.work_seconds))
+            trial(cmd, tally, env, base / f"kill-{k:02d}", delay, ref, set(tally.unstable))
+        return tally
+    # one folder killed again and again (each restart resumes), then run to completion
+    folder, left = base / "chain", []
+    for _ in range(kills):
+        delay = float(rng.uniform(0.0, tally.clean_seconds))  # from the start: restarts resume
+        if start_and_kill(cmd.argv(folder), env, None, delay):
+            tally.kills += 1
+        else:
+            tally.missed += 1
+        left.append(progress(cmd.output(folder)).split(", newest ")[-1])
+    tally.notes.append("after each kill: " + "; ".join(left))
+    trial(cmd, tally, env, folder, None, ref, set(tally.unstable))
     return tally
 
 
-def _working_time(cmd: Command, env, folder: Path) -> float:
-    proc = subprocess.Popen(
-        cmd.argv(folder), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    watch = cmd.output(folder)
-    while proc.poll() is None and not (watch.exists() and any(watch.iterdir())):
-        time.sleep(0.01)
-    t = time.monotonic()
-    proc.wait()
-    return max(time.monotonic() - t, 0.05)
+def timed_run(argv, env, watch: Path):
+    """Run to the end; also return the seconds in all and from the first output to the end."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
+        first = None
+        while proc.poll() is None:
+            if first is None and _started(watch):
+                first = time.monotonic()
+            time.sleep(0.01)
+        end = time.monotonic()
+        out.seek(0), err.seek(0)
+        done = subprocess.CompletedProcess(argv, proc.returncode, out.read(), err.read())
+    return done, end - t0, max(end - (first or t0), 0.05)
 
 
 def commands(data: Path, args, train_ranks: int) -> list[Command]:
@@ -326,7 +353,7 @@ def make_data(data: Path, n_time: int, stage_shape: str, env) -> None:
         ["synth", "--out", str(fields), "--n-time", str(n_time), "--seed", "5"],
         ["samples", "--input", str(fields), "--out", str(data / "samples"), "--seed", "0"],
         # staging copies bytes: larger files give its kills a longer window to land in
-        ["synth", "--out", str(big), "--n-time", "30", "--shape", stage_shape, "--seed", "6"],
+        ["synth", "--out", str(big), "--n-time", "40", "--shape", stage_shape, "--seed", "6"],
         ["samples", "--input", str(big), "--out", str(data / "stage-source"), "--seed", "0"],
     ):
         done = run([PYTHON, "-m", "climnb", *argv], env)
@@ -349,6 +376,13 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", default=("samples", "stage", "train"))
     parser.add_argument("--keep", help="work folder (kept); default a temporary one, removed")
     parser.add_argument("--train-ranks", type=int, default=None, help="default 2 with Horovod")
+    parser.add_argument(
+        "--chain",
+        nargs="*",
+        default=("train",),
+        help="commands killed again and again in one folder, then run to completion "
+        "(default: train, whose runs are long; the others get a fresh folder per kill)",
+    )
     args = parser.parse_args(argv)
     kills = 3 if args.quick and args.kills == 10 else args.kills
     n_time = 16 if args.quick else 48
@@ -365,7 +399,9 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     make_data(root / "data", n_time, args.stage_shape, plain)
     print(
-        f"data: {n_time} toy steps (96 x 144), staging source 24 files of {args.stage_shape}, "
+        f"data: {n_time} toy steps (96 x 144), staging source "
+        f"{len(list((root / 'data/stage-source/train').glob('data-*.h5')))} training files of "
+        f"{args.stage_shape}, "
         f"made in {time.perf_counter() - t0:.0f} s; "
         f"{kills} kills per command, seed {args.seed}; train on {train_ranks} rank(s); "
         f"work folder {root}",
@@ -376,14 +412,17 @@ def main(argv=None) -> int:
         if cmd.name not in args.only:
             continue
         t = time.perf_counter()
-        tally = bench(cmd, root, kills, rng, mpi if cmd.mpi else plain)
+        tally = bench(cmd, root, kills, rng, mpi if cmd.mpi else plain, cmd.name in args.chain)
         tallies.append(tally)
+        runs = 1 if tally.chain else tally.kills + tally.missed
+        mode = "in a row in one folder, then one rerun" if tally.chain else "each in a fresh folder"
         print(
-            f"\n{cmd.name}: kills {tally.kills} (missed: ended before the kill {tally.missed}), "
-            f"reruns completed {tally.completed}/{tally.kills + tally.missed}, "
+            f"\n{cmd.name} ({mode}): kills {tally.kills} (missed: ended before the kill "
+            f"{tally.missed}), reruns completed {tally.completed}/{runs}, "
             f"outputs identical {tally.identical}, differing {tally.differing}, "
             f"leftover temp files {tally.leftover_tmp}, reruns needing --overwrite "
-            f"{tally.overwrite_needed}; clean run {tally.clean_seconds:.1f} s, all "
+            f"{tally.overwrite_needed}; clean run {tally.clean_seconds:.1f} s "
+            f"({tally.work_seconds:.1f} s from its first output), all "
             f"{time.perf_counter() - t:.0f} s",
             flush=True,
         )

@@ -39,7 +39,7 @@ __all__ = ["CASES", "Case", "Golden", "Outcome", "Unavailable", "judge", "make_g
 # the owners' areas (branches) this session; "lead" where nobody is working on it
 SAMPLESET, TRAINING, REALDATA, PANGEO, LEAD = "sampleset", "training", "realdata", "pangeo", "lead"
 
-N_TIME = 10  # toy steps in the golden fields: 8 train, 1 validation, 1 test
+N_TIME = 40  # 5 days of toy steps: enough for a split by time blocks with 24 h gaps
 # a small Tiramisu so that a case that is not refused trains one step in seconds
 TRAIN_CONFIG = {"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "threads": 1}
 TRAIN_FLAGS = ["--epochs", "1", "--max-steps", "1", "--batch-size", "2", "--threads", "1"]
@@ -53,7 +53,7 @@ class Unavailable(Exception):
 class Golden:
     """Correct inputs, made once and copied into each case's folder.
 
-    fields : toy NetCDF fields with ``truth`` (``climnb synth``, 10 steps, 96 x 144).
+    fields : toy NetCDF fields with ``truth`` (``climnb synth``, 40 steps, 96 x 144).
     samples : ``climnb samples`` of them: train/, validation/, test/, stats.h5.
     bundle : a model bundle (one 1x1 convolution: predicts in milliseconds).
     """
