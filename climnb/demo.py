@@ -13,6 +13,7 @@ labels (01) -> sample files, stats and staging onto two simulated nodes (02) -> 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -22,10 +23,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from climnb.atomic import atomic_path
+from climnb.io.samples import SampleError
+from climnb.io.sampleset import SampleSet, write_sample_set
+from climnb.synthetic import make_dataset
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DemoConfig", "NotebookRun", "find_notebooks", "run_notebook", "run_demo"]
+__all__ = [
+    "DemoConfig",
+    "NotebookRun",
+    "find_notebooks",
+    "render_html",
+    "run_demo",
+    "run_notebook",
+    "static_widgets",
+]
 
 
 #: Parameters that chain the notebooks into the whole workflow on toy data.
@@ -95,7 +107,6 @@ def run_notebook(
     timeout: int = 1200,
 ) -> NotebookRun:
     """Execute one notebook with papermill into ``reports`` and render it to HTML."""
-    import nbconvert
     import nbformat
     import papermill as pm
 
@@ -120,15 +131,79 @@ def run_notebook(
         )
     seconds = time.perf_counter() - start
     html = output.with_suffix(".html")
-    logging.getLogger("traitlets").setLevel(logging.ERROR)  # "alternative text is missing"
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Your element with mimetype", UserWarning)
-        notebook_node = nbformat.read(output, as_version=4)
-        body, _ = nbconvert.HTMLExporter().from_notebook_node(notebook_node)
+    body = render_html(nbformat.read(output, as_version=4))
     with atomic_path(html) as tmp:
         tmp.write_text(body)
     log.info("%s ran in %.1f s -> %s", notebook.name, seconds, output)
     return NotebookRun(notebook, output, html, seconds)
+
+
+#: nbconvert's lab template without the scripts it loads from CDNs (require.js, MathJax,
+#: mermaid, the Jupyter widgets manager): a report renders the same offline. The notebooks
+#: inline BokehJS themselves (``hv.extension("bokeh", inline=True)``).
+_OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+"""
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def render_html(notebook) -> str:
+    """A self-contained HTML page of an executed notebook (an ``nbformat`` node).
+
+    No script is loaded from elsewhere: the page renders offline. What that costs: LaTeX
+    math in Markdown shows as its TeX source (no MathJax; the notebooks have none), mermaid
+    diagrams as their text, and widgets (tqdm's progress bars) as the text of their last
+    state (see :func:`static_widgets`) instead of live widgets.
+    """
+    import jinja2
+    import nbconvert
+
+    logging.getLogger("traitlets").setLevel(logging.ERROR)  # "alternative text is missing"
+    exporter = nbconvert.HTMLExporter(
+        extra_loaders=[jinja2.DictLoader({"climnb_offline.html.j2": _OFFLINE_TEMPLATE})],
+        template_file="climnb_offline.html.j2",
+        embed_images=True,
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Your element with mimetype", UserWarning)
+        body, _ = exporter.from_notebook_node(static_widgets(notebook))
+    return body
+
+
+def static_widgets(notebook):
+    """A copy of ``notebook`` with each widget output replaced by plain text of the widget's
+    last saved state (a tqdm bar: ``100%|##########| 3/3 [...]``), and no widget state."""
+    import copy
+    import html
+    import re
+
+    nb = copy.deepcopy(notebook)
+    state = nb.metadata.pop("widgets", {}).get(_WIDGET_STATE, {}).get("state", {})
+
+    def text(model_id: str) -> str | None:
+        model = state.get(model_id, {})
+        kind, values = model.get("model_name", ""), model.get("state", {})
+        if kind in ("HTMLModel", "LabelModel", "TextModel"):
+            return html.unescape(re.sub(r"<[^>]*>", "", str(values.get("value", ""))))
+        if kind in ("FloatProgressModel", "IntProgressModel"):
+            done = float(values.get("value", 0)) / max(float(values.get("max", 1)), 1e-12)
+            return "|" + "#" * round(10 * done) + " " * (10 - round(10 * done)) + "|"
+        children = [str(c).removeprefix("IPY_MODEL_") for c in values.get("children", [])]
+        parts = [text(c) for c in children]
+        return "".join(p for p in parts if p) if children else None
+
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            view = out.get("data", {}).pop(_WIDGET_VIEW, None)
+            if view is not None:
+                shown = text(view.get("model_id", ""))
+                if shown is not None:
+                    out["data"]["text/plain"] = shown
+    return nb
 
 
 def _declared_parameters(notebook: Path) -> set[str]:
@@ -206,28 +281,25 @@ def toy_samples(
     seed: int = 0,
     fields: str | os.PathLike | None = None,
 ) -> Path:
-    """Split sample files and ``stats.h5`` in ``folder`` for training, made if missing.
+    """A split sample set in ``folder`` for training (:func:`climnb.io.sampleset.write_sample_set`),
+    made if missing.
 
     Uses the fields and labels of ``fields`` (a NetCDF file with a ``labels`` or ``truth``
-    variable) when given and present, else ``n_time`` synthetic steps with their truth. The
-    layout is the one ``climnb samples`` and notebook 02 write: ``train/``, ``validation/``,
-    ``test/`` and ``stats.h5``.
+    variable) when given and present, else ``n_time`` synthetic steps with their truth.
     """
-    from climnb.io.split import write_split_samples
-    from climnb.io.stats import STATS_NAME
-
     folder = Path(folder)
-    if (folder / STATS_NAME).exists() and any((folder / "train").glob("data-*.h5")):
-        return folder
+    with contextlib.suppress(SampleError):
+        ss = SampleSet.open(folder)
+        if ss.files("train") and ss.stats_path.is_file():
+            return folder
     if fields is not None and Path(fields).exists():
         import xarray as xr
 
         with xr.open_dataset(fields) as ds:
-            write_split_samples(ds, "labels" if "labels" in ds else "truth", folder, seed=seed)
+            label = "labels" if "labels" in ds else "truth"
+            write_sample_set(ds, label, folder, seed=seed, overwrite=True)
     else:
-        from climnb.synthetic import make_dataset
-
         ds, _ = make_dataset(n_time=n_time, seed=seed)
-        write_split_samples(ds, "truth", folder, seed=seed)
+        write_sample_set(ds, "truth", folder, seed=seed, overwrite=True)
     log.info("wrote toy sample files and stats.h5 to %s", folder)
     return folder

@@ -14,6 +14,15 @@ Steps, in order:
 Why processes and shared memory, and what else was measured: see :mod:`climnb.io.reader` and
 ``benchmarks/bench_pipeline.py``. TensorFlow is imported only by :func:`make_dataset`.
 
+Where the files come from: a training rank passes its node's staged copies, which never lie in
+the shared folder (:class:`climnb.io.sampleset.StagedSet`; the staged list is already this
+rank's, so ``rank=0, size=1``)::
+
+    staged = StagedSet.for_rank("/local/scratch/{node}", rank=rank, local_size=local_size)
+    ds = make_dataset(staged.files("train"), staged.stats(), class_weights=w, epochs=None)
+
+The statistics must list the files' channels in the files' order (checked by the reader).
+
 Examples
 --------
 >>> epoch_order(5, seed=0, epoch=0, shuffle=False)

@@ -1,26 +1,32 @@
-"""Stage a training set from the shared file system onto node-local storage.
+"""Stage a sample set from the shared file system onto node-local storage: a staged set per node.
 
 Every local rank of every node trains on its own ``samples_per_rank`` files, drawn with
-replacement from the shared directory with a seed (the paper used 250). A node stores each
-file it needs once and lists, per local rank, the rank's files in shuffled order
-(``files-rank{r}.txt``). Each file is read from the shared file system **at most once** across
-the whole job: one process that needs it reads it and sends the bytes over MPI to the other
-processes that need it, so the shared file system serves each byte once however many nodes
-use it.
+replacement from the set's training files with a seed (the paper used 250), and validates on
+its share of the validation files (``validation[rank::ranks]``, when the source has them). A
+node stores each file it needs once, with ``stats.h5``, and a manifest listing every file's
+SHA-256 and each local rank's files in training order: a
+:class:`climnb.io.sampleset.StagedSet`, which training opens from a folder pattern with
+``{node}`` / ``{local_rank}`` placeholders and never looks beyond. Each file is read from the
+shared file system **at most once** across the whole job: one process that needs it reads it
+and sends the bytes over MPI to the other processes that need it.
 
-How the exchange runs: rank 0 lists the shared directory and broadcasts names and sizes; all
-ranks derive the same plan; every process checks what it already has (resume) and the ranks
-exchange what they still need; each file still needed gets one reader, the needing process
-with the fewest bytes to read so far. The reads then proceed in rounds: in round ``k`` every
-process reads its ``k``-th file (in parallel across nodes) and the round's files travel with
-non-blocking point-to-point messages (raw bytes plus the SHA-256 digest the reader computed,
-which the receivers check). Files are written atomically, each followed by a line in the
-node's journal; a ``manifest.json`` with sizes and checksums closes the run. Running again
-verifies the files the journal lists, skips those that are intact and stages the rest.
+How the exchange runs: rank 0 opens the source :class:`~climnb.io.sampleset.SampleSet` and
+broadcasts names, sizes and content digests (from the source manifests); all ranks derive the
+same plan; every process checks what it already has (resume) and the ranks exchange what they
+still need; each file still needed gets one reader, the needing process with the fewest bytes to
+read so far. The reads then proceed in rounds: in round ``k`` every process reads its ``k``-th
+file and the round's files travel with non-blocking point-to-point messages (raw bytes plus the
+SHA-256 the reader computed). Every holder checks the digest against the source manifest's, so a
+shared file that changed or rotted since it was written is refused, naming it, on every rank.
+Files are written atomically, each followed by a line in the node's journal; the manifest closes
+the run. A rerun skips a staged file only when its recorded digest equals the source manifest's
+(sizes are never trusted) and, with ``verify``, the local bytes still hash to it; a changed
+``stats.h5`` is restaged too. Temporary files of a killed run are removed on the next.
 
 One MPI process per node is the expected layout (``mpirun -np NODES`` or one ipyparallel
 engine per node); a process may also stand for several simulated nodes (``dest`` then must
-contain ``{node}``), and without MPI one process stages all nodes.
+contain ``{node}``), and without MPI one process stages all nodes. Processes whose ``dest`` is
+the same directory (a shared file system, no ``{node}``) are detected and refused.
 
 Examples
 --------
@@ -28,6 +34,7 @@ Examples
 >>> from pathlib import Path
 >>> from climnb.synthetic import make_dataset
 >>> from climnb.io.samples import write_samples
+>>> from climnb.io.sampleset import StagedSet
 >>> shared, local = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
 >>> ds, _ = make_dataset(n_time=6, seed=0)
 >>> _ = write_samples(ds, ds.truth, shared)
@@ -36,17 +43,18 @@ Examples
 >>> report = stage(cfg)
 >>> report.max_reads_per_file, report.bytes_read <= report.bytes_shared
 (1, True)
->>> len(staged_files(local / "node0", 1))
+>>> len(StagedSet.open(local / "node{node}", node=0, local_rank=1).files("train"))
 4
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import json
 import logging
 import os
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -55,8 +63,9 @@ from pathlib import Path
 import numpy as np
 
 from climnb.atomic import atomic_path
-from climnb.io.samples import SampleError, list_samples
-from climnb.io.stats import STATS_NAME
+from climnb.io.manifest import Entry, Manifest, sha256_file
+from climnb.io.samples import SAMPLE_GLOB, SampleError
+from climnb.io.sampleset import STATS_NAME, SampleSet, StagedSet, resolve_folder
 
 __all__ = [
     "StagingConfig",
@@ -70,8 +79,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
-JOURNAL = ".manifest.jsonl"
 _DIGEST = 32  # bytes of a SHA-256 digest, sent after each file's bytes
 
 Reader = Callable[[Path, np.ndarray], None]
@@ -83,16 +90,17 @@ class StagingConfig:
 
     Attributes
     ----------
-    source : the shared directory with the sample files (``data-*.h5``).
-    dest : the node-local directory; ``{node}`` in it is replaced by the node number
-        (needed when one machine simulates several nodes).
+    source : the shared sample set: a set's root (its ``train/`` files are drawn from, its
+        ``validation/`` files shared out) or a flat folder of ``data-*.h5`` (drawn from).
+    dest : the node-local folder of the staged set; ``{node}`` is replaced by the node number
+        (needed when one machine simulates several nodes) and ``{local_rank}`` by the local
+        rank (a folder per rank, each with only that rank's files).
     n_nodes : nodes in the job (default: the number of MPI processes).
     ranks_per_node : training ranks (GPUs) per node.
     samples_per_rank : files drawn, with replacement, for each rank (the paper used 250).
     seed : seed of the draw.
-    verify : on a re-run, check the checksums of files already staged (else sizes only).
-    stats : a ``stats.h5`` to stage with the files (default: ``stats.h5`` in ``source`` or
-        its parent, if there is one).
+    verify : on a re-run, hash the files already staged (else trust the journal's digests).
+    stats : a ``stats.h5`` to stage with the files (default: the set's).
     """
 
     source: str
@@ -104,9 +112,20 @@ class StagingConfig:
     verify: bool = True
     stats: str | None = None
 
+    def rank_dir(self, node: int, local_rank: int = 0) -> Path:
+        """Local folder of ``local_rank`` on ``node``."""
+        return resolve_folder(self.dest, node=node, local_rank=local_rank)
+
     def node_dir(self, node: int) -> Path:
-        """Local directory of ``node``."""
-        return Path(self.dest.format(node=node))
+        """Local folder of ``node`` (of its local rank 0 when ``dest`` has ``{local_rank}``)."""
+        return self.rank_dir(node, 0)
+
+    def stores(self, node: int) -> dict[Path, tuple[int, ...]]:
+        """The folders of ``node`` and the local ranks each holds."""
+        out: dict[Path, list[int]] = {}
+        for r in range(self.ranks_per_node):
+            out.setdefault(self.rank_dir(node, r), []).append(r)
+        return {d: tuple(rs) for d, rs in out.items()}
 
 
 @dataclass(frozen=True)
@@ -115,20 +134,27 @@ class StagingPlan:
 
     Attributes
     ----------
-    names : file names in the shared directory (sorted); the extra ``stats.h5`` comes last.
+    names : file names: the training files (sorted), the validation files, then the extra
+        ``stats.h5``.
     sizes : their sizes in bytes.
     rank_files : ``rank_files[node][local_rank]``: indices into ``names``, in training order.
     extra : indices of files every node gets (``stats.h5``).
+    rank_validation : ``rank_validation[node][local_rank]``: the rank's validation files.
     """
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
     rank_files: tuple[tuple[tuple[int, ...], ...], ...]
     extra: tuple[int, ...] = ()
+    rank_validation: tuple[tuple[tuple[int, ...], ...], ...] = ()
 
-    def needs(self, node: int) -> set[int]:
-        """Indices of the files ``node`` stores."""
-        return {i for files in self.rank_files[node] for i in files} | set(self.extra)
+    def needs(self, node: int, ranks: Sequence[int] | None = None) -> set[int]:
+        """Indices of the files ``node`` stores (for ``ranks``: the files of those ranks)."""
+        ranks = range(len(self.rank_files[node])) if ranks is None else ranks
+        files = {i for r in ranks for i in self.rank_files[node][r]}
+        if self.rank_validation:
+            files |= {i for r in ranks for i in self.rank_validation[node][r]}
+        return files | set(self.extra)
 
 
 @dataclass(frozen=True)
@@ -137,7 +163,7 @@ class StagingReport:
 
     Attributes
     ----------
-    bytes_shared : size of everything in the shared directory that could be staged.
+    bytes_shared : size of everything in the shared set that could be staged.
     bytes_needed : size of the distinct files the job needs.
     bytes_read : bytes read from the shared file system.
     bytes_written : bytes written to node-local storage.
@@ -199,8 +225,10 @@ def plan_staging(
     samples_per_rank: int,
     seed: int = 0,
     extra: Sequence[tuple[str, int]] = (),
+    validation: Sequence[tuple[str, int]] = (),
 ) -> StagingPlan:
-    """Draw ``samples_per_rank`` files with replacement for every rank of every node.
+    """Draw ``samples_per_rank`` files with replacement for every rank of every node; share
+    the ``validation`` files out over the ranks (global rank ``g`` gets ``validation[g::n]``).
 
     >>> plan = plan_staging(["a", "b", "c"], [1, 1, 1], n_nodes=2, ranks_per_node=1,
     ...                     samples_per_rank=2, seed=0)
@@ -224,12 +252,25 @@ def plan_staging(
         )
         for _ in range(n_nodes)
     )
-    n = len(names)
+    n, n_val, world = len(names), len(validation), n_nodes * ranks_per_node
+    rank_validation = (
+        tuple(
+            tuple(
+                tuple(range(n + node * ranks_per_node + r, n + n_val, world))
+                for r in range(ranks_per_node)
+            )
+            for node in range(n_nodes)
+        )
+        if n_val
+        else ()
+    )
+    everything = [*zip(names, sizes, strict=True), *validation, *extra]
     return StagingPlan(
-        names=tuple(names) + tuple(e[0] for e in extra),
-        sizes=tuple(int(s) for s in sizes) + tuple(int(e[1]) for e in extra),
+        names=tuple(e[0] for e in everything),
+        sizes=tuple(int(e[1]) for e in everything),
         rank_files=rank_files,
-        extra=tuple(range(n, n + len(extra))),
+        extra=tuple(range(n + n_val, len(everything))),
+        rank_validation=rank_validation,
     )
 
 
@@ -253,8 +294,29 @@ def _read_shared(path: Path, out: np.ndarray) -> None:
         raise SampleError(f"{path}: read {n} bytes, expected {out.size} (changed while staging?)")
 
 
-def stage(config: StagingConfig, comm=None, *, read: Reader = _read_shared) -> StagingReport:
-    """Stage ``config.source`` onto the node-local directories; every rank gets the report.
+@dataclass(frozen=True)
+class _Source:
+    """The shared set as rank 0 saw it: what every rank needs to plan and check."""
+
+    train: list  # (name, path, size, sha256 or None, identity)
+    validation: list
+    extra: list
+    channels: tuple[str, ...] | None
+    grid: tuple[int, int] | None
+    train_digest: str | None
+
+    def rows(self) -> list:
+        return [*self.train, *self.validation, *self.extra]
+
+
+def stage(
+    config: StagingConfig,
+    comm=None,
+    *,
+    read: Reader = _read_shared,
+    progress: Callable[[int], None] | None = None,
+) -> StagingReport:
+    """Stage ``config.source`` onto the node-local folders; every rank gets the report.
 
     Parameters
     ----------
@@ -262,72 +324,146 @@ def stage(config: StagingConfig, comm=None, *, read: Reader = _read_shared) -> S
     comm : an mpi4py communicator (one process per node), or ``None`` to stage every node from
         this process.
     read : the function that reads a shared file into a byte buffer (tests count its calls).
+    progress : called with 1 after each file this process writes or finds intact.
     """
     comm = comm if comm is not None else _Serial()
     t0 = time.perf_counter()
-    listing = _list_source(config) if comm.rank == 0 else None
-    listing = comm.bcast(listing, root=0)
-    if isinstance(listing, Exception):
-        raise listing
-    names, sizes, extra = listing
+    source = _list_source(config) if comm.rank == 0 else None
+    source = comm.bcast(source, root=0)
+    if isinstance(source, Exception):
+        raise source
     n_nodes = config.n_nodes or comm.size
     mine = [n for n in range(n_nodes) if _owner(n, comm.size) == comm.rank]
-    if len(mine) > 1 and "{node}" not in config.dest:
-        raise ValueError(f"dest must contain {{node}} when a process stages {len(mine)} nodes")
     plan = plan_staging(
-        names,
-        sizes,
+        [r[0] for r in source.train],
+        [r[2] for r in source.train],
         n_nodes=n_nodes,
         ranks_per_node=config.ranks_per_node,
         samples_per_rank=config.samples_per_rank,
         seed=config.seed,
-        extra=extra,
+        extra=[r[0:3:2] for r in source.extra],
+        validation=[r[0:3:2] for r in source.validation],
     )
-    have = {n: _verified(config.node_dir(n), plan, config.verify) for n in mine}
-    missing = {n: sorted(plan.needs(n) - have[n]) for n in mine}
-    all_missing = {n: m for part in comm.allgather(missing) for n, m in part.items()}
-    counts = _exchange(config, plan, comm, all_missing, read)
-    for n in mine:
-        _finish_node(config.node_dir(n), plan, n)
-    counts["files_skipped"] = sum(len(have[n] & plan.needs(n)) for n in mine)
+    stores = _claim_stores(config, comm, mine)
+    rows = source.rows()
+    have = {
+        (n, d): _verified(d, plan, rows, plan.needs(n, rs), config.verify)
+        for n in mine
+        for d, rs in config.stores(n).items()
+    }
+    missing = {key: sorted(plan.needs(key[0], stores[key]) - have[key]) for key in have}
+    all_missing = {k: m for part in comm.allgather(missing) for k, m in part.items()}
+    if progress is not None:
+        progress(sum(len(plan.needs(k[0], stores[k]) & v) for k, v in have.items()))
+    counts = _exchange(plan, rows, comm, all_missing, read, progress)
+    for (n, d), ranks in stores.items():
+        _finish_store(d, plan, n, ranks, source, config)
+    counts["files_skipped"] = sum(len(have[k] & plan.needs(k[0], stores[k])) for k in have)
     counts["seconds"] = time.perf_counter() - t0
     return _total(comm.allgather(counts), plan, n_nodes)
 
 
-def _list_source(config: StagingConfig):
+def _list_source(config: StagingConfig) -> _Source | Exception:
     try:
-        files = list_samples(config.source)
-        stats = _stats_file(config)
-        extra = [(STATS_NAME, stats.stat().st_size)] if stats else []
-        return [f.name for f in files], [f.stat().st_size for f in files], extra
-    except (SampleError, OSError) as err:  # every rank raises it, not only rank 0
+        ss = SampleSet.open(config.source)
+        pool = "train" if ss.splits else None
+        train = _rows(ss, pool)
+        if not train:
+            raise SampleError(f"{ss.folder(pool)}: no sample files to stage")
+        validation = _rows(ss, "validation") if "validation" in ss.splits else []
+        stats = Path(config.stats) if config.stats else ss.stats_path
+        extra = []
+        if stats.is_file():
+            m = ss.manifest(pool)
+            known = m.stats[1].sha256 if m and m.stats and not config.stats else None
+            extra = [(STATS_NAME, str(stats), stats.stat().st_size, known, _identity(stats, known))]
+        return _Source(
+            train,
+            validation,
+            extra,
+            ss.channels,
+            ss.grid,
+            ss.digest(pool) if pool else ss.digest(None),
+        )
+    except (SampleError, OSError, ValueError) as err:  # every rank raises it, not only rank 0
         return err
 
 
-def _stats_file(config: StagingConfig) -> Path | None:
-    if config.stats:
-        return Path(config.stats)
-    for d in (Path(config.source), Path(config.source).parent):
-        if (d / STATS_NAME).is_file():
-            return d / STATS_NAME
-    return None
+def _rows(ss: SampleSet, split: str | None) -> list:
+    m = ss.manifest(split)
+    rows = []
+    for f in ss.files(split):
+        sha = m.files[f.name].sha256 if m and f.name in m.files else None
+        size = f.stat().st_size
+        rows.append((f.name, str(f), size, sha, _identity(f, sha)))
+    return rows
 
 
-def _source_path(config: StagingConfig, plan: StagingPlan, i: int) -> Path:
-    if i in plan.extra:
-        return _stats_file(config)
-    return Path(config.source) / plan.names[i]
+def _identity(path: Path, sha: str | None) -> str:
+    """What names a shared file's content: its manifest digest; for a foreign file without a
+    manifest, its size and modification time (weaker: a same-size rewrite within the clock's
+    resolution would pass)."""
+    if sha:
+        return sha
+    st = path.stat()
+    return f"size={st.st_size},mtime_ns={st.st_mtime_ns}"
 
 
 def _owner(node: int, size: int) -> int:
     return node % size
 
 
-def _readers(plan: StagingPlan, missing: dict[int, list[int]], size: int) -> dict[int, int]:
+def _claim_stores(config, comm, mine) -> dict[tuple[int, Path], tuple[int, ...]]:
+    """This process's (node, folder) -> local ranks; refuse folders that another process or
+    another node also writes (a shared ``dest`` without ``{node}``); clean a killed run's
+    temporary files."""
+    stores = {(n, d): rs for n in mine for d, rs in config.stores(n).items()}
+    dirs = Counter(d for _, d in stores)
+    clash = [d for d, k in dirs.items() if k > 1]
+    if clash:
+        raise ValueError(
+            f"dest must contain {{node}} when a process stages {len(mine)} nodes "
+            f"({clash[0]} would be written for several nodes)"
+        )
+    source = Path(config.source).resolve()
+    inside = [d for _, d in stores if d.resolve() == source or source in d.resolve().parents]
+    if inside:  # a staged folder drops files its ranks do not need: never the source's
+        raise ValueError(f"dest {inside[0]} lies in the source {config.source}: stage elsewhere")
+    token = comm.bcast(uuid.uuid4().hex[:12] if comm.rank == 0 else None, root=0)
+    for _, d in stores:
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f".stage-{token}-rank{comm.rank}").touch()
+    comm.allgather(None)  # every marker is there before anyone looks
+    shared = []
+    for _, d in stores:
+        others = {p.name for p in d.glob(f".stage-{token}-rank*")} - {
+            f".stage-{token}-rank{comm.rank}"
+        }
+        if others:
+            ranks = sorted(int(o.rsplit("rank", 1)[1]) for o in others)
+            shared.append(f"{d} (also MPI rank(s) {', '.join(map(str, ranks))})")
+    problems = [p for part in comm.allgather(shared) for p in part]
+    for _, d in stores:
+        (d / f".stage-{token}-rank{comm.rank}").unlink(missing_ok=True)
+    if problems:
+        raise ValueError(
+            f"dest {config.dest} is one folder shared by several MPI processes: "
+            f"{'; '.join(problems)}. Put {{node}} in --dest (e.g. {config.dest}/{{node}}) or "
+            "point it at node-local storage"
+        )
+    for _, d in stores:
+        for p in [*d.glob(".*.tmp"), *d.glob(".stage-*-rank*")]:
+            with contextlib.suppress(OSError):
+                p.unlink()
+                log.info("%s: removed what a killed run left", p)
+    return stores
+
+
+def _readers(plan: StagingPlan, missing: dict, size: int) -> dict[int, int]:
     """File index -> process that reads it: among the processes that need it, the one with
     the fewest bytes to read so far (ties: lowest rank). Deterministic on every rank."""
     needed_by: dict[int, set[int]] = {}
-    for node, files in missing.items():
+    for (node, _), files in missing.items():
         for i in files:
             needed_by.setdefault(i, set()).add(_owner(node, size))
     load = [0] * size
@@ -339,40 +475,48 @@ def _readers(plan: StagingPlan, missing: dict[int, list[int]], size: int) -> dic
     return readers
 
 
-def _exchange(config, plan, comm, missing, read: Reader) -> dict[str, int]:
+def _exchange(plan, rows, comm, missing, read: Reader, progress=None) -> dict:
     """Read each missing file once, send it to the processes that need it, write it."""
     size = comm.size
     readers = _readers(plan, missing, size)
-    targets: dict[int, list[int]] = {}  # file -> nodes that still need it
-    for node, files in missing.items():
+    targets: dict[int, list] = {}  # file -> (node, folder) that still need it
+    for key, files in missing.items():
         for i in files:
-            targets.setdefault(i, []).append(node)
+            targets.setdefault(i, []).append(key)
     queues = [[i for i in sorted(readers) if readers[i] == p] for p in range(size)]
     counts = Counter(bytes_read=0, bytes_written=0, bytes_sent=0, files_written=0)
     counts["reads"] = {}
     for k in range(max(map(len, queues), default=0)):
         round_files = [q[k] for q in queues if k < len(q)]
-        buffers = _run_round(config, plan, comm, round_files, readers, targets, read, counts)
+        buffers, error = _run_round(plan, rows, comm, round_files, readers, targets, read, counts)
         for i, buf in buffers.items():
-            if readers[i] != comm.rank:  # the reader hashed these bytes itself just now
-                _check_digest(buf, plan.names[i])
-            for node in targets[i]:
+            error = error or _check_digest(buf, rows[i])
+        errors = [e for e in comm.allgather(error) if e]
+        if errors:  # on every rank, so none waits for ever
+            raise SampleError(errors[0])
+        for i, buf in buffers.items():
+            for node, d in targets[i]:
                 if _owner(node, size) == comm.rank:
-                    _write_local(config.node_dir(node), plan.names[i], buf)
+                    _write_local(d, plan.names[i], buf, rows[i])
                     counts["bytes_written"] += plan.sizes[i]
                     counts["files_written"] += 1
+                    if progress is not None:
+                        progress(1)
     return counts
 
 
-def _run_round(config, plan, comm, round_files, readers, targets, read, counts):
+def _run_round(plan, rows, comm, round_files, readers, targets, read, counts):
     """One round: this process reads its file (if any), posts its sends and receives."""
     me, size = comm.rank, comm.size
-    buffers, requests = {}, []
+    buffers, requests, error = {}, [], None
     for i in round_files:
-        procs = sorted({_owner(n, size) for n in targets[i]})
+        procs = sorted({_owner(n, size) for n, _ in targets[i]})
         if readers[i] == me:
-            buf = np.empty(plan.sizes[i] + _DIGEST, np.uint8)
-            read(_source_path(config, plan, i), buf[:-_DIGEST])
+            buf = np.zeros(plan.sizes[i] + _DIGEST, np.uint8)
+            try:
+                read(Path(rows[i][1]), buf[:-_DIGEST])
+            except (OSError, SampleError) as err:  # sent anyway: the receivers must not wait
+                error = f"{rows[i][1]}: cannot read: {err}"
             buf[-_DIGEST:] = np.frombuffer(hashlib.sha256(buf[:-_DIGEST]).digest(), np.uint8)
             counts["bytes_read"] += plan.sizes[i]
             counts["reads"][plan.names[i]] = counts["reads"].get(plan.names[i], 0) + 1
@@ -389,84 +533,83 @@ def _run_round(config, plan, comm, round_files, readers, targets, read, counts):
         from mpi4py import MPI
 
         MPI.Request.Waitall(requests)
-    return buffers
+    return buffers, error
 
 
-def _check_digest(buf: np.ndarray, name: str) -> None:
-    if hashlib.sha256(buf[:-_DIGEST]).digest() != buf[-_DIGEST:].tobytes():
-        raise OSError(f"{name}: checksum mismatch after transfer")
+def _check_digest(buf: np.ndarray, row) -> str | None:
+    """Bytes as sent (the reader's digest) and as the source manifest says they should be."""
+    got = hashlib.sha256(buf[:-_DIGEST]).hexdigest()
+    if got != buf[-_DIGEST:].tobytes().hex():
+        return f"{row[0]}: checksum mismatch after transfer"
+    if row[3] and got != row[3]:
+        return (
+            f"{row[1]}: content differs from its manifest (SHA-256 {got[:12]}..., manifest "
+            f"{row[3][:12]}...): corrupt or changed since it was written; not staged"
+        )
+    return None
 
 
-def _write_local(node_dir: Path, name: str, buf: np.ndarray) -> None:
-    with atomic_path(node_dir / name) as tmp, open(tmp, "wb") as f:
+def _write_local(folder: Path, name: str, buf: np.ndarray, row) -> None:
+    with atomic_path(folder / name) as tmp, open(tmp, "wb") as f:
         f.write(memoryview(buf[:-_DIGEST]))
-    entry = {
-        "file": name,
-        "bytes": int(buf.size - _DIGEST),
-        "sha256": buf[-_DIGEST:].tobytes().hex(),
-    }
-    with open(node_dir / JOURNAL, "a") as f:
-        f.write(json.dumps(entry) + "\n")
+    digest = buf[-_DIGEST:].tobytes().hex()
+    Manifest.append(folder, name, Entry(int(buf.size - _DIGEST), digest, source=row[4]))
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _entries(node_dir: Path) -> dict[str, dict]:
-    """Manifest entries of a node from an earlier run: the manifest, then the journal."""
-    entries = {}
-    if (node_dir / MANIFEST).is_file():
-        try:
-            entries.update(json.loads((node_dir / MANIFEST).read_text())["files"])
-        except (ValueError, KeyError):
-            log.warning("%s: unreadable manifest, ignored", node_dir / MANIFEST)
-    if (node_dir / JOURNAL).is_file():
-        for line in (node_dir / JOURNAL).read_text().splitlines():
-            try:
-                e = json.loads(line)
-                entries[e["file"]] = {"bytes": e["bytes"], "sha256": e["sha256"]}
-            except (ValueError, KeyError):  # a line cut short by an interruption
-                continue
-    return entries
-
-
-def _verified(node_dir: Path, plan: StagingPlan, verify: bool) -> set[int]:
-    """Indices of the plan's files already on the node, intact (by size and checksum)."""
-    entries = _entries(node_dir)
+def _verified(folder: Path, plan: StagingPlan, rows, needed: set[int], verify: bool) -> set[int]:
+    """Indices of the needed files already in ``folder``, copies of the current shared ones."""
+    try:
+        m = Manifest.read(folder)
+    except ValueError:
+        log.warning("%s: unreadable manifest, staging again", folder)
+        return set()
+    if m is None:
+        return set()
+    entries = _staged_entries(m)
     ok = set()
-    for i, name in enumerate(plan.names):
-        e, path = entries.get(name), node_dir / name
-        if e is None or not path.is_file() or path.stat().st_size != e["bytes"]:
+    for i in needed:
+        e, path = entries.get(plan.names[i]), folder / plan.names[i]
+        if e is None or e.source != rows[i][4]:  # not there, or the shared file changed since
             continue
-        if e["bytes"] != plan.sizes[i]:
-            continue  # the shared copy changed since
-        if verify and _sha256(path) != e["sha256"]:
+        if not path.is_file() or path.stat().st_size != e.bytes:
+            continue
+        if verify and sha256_file(path) != e.sha256:
             log.warning("%s: checksum mismatch, staging it again", path)
             continue
         ok.add(i)
     return ok
 
 
-def _finish_node(node_dir: Path, plan: StagingPlan, node: int) -> None:
-    """Write the per-rank file lists and the manifest of a node."""
-    node_dir.mkdir(parents=True, exist_ok=True)
-    entries = _entries(node_dir)
-    for r, files in enumerate(plan.rank_files[node]):
-        with atomic_path(node_dir / f"files-rank{r}.txt") as tmp:
-            tmp.write_text("".join(plan.names[i] + "\n" for i in files))
-    manifest = {
-        "node": node,
-        "files": {plan.names[i]: entries[plan.names[i]] for i in sorted(plan.needs(node))},
-        "ranks": [[plan.names[i] for i in files] for files in plan.rank_files[node]],
-    }
-    with atomic_path(node_dir / MANIFEST) as tmp:
-        tmp.write_text(json.dumps(manifest, indent=1))
-    (node_dir / JOURNAL).unlink(missing_ok=True)  # the manifest now holds its entries
+def _staged_entries(m: Manifest) -> dict[str, Entry]:
+    """A staged folder's entries, ``stats.h5`` included (kept under ``stats`` once finished)."""
+    return {**({STATS_NAME: m.stats[1]} if m.stats else {}), **m.files}  # the journal is newer
+
+
+def _finish_store(folder: Path, plan: StagingPlan, node: int, ranks, source, config) -> None:
+    """Write the manifest of a staged folder; remove sample files no rank of it needs."""
+    entries = _staged_entries(Manifest.read(folder) or Manifest())
+    needed = {plan.names[i] for i in plan.needs(node, ranks)}
+    for p in folder.glob(SAMPLE_GLOB):
+        if p.name not in needed:
+            p.unlink()
+    files = {n: entries[n] for n in sorted(needed) if n != STATS_NAME}
+    stats = (STATS_NAME, entries[STATS_NAME]) if STATS_NAME in needed else None
+
+    def names(lists):
+        return {str(r): [plan.names[i] for i in lists[node][r]] for r in ranks} if lists else {}
+
+    Manifest(
+        files=files,
+        channels=source.channels,
+        grid=source.grid,
+        stats=stats,
+        extra={
+            "node": node,
+            "ranks_per_node": config.ranks_per_node,
+            "ranks": {"train": names(plan.rank_files), "validation": names(plan.rank_validation)},
+            "source": {"root": str(config.source), "train_digest": source.train_digest},
+        },
+    ).write(folder)
 
 
 def _total(parts: list[dict], plan: StagingPlan, n_nodes: int) -> StagingReport:
@@ -488,12 +631,9 @@ def _total(parts: list[dict], plan: StagingPlan, n_nodes: int) -> StagingReport:
 
 
 def staged_files(node_dir: str | os.PathLike, local_rank: int = 0) -> list[Path]:
-    """The files staged for ``local_rank`` on a node, in training order (with repeats)."""
-    node_dir = Path(node_dir)
-    listing = node_dir / f"files-rank{local_rank}.txt"
-    if not listing.is_file():
-        raise SampleError(f"{listing}: no such file (was the node staged for this rank?)")
-    return [node_dir / line for line in listing.read_text().split()]
+    """The training files staged for ``local_rank`` in ``node_dir``, in training order (with
+    repeats); see :class:`climnb.io.sampleset.StagedSet` for the rest."""
+    return StagedSet(node_dir, local_rank=local_rank).files("train")
 
 
 def _stage_on_engine(config: StagingConfig) -> dict:

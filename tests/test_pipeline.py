@@ -92,6 +92,9 @@ def test_reader_errors(files, stats, tmp_path):
         SampleReader(files, stats, channels=("NOPE",))
     with pytest.raises(SampleError, match="statistics have 2 channels"):
         SampleReader(files, stats.select([0, 1]))
+    swapped = stats.select([1, 0, *range(2, len(stats.channels))])  # TMQ and U850 swapped
+    with pytest.raises(SampleError, match="channels U850, TMQ, .* do not match the files'"):
+        SampleReader(files, swapped)
     bad = tmp_path / files[0].name
     bad.write_bytes(files[0].read_bytes())
     reader = SampleReader([bad], stats)

@@ -168,7 +168,7 @@ def test_interrupted_write_leaves_nothing(toy, tmp_path, monkeypatch):
 
 def test_write_rejects_bad_labels(toy, tmp_path):
     ds = toy[0].isel(time=[0])
-    with pytest.raises(SampleError, match="labels outside 0..2"):
+    with pytest.raises(SampleError, match="labels outside 0..2: value 5"):
         write_samples(ds, ds.truth + 5, tmp_path)
     with pytest.raises(SampleError, match="labels have shape"):
         write_samples(ds, ds.truth.isel(lat=slice(0, 10)), tmp_path)
@@ -289,6 +289,9 @@ def test_samples_command(toy, tmp_path):
                 str(tmp_path / "out"),
                 "--seed",
                 "1",
+                "--split",
+                "random",
+                "--no-progress",
             ]
         )
         == 0

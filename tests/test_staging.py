@@ -7,13 +7,17 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from climnb.cli import main
-from climnb.io.samples import write_samples
+from climnb.io.reader import SampleReader
+from climnb.io.samples import SampleError, write_samples
+from climnb.io.sampleset import StagedSet, write_sample_set
 from climnb.io.stats import compute_stats, write_stats
 from climnb.staging import (
     StagingConfig,
@@ -23,6 +27,7 @@ from climnb.staging import (
     stage_on_engines,
     staged_files,
 )
+from climnb.synthetic import make_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,17 +79,17 @@ def check_nodes(cfg, shared):
     for node in range(cfg.n_nodes):
         d = cfg.node_dir(node)
         manifest = json.loads((d / "manifest.json").read_text())
-        want = {plan.names[i] for i in plan.needs(node)} | {"stats.h5"}
+        want = {plan.names[i] for i in plan.needs(node)}
         assert set(manifest["files"]) == want
-        assert {p.name for p in d.glob("*.h5")} == want
+        assert {p.name for p in d.glob("*.h5")} == want | {"stats.h5"}
         for name, entry in manifest["files"].items():
-            src = shared / name if name != "stats.h5" else shared.parent / name
-            assert entry["sha256"] == sha(d / name) == sha(src)
+            assert entry["sha256"] == sha(d / name) == sha(shared / name)
+        assert manifest["stats"]["sha256"] == sha(d / "stats.h5") == sha(shared.parent / "stats.h5")
         for r in range(cfg.ranks_per_node):
             got = [p.name for p in staged_files(d, r)]
             assert got == [plan.names[i] for i in plan.rank_files[node][r]]
             assert len(got) == cfg.samples_per_rank
-        needed |= want
+        needed |= want | {"stats.h5"}
     return needed
 
 
@@ -149,6 +154,12 @@ def test_one_process_needs_node_placeholder(shared, tmp_path):
     cfg = StagingConfig(source=str(shared), dest=str(tmp_path / "local"), n_nodes=2)
     with pytest.raises(ValueError, match=r"\{node\}"):
         stage(cfg)
+    before = sorted(shared.iterdir())
+    with pytest.raises(ValueError, match="lies in the source"):
+        stage(StagingConfig(source=str(shared), dest=str(shared / "n{node}"), n_nodes=1))
+    with pytest.raises(ValueError, match="lies in the source"):
+        stage(StagingConfig(source=str(shared), dest=str(shared), n_nodes=1))
+    assert sorted(shared.iterdir()) == before
 
 
 def test_stage_command_without_mpi(shared, tmp_path, capsys):
@@ -268,3 +279,217 @@ def test_notebook_02_runs(tmp_path, mpi_env):
     text = out.read_text()
     assert "each file read at most 1x" in text
     assert os.path.isdir(tmp_path / "work" / "node1")
+
+
+# --- staged sample sets, digests, leftovers, shared dest ------------------------------------
+
+
+@pytest.fixture
+def split_set(tmp_path):
+    """A split sample set (train 18 / validation 4 / test 4) on the 'shared file system'."""
+    ds = make_dataset(n_time=40, seed=5)[0]
+    return write_sample_set(ds, "truth", tmp_path / "shared"), ds
+
+
+def test_staged_set_per_node_with_validation_shards(split_set, tmp_path):
+    ss, _ = split_set
+    cfg = StagingConfig(
+        source=str(ss.root),
+        dest=str(tmp_path / "local" / "{node}"),
+        n_nodes=2,
+        ranks_per_node=2,
+        samples_per_rank=6,
+    )
+    stage(cfg)
+    val = sorted(f.name for f in ss.files("validation"))
+    seen = []
+    for rank in range(4):
+        staged = StagedSet.for_rank(cfg.dest, rank=rank, local_size=2)
+        assert staged.root == tmp_path / "local" / str(rank // 2)
+        train, mine = staged.files("train"), staged.files("validation")
+        assert len(train) == 6 and all(f.parent == staged.root for f in train + mine)
+        assert [f.name for f in mine] == val[rank::4]
+        seen += [f.name for f in mine]
+        staged.verify()
+        assert staged.stats().summarises == ss.digest("train")  # checked against the source
+        np.testing.assert_array_equal(staged.class_counts(), ss.stats().class_counts)
+    assert sorted(seen) == val
+    with pytest.raises(SampleError, match="staged for 2 ranks per node"):
+        StagedSet.for_rank(cfg.dest, rank=0, local_size=4)
+
+
+def test_training_reads_only_the_node_copies(split_set, tmp_path):
+    """After staging, a rank opens its staged set and reads every batch: no file under the
+    shared folder is opened (counted with an audit hook)."""
+    ss, _ = split_set
+    cfg = StagingConfig(
+        source=str(ss.root),
+        dest=str(tmp_path / "n{node}"),
+        n_nodes=2,
+        ranks_per_node=1,
+        samples_per_rank=5,
+    )
+    stage(cfg)
+    shared = str(ss.root)
+    opened = []
+    AUDIT["hook"] = lambda event, args: (
+        opened.append(args[0])
+        if event == "open" and isinstance(args[0], str | Path) and str(args[0]).startswith(shared)
+        else None
+    )
+    try:
+        for rank in range(2):
+            staged = StagedSet.for_rank(cfg.dest, rank=rank, local_size=1)
+            for split in ("train", "validation"):
+                reader = SampleReader(staged.files(split), staged.stats())
+                x, y, _ = reader.read(range(len(reader)))
+                assert np.isfinite(x).all() and y.max() <= 2
+    finally:
+        AUDIT["hook"] = None
+    assert opened == []
+
+
+AUDIT = {"hook": None}
+sys.addaudithook(lambda event, args: AUDIT["hook"] and AUDIT["hook"](event, args))
+
+
+def test_same_size_change_is_restaged_with_stats(split_set, tmp_path):
+    ss, ds = split_set
+    cfg = StagingConfig(
+        source=str(ss.root), dest=str(tmp_path / "n{node}"), n_nodes=2, samples_per_rank=6
+    )
+    stage(cfg)
+    node0 = cfg.node_dir(0)
+    old = {p.name: sha(p) for p in node0.glob("*.h5")}
+    changed = ds.copy(deep=True)
+    changed["TMQ"] = changed.TMQ * 1.01  # same names, same sizes, other bytes
+    write_sample_set(changed, "truth", ss.root, overwrite=True)
+
+    def src(name):
+        return next(ss.root.glob(f"*/{name}"))
+
+    data = [n for n in old if n != "stats.h5"]
+    assert all(src(n).stat().st_size == (node0 / n).stat().st_size for n in data)
+    read = CountingRead()
+    report = stage(cfg, read=read)
+    assert report.files_skipped == 0 and "stats.h5" in read.reads
+    for node in range(2):
+        d = cfg.node_dir(node)
+        for p in d.glob("data-*.h5"):
+            assert sha(p) == sha(src(p.name)) != old.get(p.name)
+        assert sha(d / "stats.h5") == sha(ss.root / "stats.h5") != old["stats.h5"]
+    again = stage(cfg, read=CountingRead())
+    assert again.files_written == 0 and again.bytes_read == 0  # unchanged now: all skipped
+
+
+def test_flipped_bytes_in_shared_file_refused(split_set, tmp_path):
+    ss, _ = split_set
+    victim = ss.files("train")[0]
+    raw = bytearray(victim.read_bytes())
+    raw[len(raw) // 2] ^= 0x40  # inside climate/data: values change, the file still parses
+    victim.write_bytes(bytes(raw))
+    cfg = StagingConfig(
+        source=str(ss.root), dest=str(tmp_path / "n{node}"), n_nodes=1, samples_per_rank=200
+    )
+    with pytest.raises(SampleError, match=f"{victim.name}: content differs from its manifest"):
+        stage(cfg)
+    assert not (cfg.node_dir(0) / victim.name).exists()
+
+
+def test_killed_run_leftovers_removed(shared, tmp_path):
+    cfg = config(shared, tmp_path)
+    node0 = cfg.node_dir(0)
+    node0.mkdir(parents=True)
+    leftover = node0 / ".data-2000-01-01-00-1.h5.1a2b3c4d.tmp"
+    leftover.write_bytes(b"half a file")
+    stage(cfg)
+    assert not leftover.exists() and not list(node0.glob(".*.tmp"))
+    check_nodes(cfg, shared)
+
+
+def test_local_rank_placeholder_gives_a_folder_per_rank(shared, tmp_path):
+    cfg = StagingConfig(
+        source=str(shared),
+        dest=str(tmp_path / "n{node}" / "gpu{local_rank}"),
+        n_nodes=1,
+        ranks_per_node=2,
+        samples_per_rank=3,
+    )
+    stage(cfg)
+    for r in range(2):
+        staged = StagedSet.open(cfg.dest, node=0, local_rank=r)
+        assert staged.root == tmp_path / "n0" / f"gpu{r}"
+        names = {f.name for f in staged.files("train")}
+        assert {p.name for p in staged.root.glob("data-*.h5")} == names
+        assert (staged.root / "stats.h5").is_file()
+
+
+@pytest.mark.mpi
+def test_shared_dest_without_node_is_refused_under_mpirun(shared, tmp_path, mpi_env):
+    cmd = [
+        "mpirun",
+        "-np",
+        "2",
+        sys.executable,
+        "-m",
+        "climnb",
+        "stage",
+        "--source",
+        str(shared),
+        "--dest",
+        str(tmp_path / "local"),
+        "--samples-per-rank",
+        "3",
+    ]
+    out = subprocess.run(cmd, env=mpi_env, timeout=180, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "one folder shared by several MPI processes" in out.stderr
+    assert "Put {node} in --dest" in out.stderr
+    assert not list((tmp_path / "local").glob("data-*.h5"))  # refused before any write
+
+
+@pytest.mark.slow
+def test_stage_killed_at_random_moments_then_rerun_equals_clean_run(split_set, tmp_path):
+    """kill -9 at seeded random moments of ``climnb stage``; the rerun finishes the job and the
+    node folders are byte-identical to an uninterrupted run's, with no temporary files left."""
+    ss, _ = split_set
+
+    def cmd(dest):
+        args = ["stage", "--no-mpi", "--source", str(ss.root), "--dest", str(dest / "n{node}")]
+        args += ["--nodes", "2", "--ranks-per-node", "2", "--samples-per-rank", "6"]
+        return [sys.executable, "-m", "climnb", *args, "--no-progress"]
+
+    subprocess.run(cmd(tmp_path / "clean"), check=True, capture_output=True, timeout=300)
+    rng = np.random.default_rng(7)
+    for delay in rng.uniform(0.5, 5.0, size=4):
+        p = subprocess.Popen(cmd(tmp_path / "killed"), stdout=subprocess.DEVNULL)
+        time.sleep(delay)
+        p.kill()
+        p.wait()
+    subprocess.run(cmd(tmp_path / "killed"), check=True, capture_output=True, timeout=300)
+
+    def digests(root):
+        return {str(p.relative_to(root)): sha(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+    assert digests(tmp_path / "killed") == digests(tmp_path / "clean")
+
+
+@pytest.mark.parametrize("victim", ["train", "validation", "stats.h5"])
+def test_opening_a_staged_set_verifies_what_the_rank_reads(split_set, tmp_path, victim):
+    """Flipped bytes in a node's copy are refused when a rank opens its staged set, before
+    training reads anything; ``verify=False`` opens it unchecked."""
+    ss, _ = split_set
+    cfg = StagingConfig(
+        source=str(ss.root), dest=str(tmp_path / "n{node}"), ranks_per_node=2, samples_per_rank=6
+    )
+    stage(cfg)
+    staged = StagedSet.for_rank(cfg.dest, rank=1, local_size=2)  # intact: opens
+    path = staged.stats_path if victim == "stats.h5" else staged.files(victim)[0]
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x40  # the file still parses; values change
+    path.write_bytes(bytes(raw))
+    with pytest.raises(SampleError, match=f"{path}: content"):
+        StagedSet.for_rank(cfg.dest, rank=1, local_size=2)
+    with pytest.raises(SampleError, match=f"{path.name}: content"):
+        StagedSet.open(cfg.dest, node=0, local_rank=1)
+    assert StagedSet.for_rank(cfg.dest, rank=1, local_size=2, verify=False).files("train")

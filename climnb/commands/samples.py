@@ -1,6 +1,6 @@
-"""``climnb samples``: write DeepCAM-style sample files, a split and stats.h5 from NetCDF."""
+"""``climnb samples``: write a DeepCAM-style sample set (split folders, stats.h5, manifests)."""
 
-HELP = "write one HDF5 sample file per time step (train/validation/test) and stats.h5"
+HELP = "write one HDF5 sample file per time step (train/validation/test), manifests and stats.h5"
 EXAMPLE = "climnb samples --input data/toy/fields.nc --out data/toy/samples --seed 0"
 
 
@@ -14,30 +14,66 @@ def add_arguments(parser):
     parser.add_argument(
         "--out",
         required=True,
-        help="directory: OUT/train, OUT/validation, OUT/test and OUT/stats.h5",
+        help="directory: OUT/train, OUT/validation, OUT/test (each with manifest.json) and "
+        "OUT/stats.h5",
     )
     parser.add_argument("--labels", help="label variable (default: 'labels', else 'truth')")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the 80/10/10 split")
+    parser.add_argument(
+        "--split",
+        choices=("blocks", "random"),
+        default="blocks",
+        help="contiguous time blocks with a gap between sets (default), or a seeded shuffle",
+    )
+    parser.add_argument(
+        "--gap-hours", type=float, default=24.0, help="least time between sets (blocks; 24)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of a random split")
     parser.add_argument("--run", type=int, default=1, help="the N of data-YYYY-MM-DD-HH-N.h5")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing sample set in OUT (as a whole, atomically), and discard what "
+        "an interrupted run with other inputs or options left beside OUT (a killed run resumes "
+        "when the same command is run again)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def run(args) -> int:
     from pathlib import Path
 
+    from tqdm.auto import tqdm
+
     from climnb.io.netcdf import open_dataset
     from climnb.io.samples import SampleError
-    from climnb.io.split import write_split_samples
-    from climnb.io.stats import STATS_NAME
+    from climnb.io.sampleset import check_output, write_sample_set
 
     out = Path(args.out)
+    check_output(out, overwrite=args.overwrite)  # before any work
     ds = open_dataset(args.input)  # lazily, one time step per chunk
     name = args.labels or next((v for v in ("labels", "truth") if v in ds), None)
     if name is None or name not in ds:
         raise SampleError(f"{args.input}: no label variable ({args.labels or 'labels or truth'})")
-    split = write_split_samples(ds, name, out, seed=args.seed, run=args.run)
+    n = ds.sizes["time"]
+    # files written, then training files summarised (the split decides how many of those)
+    with tqdm(unit="file", desc="write + summarise", disable=args.no_progress or None) as bar:
+        ss = write_sample_set(
+            ds,
+            name,
+            out,
+            method=args.split,
+            gap_hours=args.gap_hours,
+            seed=args.seed,
+            run=args.run,
+            overwrite=args.overwrite,
+            progress=bar.update,
+        )
+    counts = {s: len(ss.files(s)) for s in ss.splits}
+    left = n - sum(counts.values())
     print(
-        f"{len(ds.time)} sample files -> {out} ("
-        + ", ".join(f"{k} {len(v)}" for k, v in split.items())
-        + f"); statistics of the training files -> {out / STATS_NAME}"
+        f"{n} time steps -> {out} ("
+        + ", ".join(f"{k} {v}" for k, v in counts.items())
+        + (f"; {left} in the gaps between sets left out" if left else "")
+        + f"); statistics of the training files -> {ss.stats_path}"
     )
     return 0

@@ -1,16 +1,24 @@
-"""``climnb stage``: copy a training set onto node-local storage, reading each file once."""
+"""``climnb stage``: copy a sample set onto node-local storage (a staged set per node), reading
+each shared file once; training then takes ``--staged DEST``."""
 
 HELP = "stage sample files onto node-local storage (run one MPI process per node)"
 EXAMPLE = (
-    "mpirun -np 2 climnb stage --source /shared/deepcam/train "
-    "--dest /local/scratch/train --ranks-per-node 4 --samples-per-rank 250"
+    "mpirun -np 2 climnb stage --source /shared/deepcam "
+    "--dest /local/scratch/deepcam --ranks-per-node 4 --samples-per-rank 250"
 )
 
 
 def add_arguments(parser):
-    parser.add_argument("--source", required=True, help="shared directory with data-*.h5")
     parser.add_argument(
-        "--dest", required=True, help="node-local directory; {node} becomes the node number"
+        "--source",
+        required=True,
+        help="the shared sample set (root with train/ and validation/, or a folder of data-*.h5)",
+    )
+    parser.add_argument(
+        "--dest",
+        required=True,
+        help="node-local folder; {node} becomes the node number, {local_rank} the local rank "
+        "(a folder per rank); without {node}, every process must see its own folder",
     )
     parser.add_argument("--nodes", type=int, help="nodes (default: the number of MPI processes)")
     parser.add_argument("--ranks-per-node", type=int, default=1, help="training ranks per node")
@@ -29,6 +37,7 @@ def add_arguments(parser):
         help="on a re-run, trust sizes instead of checking checksums",
     )
     parser.add_argument("--report", help="JSON file for the report (written by rank 0)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument(
         "--no-mpi",
         dest="mpi",
@@ -39,6 +48,8 @@ def add_arguments(parser):
 
 def run(args) -> int:
     import json
+
+    from tqdm.auto import tqdm
 
     from climnb.atomic import atomic_path
     from climnb.staging import StagingConfig, stage
@@ -54,14 +65,21 @@ def run(args) -> int:
         stats=args.stats,
     )
     comm = _world() if args.mpi else None
+    rank0 = comm is None or comm.rank == 0
+    bar = tqdm(unit="file", desc="staging (rank 0)", disable=args.no_progress or not rank0 or None)
     try:
-        report = stage(config, comm)
-    except Exception:
+        with bar:
+            report = stage(config, comm, progress=bar.update)
+    except Exception as err:
         if comm is not None and comm.size > 1:  # the other ranks would wait for ever
+            import sys
             import traceback
 
-            traceback.print_exc()
-            comm.Abort(1)
+            if isinstance(err, ValueError):  # bad input: a line naming it, no traceback
+                print(f"climnb stage: error (rank {comm.rank}): {err}", file=sys.stderr, flush=True)
+            else:
+                traceback.print_exc()
+            comm.Abort(2)
         raise
     if comm is None or comm.rank == 0:
         print(report.summary)

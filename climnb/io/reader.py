@@ -98,6 +98,7 @@ class SampleReader:
             raise SampleError(
                 f"statistics have {stats.minval.size} channels, files {len(first.channels)}"
             )
+        stats.check_channels(first.channels, where=f"statistics for {first.path}")
         self.channels = tuple(channels) if channels else first.channels
         unknown = [c for c in self.channels if c not in first.channels]
         if unknown:

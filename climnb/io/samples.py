@@ -30,9 +30,10 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,17 +41,22 @@ import h5py
 import numpy as np
 
 from climnb.atomic import atomic_path
-from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
+from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
+from climnb.io.manifest import JOURNAL_NAME, MANIFEST_NAME, Entry, Manifest, sha256_file
 
 __all__ = [
     "SAMPLE_GLOB",
     "SampleError",
     "SampleInfo",
+    "check_values",
+    "group_channels",
     "inspect_sample",
     "list_samples",
+    "open_checked",
     "open_sample",
     "read_sample",
     "sample_name",
+    "sample_names",
     "write_sample",
     "write_samples",
 ]
@@ -108,6 +114,42 @@ def sample_name(time, run: int = 1) -> str:
     return f"data-{day}-{hour[:2]}-{run}.h5"
 
 
+def sample_names(ds, run: int = 1) -> list[str]:
+    """File names for the time steps of ``ds``: :func:`sample_name` of each time, or, for
+    data without a time coordinate (files with no time axis), ``data-step-NNNNNN-N.h5`` by
+    position, so that steps never share a name.
+    """
+    if "time" in ds.coords and np.issubdtype(ds.time.dtype, np.datetime64):
+        names = [sample_name(t, run) for t in ds.time.values]
+    elif "time" in ds.coords and ds.time.dtype == object:  # cftime dates
+        names = [sample_name(t.strftime("%Y-%m-%dT%H"), run) for t in ds.time.values]
+    else:
+        names = [f"data-step-{i:06d}-{run}.h5" for i in range(ds.sizes["time"])]
+    if len(set(names)) != len(names):
+        raise SampleError("two time steps map to the same file name (finer than hourly?)")
+    return names
+
+
+def check_values(path, data: np.ndarray, labels: np.ndarray) -> None:
+    """Refuse non-finite data and labels that are not class indices; name file and value."""
+    bad = ~np.isfinite(data)
+    if bad.any():
+        where = np.argwhere(bad)[0]
+        raise SampleError(
+            f"{path}: {DATA} holds {int(bad.sum())} non-finite value(s), e.g. "
+            f"{data[tuple(where)]} at (y, x, channel) {tuple(int(i) for i in where)}"
+        )
+    n = len(CLASS_NAMES)
+    if labels.size:
+        ok = np.isin(labels, np.arange(n))
+        if not ok.all():
+            value = labels[~ok].flat[0]
+            raise SampleError(
+                f"{path}: labels outside 0..{n - 1}: value {value} "
+                f"({int((~ok).sum())} pixel(s)); labels must be class indices 0, 1 or 2"
+            )
+
+
 def write_sample(
     path: PathLike,
     data: np.ndarray,
@@ -118,27 +160,33 @@ def write_sample(
     lat: np.ndarray | None = None,
     lon: np.ndarray | None = None,
 ) -> Path:
-    """Write one sample file atomically.
+    """Write one sample file atomically and record its digest in the folder's manifest.
 
     Parameters
     ----------
     path : file to write.
-    data : (H, W, C) array, stored as float32.
-    labels : (H, W) class indices, stored as uint8.
+    data : (H, W, C) array, stored as float32; NaN or infinite values are refused.
+    labels : (H, W) class indices 0, 1, 2, stored as uint8; other values are refused.
     channels : names of the C channels.
     time, lat, lon : coordinates kept in the file so that it describes itself.
     """
     path = Path(path)
+    entry = _write(path, data, labels, channels=channels, time=time, lat=lat, lon=lon)
+    Manifest.append(path.parent, path.name, entry)
+    return path
+
+
+def _write(path: Path, data, labels, *, channels, time, lat, lon) -> Entry:
     data = np.asarray(data, dtype=np.float32)
     labels = np.asarray(labels)
     _check_arrays(path, data.shape, labels.shape, len(channels))
-    if labels.size and (labels.min() < 0 or labels.max() >= len(CLASS_NAMES)):
-        raise SampleError(f"{path}: labels outside 0..{len(CLASS_NAMES) - 1}")
+    check_values(path, data, labels)
+    labels = labels.astype(np.uint8)
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w", alignment_threshold=1, alignment_interval=_ALIGN) as f:
             g = f.create_group("climate")
             g.create_dataset("data", data=data)
-            g.create_dataset("labels_0", data=labels.astype(np.uint8))
+            g.create_dataset("labels_0", data=labels)
             g.attrs["channels"] = np.array(list(channels), dtype=h5py.string_dtype())
             g.attrs["classes"] = np.array(list(CLASS_NAMES), dtype=h5py.string_dtype())
             if time is not None:
@@ -149,7 +197,16 @@ def write_sample(
             if lon is not None:
                 g.create_dataset("lon", data=np.asarray(lon, np.float64))
                 g["lon"].attrs["units"] = "degrees_east"
-    return path
+        # the digest of the bytes just written, before the file is visible under its name
+        entry = Entry(
+            bytes=tmp.stat().st_size,
+            sha256=sha256_file(tmp),
+            time=str(np.datetime64(str(time), "s")) if time is not None else None,
+            class_counts=tuple(
+                int(c) for c in np.bincount(labels.ravel(), minlength=len(CLASS_NAMES))
+            ),
+        )
+    return entry
 
 
 def write_samples(
@@ -159,17 +216,26 @@ def write_samples(
     *,
     run: int = 1,
     channels: Sequence[str] = CHANNEL_NAMES,
+    progress=None,
+    resume: bool = False,
 ) -> list[Path]:
-    """Write one sample file per time step of an xarray Dataset.
+    """Write one sample file per time step of an xarray Dataset, and the folder's manifest.
 
     Parameters
     ----------
     ds : xarray.Dataset with the channel variables on (time, lat, lon); may be dask-backed,
         one time step is loaded at a time.
     labels : (time, lat, lon) DataArray of class indices, or the name of a variable of ``ds``.
-    out_dir : directory for the files (made if missing).
+    out_dir : directory for the files (made if missing); ``manifest.json`` in it lists them.
     run : the ``N`` of the file names (run or ensemble member).
     channels : the channels to write, in order.
+    progress : called with the number of files written after each file (a progress bar).
+    resume : continue an interrupted write of *these same steps* into ``out_dir``: a file
+        already there whose SHA-256 matches its entry in the folder's manifest or journal is
+        kept (it is hashed once, a read of its bytes), any other file is written again, and
+        files or entries of other names are removed, so that the folder ends as an
+        uninterrupted run leaves it. The caller makes sure the steps and options are the
+        same (:func:`climnb.io.sampleset.write_sample_set` keys its folder by them).
 
     Returns
     -------
@@ -185,25 +251,84 @@ def write_samples(
     labels = labels.transpose("time", "lat", "lon")
     if labels.shape != fields.shape[:3]:
         raise SampleError(f"labels have shape {labels.shape}, fields {fields.shape[:3]}")
-    names = [sample_name(t, run) for t in ds.time.values]
-    if len(set(names)) != len(names):
-        raise SampleError("two time steps map to the same file name (finer than hourly?)")
+    names = sample_names(ds, run)
+    if not names:
+        raise SampleError(f"{out_dir}: the data have no time steps, nothing to write")
+    has_time = "time" in ds.coords
     lat, lon = ds.lat.values, ds.lon.values
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    kept = _resumable(out, names) if resume else {}
     paths = []
     for i, name in enumerate(names):
-        paths.append(
-            write_sample(
-                Path(out_dir) / name,
-                fields[i].values,
-                labels[i].values,
-                channels=channels,
-                time=ds.time.values[i],
-                lat=lat,
-                lon=lon,
-            )
+        path = out / name
+        if name in kept:
+            paths.append(path)
+            if progress is not None:
+                progress(1)
+            continue
+        entry = _write(
+            path,
+            fields[i].values,
+            labels[i].values,
+            channels=channels,
+            time=ds.time.values[i] if has_time else None,
+            lat=lat,
+            lon=lon,
         )
-    log.info("wrote %d sample files to %s", len(paths), out_dir)
+        Manifest.append(out, name, entry)
+        paths.append(path)
+        if progress is not None:
+            progress(1)
+    manifest = Manifest.read(out) or Manifest()
+    if resume:  # exactly the files of these steps, as an uninterrupted run lists them
+        manifest = Manifest(files={n: manifest.files[n] for n in names})
+    manifest.with_files({}, channels=tuple(channels), grid=tuple(fields.shape[1:3])).write(out)
+    log.info("wrote %d sample files to %s (%d kept)", len(paths) - len(kept), out_dir, len(kept))
     return paths
+
+
+def _resumable(out: Path, names: Sequence[str]) -> dict[str, Entry]:
+    """Files of ``names`` in ``out`` whose SHA-256 matches the folder's manifest/journal;
+    everything else a killed run left there (other files, unfinished temporaries) is removed."""
+    try:
+        manifest = Manifest.read(out) or Manifest()
+    except ValueError as err:  # a manifest.json cut short: nothing can be trusted
+        log.warning("%s: %s; writing every file again", out, err)
+        manifest = Manifest()
+    wanted, kept = set(names), {}
+    for path in sorted(out.iterdir()):
+        entry = manifest.files.get(path.name)
+        if path.name in wanted and entry is not None and sha256_file(path) == entry.sha256:
+            kept[path.name] = entry
+        elif path.name not in (MANIFEST_NAME, JOURNAL_NAME) and path.is_file():
+            path.unlink()  # unlisted, changed, or a temporary of a killed write
+    manifest = Manifest(files=kept)
+    manifest.write(out)  # the journal now lists only what is kept
+    log.info("%s: resuming, %d of %d files kept (SHA-256 verified)", out, len(kept), len(names))
+    return kept
+
+
+@contextlib.contextmanager
+def open_checked(
+    path: PathLike, *, shape: tuple[int, int] | None = None
+) -> Iterator[tuple[SampleInfo, h5py.File]]:
+    """Open a sample file once with h5py, checked: yields ``(info, file)``.
+
+    Any failure inside, reads included, becomes a :class:`SampleError` naming the file.
+    """
+    path = Path(path)
+    try:
+        with h5py.File(path, "r") as f:
+            yield _info(path, f, shape), f
+    except SampleError:
+        raise
+    except FileNotFoundError:
+        raise SampleError(f"{path}: no such file") from None
+    except (OSError, KeyError, RuntimeError, TypeError) as err:
+        raise SampleError(
+            f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}"
+        ) from err
 
 
 def inspect_sample(path: PathLike, *, shape: tuple[int, int] | None = None) -> SampleInfo:
@@ -214,18 +339,8 @@ def inspect_sample(path: PathLike, *, shape: tuple[int, int] | None = None) -> S
     path : the file.
     shape : expected (H, W), if known (for example the first file's).
     """
-    path = Path(path)
-    try:
-        with h5py.File(path, "r") as f:
-            return _info(path, f, shape)
-    except SampleError:
-        raise
-    except FileNotFoundError:
-        raise SampleError(f"{path}: no such file") from None
-    except (OSError, KeyError, RuntimeError) as err:
-        raise SampleError(
-            f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}"
-        ) from err
+    with open_checked(path, shape=shape) as (info, _):
+        return info
 
 
 def _info(path: Path, f: h5py.File, shape) -> SampleInfo:
@@ -234,7 +349,7 @@ def _info(path: Path, f: h5py.File, shape) -> SampleInfo:
             raise SampleError(f"{path}: no dataset {name}")
     data, labels = f[DATA], f[LABELS]
     g = f["climate"]
-    channels = _channel_names(g)
+    channels = group_channels(g)
     _check_arrays(path, data.shape, labels.shape, len(channels), shape)
     if data.dtype != np.float32:
         raise SampleError(f"{path}: {DATA} is {data.dtype}, expected float32")
@@ -250,7 +365,7 @@ def _info(path: Path, f: h5py.File, shape) -> SampleInfo:
     )
 
 
-def _channel_names(group) -> tuple[str, ...]:
+def group_channels(group) -> tuple[str, ...]:
     """Channel names from a ``climate`` group; DeepCAM's own files have the standard 16."""
     names = group.attrs.get("channels")
     return CHANNEL_NAMES if names is None else tuple(_text(v) for v in names)
@@ -292,23 +407,11 @@ def read_sample(
 
     ``channels`` picks channel indices (default: all). Errors name the file and the problem.
     """
-    path = Path(path)
-    try:
-        with h5py.File(path, "r") as f:
-            _info(path, f, None)
-            data = f[DATA][...]
-            labels = f[LABELS][...]
-    except SampleError:
-        raise
-    except FileNotFoundError:
-        raise SampleError(f"{path}: no such file") from None
-    except (OSError, KeyError, RuntimeError, TypeError) as err:
-        raise SampleError(
-            f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}"
-        ) from err
+    with open_checked(path) as (info, f):
+        data, labels = f[DATA][...], f[LABELS][...]
     if channels is not None:
         data = np.take(data, list(channels), axis=-1)
-    return data, _labels_uint8(labels, path)
+    return data, _labels_uint8(labels, info.path)
 
 
 def _labels_uint8(labels: np.ndarray, path) -> np.ndarray:
@@ -326,17 +429,11 @@ def open_sample(path: PathLike):
     Coordinates come from the file where it has them (``time``, ``lat``, ``lon``), else the
     dimensions are plain indices.
     """
-    import xarray as xr
+    import xarray as xr  # here, not at the top: reader worker processes import this module
 
-    from climnb.channels import channel
-
-    info = inspect_sample(path)
-    data, labels = read_sample(path)
-    coords = {}
-    with h5py.File(path, "r") as f:
-        for name in ("lat", "lon"):
-            if f"climate/{name}" in f:
-                coords[name] = f[f"climate/{name}"][...]
+    with open_checked(path) as (info, f):
+        data, labels = f[DATA][...], _labels_uint8(f[LABELS][...], info.path)
+        coords = {n: f[f"climate/{n}"][...] for n in ("lat", "lon") if f"climate/{n}" in f}
     variables = {}
     for i, name in enumerate(info.channels):
         attrs = channel(name).attrs if name in CHANNEL_NAMES else {}

@@ -1,7 +1,15 @@
-"""A seeded train / validation / test split of sample files (80/10/10 by default).
+"""Train / validation / test splits of sample files or time steps (80/10/10 by default).
 
-The files are sorted by name before shuffling, so the split depends only on the names and the
-seed, not on the order a directory listing returns them in.
+Two methods:
+
+* ``"blocks"`` (the default for time steps, :func:`split_steps`): contiguous blocks in time,
+  train first, then validation, then test, with at least ``gap_hours`` (24 h) between any two
+  steps of different sets; the steps inside a gap are left out. Neighbouring 3-hourly steps
+  are strongly correlated, so a random split would put near-copies of training steps into the
+  validation set and flatter its scores.
+* ``"random"`` (on request, and :func:`split_files` for plain file lists): a seeded shuffle.
+  Files are sorted by name before shuffling, so the split depends only on the names and the
+  seed, not on the order a directory listing returns them in.
 
 Examples
 --------
@@ -10,22 +18,29 @@ Examples
 (16, 2, 2)
 >>> split == split_files(reversed([f"data-{i:02d}.h5" for i in range(20)]), seed=0)
 True
+>>> import numpy as np
+>>> times = np.arange("2000-01-01", "2000-01-21", np.timedelta64(3, "h"), "datetime64[h]")
+>>> parts = split_steps(times)
+>>> [len(p) for p in parts], len(times)
+([114, 16, 16], 160)
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from climnb.channels import CHANNEL_NAMES
+__all__ = ["METHODS", "SPLITS", "Split", "split_counts", "split_files", "split_steps"]
 
-__all__ = ["SPLITS", "Split", "split_counts", "split_files", "write_split_samples"]
+log = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation", "test")
+METHODS = ("blocks", "random")
 
 
 @dataclass(frozen=True)
@@ -74,41 +89,63 @@ def split_files(
     )
 
 
-def write_split_samples(
-    ds,
-    labels,
-    out_dir: str | os.PathLike,
+def split_steps(
+    times: Sequence | None,
     *,
-    seed: int = 0,
-    run: int = 1,
+    n: int | None = None,
     fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
-    channels=CHANNEL_NAMES,
-) -> Split:
-    """Write the sample files of ``ds`` split into ``out_dir/{train,validation,test}``, and
-    ``out_dir/stats.h5`` with the statistics of the training files (the DeepCAM layout).
+    method: str = "blocks",
+    gap_hours: float = 24.0,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Indices of the train, validation and test steps (each sorted).
 
-    ``labels`` is a (time, lat, lon) DataArray or the name of a variable of ``ds``; the split
-    is made on the file names with :func:`split_files`.
+    Parameters
+    ----------
+    times : the steps' times (datetime64-like), or ``None`` for data without a time axis
+        (then ``n`` steps, cut into contiguous blocks by position with no gap).
+    fractions : shares of validation and test (rounded); train gets the rest less the gaps.
+    method : ``"blocks"`` (contiguous in time with gaps) or ``"random"`` (seeded shuffle).
+    gap_hours : least time between steps of different sets (``"blocks"`` only).
+    seed : seed of the ``"random"`` split (a block split does not depend on it).
     """
-    from climnb.io.samples import sample_name, write_samples
-    from climnb.io.stats import STATS_NAME, compute_stats, write_stats
-
-    out = Path(out_dir)
-    names = [sample_name(t, run) for t in ds.time.values]
-    split = split_files(names, fractions=fractions, seed=seed)
-    written = {}
-    for part, members in split.items():
-        keep = {m.name for m in members}
-        idx = [i for i, n in enumerate(names) if n in keep]
-        labels_part = labels if isinstance(labels, str) else labels.isel(time=idx)
-        written[part] = (
-            tuple(
-                write_samples(
-                    ds.isel(time=idx), labels_part, out / part, run=run, channels=channels
-                )
-            )
-            if idx
-            else ()
+    if method not in METHODS:
+        raise ValueError(f"split method must be one of {', '.join(METHODS)}, got {method!r}")
+    if times is not None:
+        t = np.asarray(times).astype("datetime64[s]")
+        n = t.size
+    elif n is None:
+        raise ValueError("give the steps' times or their number n")
+    n_train, n_val, n_test = split_counts(n, fractions)
+    if method == "random":
+        order = np.random.default_rng(seed).permutation(n)
+        return (
+            np.sort(order[:n_train]),
+            np.sort(order[n_train : n_train + n_val]),
+            np.sort(order[n_train + n_val :]),
         )
-    write_stats(compute_stats(written["train"]), out / STATS_NAME)
-    return Split(**written)
+    if times is None:
+        log.warning("no time axis: contiguous blocks by position, without a gap between sets")
+        return np.arange(n_train), np.arange(n_train, n - n_test), np.arange(n - n_test, n)
+    order = np.argsort(t, kind="stable")
+    ts = t[order]
+    gap = np.timedelta64(int(round(gap_hours * 3600)), "s")
+    test = np.arange(n - n_test, n)
+    end = n - n_test  # steps before this may go to validation, if far enough from test
+    if n_test:
+        end = int(np.searchsorted(ts, ts[n - n_test] - gap, side="right"))
+    val = np.arange(max(end - n_val, 0), end)
+    if n_val and val.size:
+        end = int(np.searchsorted(ts, ts[val[0]] - gap, side="right"))
+    train = np.arange(0, end)
+    if train.size == 0 or (n_val and val.size < n_val):
+        span = (ts[-1] - ts[0]).astype("timedelta64[h]") if n else 0
+        raise ValueError(
+            f"{n} time steps over {span} are too few for a block split with a gap of "
+            f"{gap_hours:g} h between sets (train {train.size}, validation {val.size}, test "
+            f"{test.size}): give more steps, a smaller gap, or method='random'"
+        )
+    dropped = n - train.size - val.size - test.size
+    if dropped:
+        log.info("block split: %d step(s) in the %g h gaps left out", dropped, gap_hours)
+    return tuple(np.sort(order[idx]) for idx in (train, val, test))

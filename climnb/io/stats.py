@@ -3,8 +3,13 @@
 The layout is DeepCAM's: ``climate/minval``, ``climate/maxval``, ``climate/mean``,
 ``climate/sqmean`` (mean of squares; the sum of squares is ``sqmean * count``) and
 ``climate/count``, one value per channel. climnb adds ``climate/class_counts`` (pixels of
-each class, so that loss weights can come from the data) and the channel names as an
-attribute; both are optional on read, so DeepCAM's own ``stats.h5`` reads too.
+each class, so that loss weights can come from the data), the channel names (attribute
+``channels``) and the digest of the files summarised (attribute ``summarises``: see
+:meth:`climnb.io.manifest.Manifest.digest`), so a reader can check that the statistics belong
+to its files. All three are optional on read, so DeepCAM's own ``stats.h5`` reads too,
+including its ``climate/count`` written as ONE integer (the number of files summarised).
+Statistics holding NaN or infinite values are refused on read, naming file, statistic and
+channel.
 
 Each file is reduced on its own (a few rows at a time, in float64) and the partial results are
 merged, in parallel with dask (threads by default: numpy's reductions release the GIL) or
@@ -35,7 +40,14 @@ import numpy as np
 
 from climnb.atomic import atomic_path
 from climnb.channels import CLASS_NAMES
-from climnb.io.samples import DATA, LABELS, SampleError, _channel_names, inspect_sample
+from climnb.io.samples import (
+    DATA,
+    LABELS,
+    SampleError,
+    group_channels,
+    inspect_sample,
+    open_checked,
+)
 
 __all__ = ["STATS_NAME", "Stats", "compute_stats", "file_stats", "read_stats", "write_stats"]
 
@@ -54,8 +66,9 @@ class Stats:
     ----------
     channels : channel names.
     minval, maxval, mean, sqmean : float64, per channel (``sqmean`` is the mean of squares).
-    count : pixels per channel.
+    count : pixels per channel (for DeepCAM's own files: the number of files, per channel).
     class_counts : pixels of each class (length 3), or ``None`` when the file lacks them.
+    summarises : digest of the files the statistics were computed from (``None``: unknown).
     """
 
     channels: tuple[str, ...]
@@ -65,6 +78,7 @@ class Stats:
     sqmean: np.ndarray
     count: np.ndarray
     class_counts: np.ndarray | None = None
+    summarises: str | None = None
 
     @property
     def std(self) -> np.ndarray:
@@ -89,7 +103,16 @@ class Stats:
             self.sqmean[idx],
             self.count[idx],
             self.class_counts,
+            self.summarises,
         )
+
+    def check_channels(self, channels: Sequence[str], where: str = "") -> None:
+        """Raise :class:`SampleError` unless these statistics are of ``channels``, in order."""
+        if tuple(self.channels) != tuple(channels):
+            raise SampleError(
+                f"{where or 'statistics'}: channels {', '.join(self.channels)} do not match the "
+                f"files' {', '.join(channels)} (another order or set: recompute stats.h5)"
+            )
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,11 +151,10 @@ class _Partial:
 
 def file_stats(path: PathLike, n_classes: int = len(CLASS_NAMES)) -> _Partial:
     """Sums of one sample file, read a block of rows at a time."""
-    info = inspect_sample(path)
-    c = len(info.channels)
-    lo, hi = np.full(c, np.inf), np.full(c, -np.inf)
-    total, sumsq = np.zeros(c), np.zeros(c)
-    with h5py.File(path, "r") as f:
+    with open_checked(path) as (info, f):
+        c = len(info.channels)
+        lo, hi = np.full(c, np.inf), np.full(c, -np.inf)
+        total, sumsq = np.zeros(c), np.zeros(c)
         data, labels = f[DATA], f[LABELS]
         for r in range(0, info.shape[0], _ROWS):
             block = data[r : r + _ROWS].reshape(-1, c).astype(np.float64)
@@ -162,6 +184,7 @@ def compute_stats(
     *,
     scheduler: str | None = "threads",
     comm=None,
+    progress=None,
 ) -> Stats:
     """Statistics over ``files``, computed in parallel.
 
@@ -172,19 +195,28 @@ def compute_stats(
         ``"synchronous"``, or ``None`` for dask's default / an active distributed client).
     comm : an mpi4py communicator; when given, each rank reduces every ``size``-th file
         serially and the partial sums are merged over MPI (all ranks get the result).
+    progress : called with 1 after each file is summarised (a progress bar's ``update``).
     """
     files = [Path(f) for f in files]
     if not files:
         raise SampleError("no sample files to compute statistics from")
     channels = inspect_sample(files[0]).channels
+    one = file_stats
+    if progress is not None:
+
+        def one(f):
+            part = file_stats(f)
+            progress(1)
+            return part
+
     if comm is not None:
-        part = _merge([file_stats(f) for f in files[comm.rank :: comm.size]])
+        part = _merge([one(f) for f in files[comm.rank :: comm.size]])
         parts = [p for p in comm.allgather(part) if p is not None]
         total = _merge(parts)
     else:
         import dask
 
-        tasks = [dask.delayed(file_stats)(f) for f in files]
+        tasks = [dask.delayed(one)(f) for f in files]
         total = dask.delayed(_merge)(tasks).compute(scheduler=scheduler)
     log.info("statistics of %d files", len(files))
     return total.finish(channels)
@@ -197,9 +229,11 @@ def _merge(parts: list[_Partial]) -> _Partial | None:
     return out
 
 
-def write_stats(stats: Stats, path: PathLike) -> Path:
-    """Write ``stats.h5`` (atomically)."""
+def write_stats(stats: Stats, path: PathLike, *, summarises: str | None = None) -> Path:
+    """Write ``stats.h5`` (atomically); ``summarises``: digest of the files summarised
+    (default: ``stats.summarises``)."""
     path = Path(path)
+    summarises = summarises or stats.summarises
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         g = f.create_group("climate")
         for name in ("minval", "maxval", "mean", "sqmean"):
@@ -211,6 +245,8 @@ def write_stats(stats: Stats, path: PathLike) -> Path:
                 list(CLASS_NAMES), dtype=h5py.string_dtype()
             )
         g.attrs["channels"] = np.array(list(stats.channels), dtype=h5py.string_dtype())
+        if summarises:
+            g.attrs["summarises"] = summarises
     return path
 
 
@@ -237,17 +273,29 @@ def _read(path: Path, f: h5py.File) -> Stats:
         raise SampleError(f"{path}: no dataset(s) {', '.join('climate/' + n for n in missing)}")
     arrays = {n: np.asarray(f[f"climate/{n}"][...]).ravel() for n in names}
     c = arrays["minval"].size
+    if arrays["count"].size == 1:  # DeepCAM's summariser: one integer, the number of files
+        arrays["count"] = np.full(c, arrays["count"][0])
     bad = [n for n, a in arrays.items() if a.size != c]
     if bad:
         raise SampleError(f"{path}: {', '.join(bad)} do not have {c} values like minval")
     g = f["climate"]
-    channels = _channel_names(g)
+    channels = group_channels(g)
     if len(channels) != c:
         raise SampleError(f"{path}: {c} values per statistic but {len(channels)} channel names")
+    for n in names:
+        finite = np.isfinite(arrays[n].astype(np.float64))
+        if not finite.all():
+            i = int(np.flatnonzero(~finite)[0])
+            raise SampleError(
+                f"{path}: climate/{n} is {arrays[n][i]} for channel {channels[i]}: "
+                "statistics must be finite (recompute stats.h5)"
+            )
     classes = f["climate/class_counts"][...].astype(np.int64) if "class_counts" in g else None
+    summarises = g.attrs.get("summarises")
     return Stats(
         channels,
         *(arrays[n].astype(np.float64) for n in names[:4]),
         arrays["count"].astype(np.int64),
         classes,
+        summarises.decode() if isinstance(summarises, bytes) else summarises,
     )

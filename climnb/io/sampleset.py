@@ -1,0 +1,633 @@
+"""The on-disk sample set: one owner of its layout, names, split folders, stats and manifests.
+
+Layout of a sample set (what ``climnb samples`` writes; DeepCAM's layout plus manifests)::
+
+    ROOT/stats.h5                    statistics of the training files (climnb.io.stats)
+    ROOT/train/data-*.h5             one file per time step (climnb.io.samples)
+    ROOT/train/manifest.json         size, SHA-256, time, class counts of each file; channels,
+                                     grid; the digest of ROOT/stats.h5 (climnb.io.manifest)
+    ROOT/validation/...              the same
+    ROOT/test/...                    the same
+
+A *flat* set is one folder of ``data-*.h5`` (a DeepCAM download, or a split folder on its own),
+with ``stats.h5`` in it or in its parent and a manifest where climnb wrote it. Foreign folders
+without a manifest open too: their digests are then unknown and verification says so.
+
+A *staged* set (:class:`StagedSet`) is what :mod:`climnb.staging` writes on a node: the files
+the node's ranks train and validate on, ``stats.h5`` and a manifest whose ``ranks`` lists each
+local rank's training files (drawn with replacement, in training order) and its share of the
+validation files. Training opens it from a folder pattern with ``{node}`` and ``{local_rank}``
+placeholders, resolved per rank, and reads nothing else.
+
+API (stable; used by staging, the pipeline, training, predict, the demo and notebook 02):
+
+* ``SampleSet.open(folder)``; ``.files(split)``, ``.split(...)``, ``.splits``,
+  ``.stats_path``, ``.stats()`` (checked: channel order, finite values, the files summarised),
+  ``.channels``, ``.grid``, ``.class_counts(split)``, ``.manifest(split)``, ``.digest(split)``,
+  ``.verify(split)`` (SHA-256 of every file against its manifest);
+* ``write_sample_set(ds, labels, out, ...)``: write a whole split set atomically (into a folder
+  beside ``out``, then swapped in; a non-empty ``out`` only with ``overwrite=True``);
+* ``StagedSet.open(pattern, node=, local_rank=)`` or ``StagedSet.for_rank(pattern, rank=,
+  local_size=)`` (both hash what the rank reads unless ``verify=False``); ``.files("train")`` /
+  ``.files("validation")`` (this rank's, in order), ``.stats()``, ``.class_counts()``,
+  ``.verify()``, ``.verify_reads()``; ``resolve_folder(pattern, node=, local_rank=)``.
+
+Examples
+--------
+>>> import tempfile, pathlib
+>>> from climnb.synthetic import make_dataset
+>>> ds, _ = make_dataset(n_time=40, seed=0)
+>>> out = pathlib.Path(tempfile.mkdtemp()) / "samples"
+>>> ss = write_sample_set(ds, "truth", out)
+>>> ss.splits, [len(ss.files(s)) for s in ss.splits]
+(('train', 'validation', 'test'), [18, 4, 4])
+>>> ss.grid, len(ss.channels), ss.stats().channels == ss.channels
+((96, 144), 16, True)
+>>> ss.verify()  # every file's SHA-256 matches its manifest
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from climnb.channels import CHANNEL_NAMES
+from climnb.io.manifest import MANIFEST_NAME, Entry, Manifest, ManifestError, sha256_file
+from climnb.io.samples import SAMPLE_GLOB, SampleError, inspect_sample, sample_names, write_samples
+from climnb.io.split import SPLITS, Split, split_files, split_steps
+from climnb.io.stats import STATS_NAME, Stats, compute_stats, read_stats, write_stats
+
+__all__ = [
+    "MANIFEST_NAME",
+    "SAMPLE_GLOB",
+    "SPLITS",
+    "STATS_NAME",
+    "SampleSet",
+    "StagedSet",
+    "check_output",
+    "resolve_folder",
+    "write_sample_set",
+]
+
+log = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike
+Progress = Callable[[int], None]
+
+
+class SampleSet:
+    """A sample set on disk (see the module docstring for the layout).
+
+    Open one with :meth:`open`; the constructor takes the folder as it is.
+    """
+
+    def __init__(self, root: PathLike):
+        self.root = Path(root)
+        self.splits: tuple[str, ...] = tuple(s for s in SPLITS if (self.root / s).is_dir())
+        self._manifests: dict[str | None, Manifest | None] = {}
+
+    @classmethod
+    def open(cls, folder: PathLike) -> SampleSet:
+        """Open a split set (``train/`` etc.) or a flat folder of ``data-*.h5``."""
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise SampleError(f"{folder}: not a directory (expected a sample set)")
+        ss = cls(folder)
+        if not ss.splits and not any(folder.glob(SAMPLE_GLOB)):
+            raise SampleError(
+                f"{folder}: no sample files ({SAMPLE_GLOB}) and no train/ folder: not a sample set"
+            )
+        return ss
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{s} {len(self.files(s))}" for s in self.splits) or (
+            f"{len(self.files())} files"
+        )
+        return f"{type(self).__name__}({str(self.root)!r}: {parts})"
+
+    # --- files --------------------------------------------------------------------------------
+
+    def folder(self, split: str | None = None) -> Path:
+        """The folder holding the files of ``split`` (the root itself for a flat set)."""
+        if split is None or not self.splits:
+            return self.root
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        return self.root / split
+
+    def files(self, split: str | None = None) -> list[Path]:
+        """Sorted sample files of ``split`` (a flat set: all its files, whatever ``split``).
+
+        ``None`` on a split set: the files of every split.
+        """
+        if split is None and self.splits:
+            return [f for s in self.splits for f in self.files(s)]
+        folder = self.folder(split)
+        return sorted(folder.glob(SAMPLE_GLOB)) if folder.is_dir() else []
+
+    def split(
+        self,
+        *,
+        fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
+        seed: int = 0,
+        method: str = "blocks",
+        gap_hours: float = 24.0,
+    ) -> Split:
+        """Train, validation and test files: the split folders, or for a flat set a split made
+        here (by time blocks, from the manifest's times; ``"random"`` on request)."""
+        if self.splits:
+            return Split(*(tuple(self.files(s)) for s in SPLITS))
+        files = self.files()
+        if method == "random":
+            return split_files(files, fractions=fractions, seed=seed)
+        times = self._times(files)
+        idx = split_steps(
+            times, n=len(files), fractions=fractions, gap_hours=gap_hours, method=method
+        )
+        return Split(*(tuple(files[i] for i in part) for part in idx))
+
+    def _times(self, files: Sequence[Path]) -> np.ndarray | None:
+        m = self.manifest()
+        times = [m.files[f.name].time if m and f.name in m.files else None for f in files]
+        if None in times:
+            times = [inspect_sample(f).time for f in files]
+        return None if None in times else np.array(times, "datetime64[s]")
+
+    # --- manifest, digests, verification ------------------------------------------------------
+
+    def manifest(self, split: str | None = None) -> Manifest | None:
+        """The manifest of ``split``'s folder (``None``: a foreign folder without one)."""
+        key = split if self.splits else None
+        if key not in self._manifests:
+            self._manifests[key] = Manifest.read(self.folder(key))
+        return self._manifests[key]
+
+    def digest(self, split: str | None = "train") -> str | None:
+        """Digest of the files of ``split`` (``None`` when any lacks a manifest entry)."""
+        m, files = self.manifest(split), self.files(split)
+        if m is None or any(f.name not in m.files for f in files):
+            return None
+        return m.digest([f.name for f in files])
+
+    def verify(self, split: str | None = None, files: Sequence[PathLike] | None = None) -> None:
+        """Hash files (default: all of ``split``, or of every split) and compare with the
+        manifest; raise :class:`SampleError` naming the first that differs or is unlisted."""
+        splits = [split] if split or not self.splits else list(self.splits)
+        for s in splits:
+            m = self.manifest(s)
+            todo = self.files(s) if files is None else [Path(f) for f in files]
+            if m is None:
+                raise SampleError(f"{self.folder(s)}: no {MANIFEST_NAME}: cannot verify digests")
+            for f in todo:
+                try:
+                    m.check(f)
+                except ManifestError as err:
+                    raise SampleError(str(err)) from None
+
+    # --- description ----------------------------------------------------------------------------
+
+    @property
+    def channels(self) -> tuple[str, ...]:
+        """Channel names of the files, in order."""
+        m = self.manifest(self._first_split())
+        if m is not None and m.channels:
+            return tuple(m.channels)
+        return inspect_sample(self._first_file()).channels
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(H, W) of the files."""
+        m = self.manifest(self._first_split())
+        if m is not None and m.grid:
+            return tuple(m.grid)
+        return inspect_sample(self._first_file()).shape
+
+    def class_counts(self, split: str | None = "train") -> np.ndarray | None:
+        """Pixels of each class over ``split``'s files (from the manifest, else ``stats.h5``
+        for the training split; ``None`` when neither has them)."""
+        m, files = self.manifest(split), self.files(split)
+        if m is not None and all(f.name in m.files and m.files[f.name].class_counts for f in files):
+            return np.sum([m.files[f.name].class_counts for f in files], axis=0).astype(np.int64)
+        if split in ("train", None) and self.stats_path.is_file():
+            return self.stats().class_counts
+        return None
+
+    def _first_split(self) -> str | None:
+        return next((s for s in self.splits if self.files(s)), None)
+
+    def _first_file(self) -> Path:
+        files = self.files(self._first_split())
+        if not files:
+            raise SampleError(f"{self.root}: no sample files ({SAMPLE_GLOB})")
+        return files[0]
+
+    # --- statistics ---------------------------------------------------------------------------
+
+    @property
+    def stats_path(self) -> Path:
+        """``stats.h5`` of the set: in the root; for a flat folder, in it or its parent."""
+        here = self.root / STATS_NAME
+        if self.splits or here.is_file():
+            return here
+        parent = self.root.parent / STATS_NAME
+        return parent if parent.is_file() else here
+
+    def stats(self) -> Stats:
+        """The statistics, checked: finite, of these channels in this order, and of these
+        training files (when both record a digest)."""
+        path = self.stats_path
+        stats = read_stats(path)
+        stats.check_channels(self.channels, where=str(path))
+        expected = self._summarised_digest()
+        if stats.summarises and expected and stats.summarises != expected:
+            raise SampleError(
+                f"{path}: summarises other files than {self.folder('train')} (digest "
+                f"{stats.summarises[:12]}..., the files' {expected[:12]}...): recompute it"
+            )
+        return stats
+
+    def _summarised_digest(self) -> str | None:
+        return self.digest("train")
+
+
+class StagedSet(SampleSet):
+    """A node's staged copy of a sample set (written by :mod:`climnb.staging`).
+
+    ``files("train")`` and ``files("validation")`` give ``local_rank``'s files in training
+    order (training files repeat: they are drawn with replacement); nothing outside the node
+    folder is opened.
+    """
+
+    def __init__(self, root: PathLike, *, local_rank: int = 0):
+        super().__init__(root)
+        self.splits = ()
+        self.local_rank = local_rank
+        m = self.manifest()
+        if m is None or "ranks" not in m.extra:
+            raise SampleError(
+                f"{self.root}: no staged {MANIFEST_NAME} with rank lists (was this node staged? "
+                "run `climnb stage` first)"
+            )
+        self.node = m.extra.get("node")
+        self.ranks: dict = m.extra["ranks"]
+        self.ranks_per_node = int(m.extra.get("ranks_per_node", len(self.ranks["train"])))
+        if str(local_rank) not in self.ranks["train"]:
+            raise SampleError(
+                f"{self.root}: staged for local ranks {', '.join(sorted(self.ranks['train']))}, "
+                f"not {local_rank}"
+            )
+
+    @classmethod
+    def open(
+        cls, pattern: PathLike, *, node: int = 0, local_rank: int = 0, verify: bool = True
+    ) -> StagedSet:
+        """The staged set of ``node`` for ``local_rank``; ``pattern`` may hold ``{node}`` and
+        ``{local_rank}`` (e.g. ``/local/scratch/{node}``).
+
+        ``verify`` (default): before anything is read for training, hash what this rank will
+        read (its distinct training and validation files and ``stats.h5``) and compare with
+        the staged manifest, so a copy damaged on node-local storage (flipped bytes, a file
+        rewritten) is refused here, naming the file, and not trained on. The cost: one read
+        of those bytes and SHA-256 over them, once per job: 0.2 s per full-size 57 MB file at
+        the 0.28 GB/s measured on a loaded 2-core machine (``hashlib``, in memory; an idle core
+        with SHA extensions does several times more; ``benchmarks/bench_pipeline.py`` measures
+        it), so ~2.5 min for a rank's 750 distinct full-size files there, seconds at toy size.
+        ``verify=False`` skips it.
+        """
+        folder = resolve_folder(pattern, node=node, local_rank=local_rank)
+        if not folder.is_dir():
+            raise SampleError(f"{folder}: no staged set here (pattern {pattern}, node {node})")
+        staged = cls(folder, local_rank=local_rank)
+        if verify:
+            staged.verify_reads()
+        return staged
+
+    @classmethod
+    def for_rank(
+        cls,
+        pattern: PathLike,
+        *,
+        rank: int,
+        local_size: int,
+        local_rank: int | None = None,
+        verify: bool = True,
+    ) -> StagedSet:
+        """The staged set of global ``rank`` when each node runs ``local_size`` ranks in
+        order (node = rank // local_size), as mpirun and srun place them by default.
+
+        ``local_size`` is the ranks per node the set was staged for: ``hvd.local_size()`` on
+        real nodes; where one machine simulates several nodes, the staging's
+        ``ranks_per_node`` (then ``local_rank`` defaults to ``rank % local_size`` too).
+        ``verify``: as in :meth:`open`.
+        """
+        local_rank = rank % local_size if local_rank is None else local_rank
+        staged = cls.open(pattern, node=rank // local_size, local_rank=local_rank, verify=False)
+        if staged.ranks_per_node != local_size:
+            raise SampleError(
+                f"{staged.root}: staged for {staged.ranks_per_node} ranks per node, the job runs "
+                f"{local_size}: stage again with --ranks-per-node {local_size}"
+            )
+        if verify:
+            staged.verify_reads()
+        return staged
+
+    def __repr__(self) -> str:
+        return (
+            f"StagedSet({str(self.root)!r}: node {self.node}, local rank {self.local_rank}, "
+            f"train {len(self.files('train'))}, validation {len(self.files('validation'))})"
+        )
+
+    def files(self, split: str | None = "train") -> list[Path]:
+        """This rank's files of ``split`` in training order (``None``: every file staged)."""
+        if split is None:
+            return sorted(self.root / n for n in self.manifest().files)
+        names = self.ranks.get(split, {}).get(str(self.local_rank), [])
+        return [self.root / n for n in names]
+
+    def split(self, **_) -> Split:
+        """This rank's files: train and validation (test is never staged)."""
+        return Split(tuple(self.files("train")), tuple(self.files("validation")), ())
+
+    def digest(self, split: str | None = "train") -> str | None:
+        return None  # a node holds a draw of the files, not the set
+
+    def verify(self, split: str | None = "train", files=None) -> None:
+        """Hash this rank's files of ``split`` (``None``: all staged) against the manifest
+        (each file once, though training draws repeat)."""
+        m = self.manifest()
+        for f in dict.fromkeys(self.files(split) if files is None else files):
+            try:
+                m.check(f)
+            except ManifestError as err:
+                raise SampleError(str(err)) from None
+
+    def verify_reads(self) -> None:
+        """Hash everything this rank reads (its training and validation files, each once,
+        and ``stats.h5``) against the staged manifest; raise :class:`SampleError` naming the
+        first file that differs."""
+        start = time.perf_counter()
+        files = list(dict.fromkeys(self.files("train") + self.files("validation")))
+        self.verify(files=files)
+        m, nbytes = self.manifest(), sum(f.stat().st_size for f in files)
+        if m.stats is not None:
+            entry, path = m.stats[1], self.stats_path
+            got = sha256_file(path) if path.is_file() else "missing"
+            if got != entry.sha256:
+                raise SampleError(
+                    f"{path}: content differs from the staged manifest (SHA-256 {got[:12]}..., "
+                    f"manifest {entry.sha256[:12]}...): stage again"
+                )
+            nbytes += path.stat().st_size
+        log.info(
+            "%s: verified %d files (%.1f MB) of local rank %d in %.2f s",
+            self.root,
+            len(files),
+            nbytes / 1e6,
+            self.local_rank,
+            time.perf_counter() - start,
+        )
+
+    @property
+    def stats_path(self) -> Path:
+        return self.root / STATS_NAME
+
+    def class_counts(self, split: str | None = "train") -> np.ndarray | None:
+        """Pixels of each class over the whole source training set (from ``stats.h5``)."""
+        return self.stats().class_counts if self.stats_path.is_file() else None
+
+    def _summarised_digest(self) -> str | None:
+        return self.manifest().extra.get("source", {}).get("train_digest")
+
+    def _first_file(self) -> Path:
+        files = self.files(None)
+        if not files:
+            raise SampleError(f"{self.root}: no staged sample files")
+        return files[0]
+
+    def _first_split(self) -> None:
+        return None
+
+
+def resolve_folder(pattern: PathLike, *, node: int = 0, local_rank: int = 0) -> Path:
+    """``pattern`` with ``{node}`` and ``{local_rank}`` filled in.
+
+    >>> resolve_folder("/local/{node}/gpu{local_rank}", node=3, local_rank=1).as_posix()
+    '/local/3/gpu1'
+    """
+    try:
+        return Path(str(pattern).format(node=node, local_rank=local_rank))
+    except (KeyError, IndexError, ValueError) as err:
+        raise ValueError(
+            f"{pattern}: only {{node}} and {{local_rank}} may appear in braces ({err!r})"
+        ) from None
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def write_sample_set(
+    ds,
+    labels,
+    out: PathLike,
+    *,
+    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
+    method: str = "blocks",
+    gap_hours: float = 24.0,
+    seed: int = 0,
+    run: int = 1,
+    channels: Sequence[str] = CHANNEL_NAMES,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> SampleSet:
+    """Write ``ds`` as a split sample set in ``out``: the files, their manifests and stats.h5.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset with the channels on (time, lat, lon) (may be lazy).
+    labels : (time, lat, lon) class indices, or the name of a variable of ``ds``.
+    out : the set's folder. A non-empty ``out`` is refused unless ``overwrite``; either way the
+        set is written into a folder beside it and swapped in at the end, so a reader never
+        sees a half-written or mixed set, and an interrupted run leaves ``out`` as it was.
+    overwrite : replace a set in ``out``, and discard what an interrupted run with other
+        inputs or options left beside ``out``.
+
+    Resuming: the folder beside ``out`` is named by a digest of the inputs and options (the
+    data's dask token, which covers each input file's path and modification time, or the
+    values of in-memory data; the steps of each split; run; channels; labels). A rerun with
+    the same ones continues in it (:func:`climnb.io.samples.write_samples` with
+    ``resume=True``: files written before the kill are kept once their SHA-256 matches the
+    journal, the rest written; statistics are computed again), then swaps. What a run with
+    other inputs or options left is never mixed in: it is refused, or with ``overwrite``
+    removed.
+    fractions, method, gap_hours, seed : the split (:func:`climnb.io.split.split_steps`):
+        contiguous time blocks with >= ``gap_hours`` between sets by default.
+    run : the ``N`` of the file names.
+    channels : channels to write, in order.
+    progress : called with 1 after each file written and each file summarised.
+    """
+    out = Path(out)
+    _clean_leftovers(out)
+    check_output(out, overwrite=overwrite)
+    label_name = labels if isinstance(labels, str) else labels.name
+    if isinstance(labels, str):
+        if labels not in ds:
+            raise SampleError(f"data set has no label variable {labels!r}")
+        labels = ds[labels]
+    if ds.sizes.get("time", 0) == 0:
+        raise SampleError("the data have no time steps: nothing to write")
+    has_time = "time" in ds.coords
+    sample_names(ds, run)  # refuse clashing names before any work
+    parts = split_steps(
+        ds.time.values if has_time else None,
+        n=ds.sizes["time"],
+        fractions=fractions,
+        method=method,
+        gap_hours=gap_hours,
+        seed=seed,
+    )
+    key = _run_key(ds, labels, label_name, parts, run=run, channels=channels)
+    tmp = _partial_folder(out, key, overwrite=overwrite)
+    resume = tmp.is_dir()
+    if resume:
+        log.warning("%s: resuming the interrupted run in %s", out, tmp)
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / _RUN_RECORD).write_text(json.dumps({"key": key, "out": str(out)}))
+    try:
+        for split, idx in zip(SPLITS, parts, strict=True):
+            (tmp / split).mkdir(exist_ok=True)
+            if len(idx):
+                sel = {"time": idx}
+                write_samples(
+                    ds.isel(sel),
+                    labels.isel(sel),
+                    tmp / split,
+                    run=run,
+                    channels=channels,
+                    progress=progress,
+                    resume=resume,
+                )
+        _write_stats(SampleSet(tmp), progress)
+    except SampleError:  # bad input: a rerun cannot succeed with it, nothing worth keeping
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    # anything else (a kill, Ctrl-C, a full disk) leaves ``tmp`` for the rerun to resume
+    (tmp / _RUN_RECORD).unlink()
+    _swap(tmp, out)
+    ss = SampleSet.open(out)
+    log.info("wrote %r", ss)
+    return ss
+
+
+def check_output(out: PathLike, *, overwrite: bool = False) -> None:
+    """Refuse ``out`` for a new sample set before any work: a file; a non-empty folder unless
+    ``overwrite``; and, even then, a folder holding anything but a sample set (an input
+    file, say), which replacing the set would delete."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise SampleError(f"{out}: exists and is not a directory")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise SampleError(
+            f"{out}: not empty; use overwrite=True (climnb samples --overwrite) to replace the "
+            "whole sample set"
+        )
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in (*SPLITS, STATS_NAME))
+    if foreign:
+        raise SampleError(
+            f"{out}: holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not "
+            "part of a sample set; --overwrite replaces only a sample set: choose another --out"
+        )
+
+
+_RUN_RECORD = ".run.json"  # in the folder beside OUT while a run writes it: its key
+
+
+def _run_key(ds, labels, label_name, parts, *, run: int, channels: Sequence[str]) -> str | None:
+    """SHA-256 identifying what a run writes (inputs and options), or ``None`` when the data
+    have no deterministic token (then a killed run is never resumed, only redone)."""
+    import dask
+    from dask.base import tokenize
+
+    try:
+        with dask.config.set({"tokenize.ensure-deterministic": True}):
+            token = tokenize(ds[list(channels)], labels)
+    except (RuntimeError, TypeError, ValueError) as err:
+        log.warning("inputs have no deterministic token (%s): a killed run will start over", err)
+        return None
+    h = hashlib.sha256()
+    h.update(json.dumps([token, str(label_name), run, list(channels)]).encode())
+    for idx in parts:
+        h.update(np.asarray(idx, np.int64).tobytes() + b"|")
+    return h.hexdigest()
+
+
+def _partial_folder(out: Path, key: str | None, *, overwrite: bool) -> Path:
+    """The folder beside ``out`` a run with ``key`` writes into; what runs with other keys
+    left there is refused, or removed with ``overwrite``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    mine = out.with_name(f".{out.name}.{key[:16] if key else uuid.uuid4().hex}.partial")
+    if mine.is_dir() and _recorded_key(mine) not in (key, None):
+        shutil.rmtree(mine)  # a 64-bit prefix clash: never mix
+    others = [p for p in out.parent.glob(f".{out.name}.*.partial") if p != mine]
+    if others and not overwrite:
+        raise SampleError(
+            f"{others[0]}: left by an interrupted run with other inputs or options; rerun "
+            "that command to finish it, or use overwrite=True (climnb samples --overwrite) "
+            "to discard it"
+        )
+    for p in others:
+        log.warning("%s: discarding an interrupted run with other inputs or options", p)
+        shutil.rmtree(p)
+    return mine
+
+
+def _recorded_key(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / _RUN_RECORD).read_text())["key"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # removed just before the swap, or cut short: the name identifies it
+
+
+def _write_stats(ss: SampleSet, progress: Progress | None) -> None:
+    files = ss.files("train")
+    if not files:
+        raise SampleError(f"{ss.root}: no training files to compute statistics from")
+    digest = ss.digest("train")
+    stats = compute_stats(files, progress=progress)
+    path = write_stats(stats, ss.stats_path, summarises=digest)
+    m = ss.manifest("train")
+    entry = Entry(bytes=path.stat().st_size, sha256=sha256_file(path))
+    m.with_files({}, stats=(f"../{STATS_NAME}", entry)).write(ss.folder("train"))
+
+
+def _swap(new: Path, out: Path) -> None:
+    """Put folder ``new`` in place of ``out`` (two renames; the old set goes last)."""
+    old = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.old")
+    if out.exists():
+        os.replace(out, old)
+    os.replace(new, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _clean_leftovers(out: Path) -> None:
+    """Remove what a killed run left beside ``out``; put back a set moved aside mid-swap."""
+    if not out.parent.is_dir():
+        return
+    olds = sorted(out.parent.glob(f".{out.name}.*.old"))
+    if olds and not out.exists():
+        log.warning("%s: restoring the set moved aside by an interrupted run", out)
+        os.replace(olds.pop(), out)
+    for p in [*olds, *out.parent.glob(f".{out.name}.*.tmp")]:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(p)
