@@ -11,9 +11,14 @@
    on notebook engines; with tf.data's autotuner (the baseline, measured in the same run: it
    made tearing down an epoch's iterator wait ~5 s at random) and without it (climnb's
    default, ``PipelineConfig.autotune``).
+4. Checkpoint safety cost (``--checkpoint``): a paper-size Tiramisu's checkpoint (weights and
+   Adam moments; the weights do not depend on the grid, so the network is built on a small
+   grid) written as before (``np.savez``, atomic rename: the baseline, measured in the same run)
+   and as now (finite-weights check, then read back and CRC-checked before older ones go), and
+   a checked load.
 
     .venv/bin/python benchmarks/bench_training.py [--samples 160] [--epochs 12] [--skip-quality]
-        [--skip-scaling] [--skip-turnover]
+        [--skip-scaling] [--skip-turnover] [--checkpoint]
 """
 
 from __future__ import annotations
@@ -188,6 +193,46 @@ def turnover(work: Path, args) -> None:
     )
 
 
+def checkpoint_cost(work: Path, args) -> None:
+    import numpy as np
+
+    from climnb.atomic import atomic_path
+    from climnb.models import build_model
+    from climnb.train.checkpoint import load_checkpoint, save_checkpoint
+    from climnb.train.optim import OptimizerConfig, make_optimizer
+
+    model = build_model("tiramisu", (96, 144, 16), preset="paper")
+    optimizer = make_optimizer(OptimizerConfig())
+    optimizer.build(model.trainable_variables)
+    folder = work / "checkpoints"
+
+    def baseline(step):
+        arrays = {f"w{i:05d}": np.asarray(w) for i, w in enumerate(model.get_weights())}
+        arrays.update({f"o{i:05d}": np.asarray(v) for i, v in enumerate(optimizer.variables)})
+        with atomic_path(folder / f"base-{step}.npz") as tmp, open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+    def timed(fn, repeats=5):
+        times = []
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            fn(i)
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times))
+
+    folder.mkdir()
+    base = timed(baseline)
+    ours = timed(lambda i: save_checkpoint(folder, i + 1, model, optimizer, {}, keep=2))
+    path = sorted(folder.glob("ckpt-*.npz"))[-1]
+    load = timed(lambda i: load_checkpoint(path))
+    mb = path.stat().st_size / 1e6
+    print(
+        f"checkpoint, paper Tiramisu ({mb:.0f} MB): save {ours:.2f} s with the checks and "
+        f"read-back vs {base:.2f} s plain ({ours / base:.2f}x); checked load {load:.2f} s "
+        f"(median of 5)"
+    )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=160)
@@ -198,9 +243,13 @@ def main(argv=None):
     parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--skip-turnover", action="store_true")
     parser.add_argument("--turnover-epochs", type=int, default=8)
+    parser.add_argument("--checkpoint", action="store_true", help="only the checkpoint cost")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="climnb-bench-train-"))
     try:
+        if args.checkpoint:
+            checkpoint_cost(work, args)
+            return
         if not args.skip_scaling:
             scaling(work, args)
         if not args.skip_turnover:

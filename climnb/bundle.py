@@ -280,7 +280,7 @@ def load_bundle(path: PathLike) -> Bundle:
 
 
 def _load_keras(path: Path):
-    from climnb.models._backend import import_keras
+    from climnb.models.backend import import_keras
 
     keras = import_keras()
     try:
@@ -292,7 +292,7 @@ def _load_keras(path: Path):
 def _rebuild(bundle: Bundle, saved, height: int, width: int):
     """The saved network for a (height, width) input, with the saved weights."""
     from climnb.models import MODEL_NAMES, build_model
-    from climnb.models._backend import import_keras
+    from climnb.models.backend import import_keras
 
     shape = (height, width, len(bundle.channels))
     log.info("rebuilding %s for input %s x %s", bundle.name, height, width)

@@ -185,7 +185,7 @@ def test_dynamic_loss_scaling():
     assert float(opt.dynamic_scale) == 1024.0  # grew after 2 good steps
 
 
-@pytest.mark.parametrize("module", ["optim", "_optim_keras"])
+@pytest.mark.parametrize("module", ["keras_optim"])
 def test_docstring_examples(module):
     import importlib
 

@@ -42,6 +42,7 @@ def _config(samples, out, **kw):
         epochs=1,
         threads=1,
         checkpoint_every=3,
+        split_method="random",
     )
     return TrainConfig(**{**base, **kw})
 
@@ -64,7 +65,7 @@ def test_config_round_trip_and_errors(samples, tmp_path):
 def test_missing_data_is_named(tmp_path):
     from climnb.train.loop import train
 
-    with pytest.raises(FileNotFoundError, match=f"no sample files data-\\*.h5 in {tmp_path}"):
+    with pytest.raises(ValueError, match=f"{tmp_path}: no sample files"):
         train(TrainConfig(data_dir=str(tmp_path), out_dir=str(tmp_path / "run")))
 
 
@@ -178,7 +179,9 @@ def test_two_mpi_ranks_end_with_identical_weights(samples, tmp_path, mpi_env):
         "2",
     ]
     config = tmp_path / "config.json"
-    config.write_text('{"model_overrides": {"growth_rate": 6, "initial_filters": 8}}')
+    config.write_text(
+        '{"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "split_method": "random"}'
+    )
     out = subprocess.run(
         [*cmd, "--config", str(config)], capture_output=True, text=True, env=mpi_env, timeout=600
     )

@@ -1,74 +1,136 @@
-"""``climnb train``: data-parallel training on every rank (mpirun, srun, horovodrun, or alone)."""
+"""``climnb train``: data-parallel training on every rank (mpirun, srun, horovodrun, or alone).
 
+Settings come from three places, highest first: the flags typed on the command line, the
+``--config`` JSON file, then the defaults of :class:`climnb.train.config.TrainConfig` (the one
+place defaults live: no flag has a default of its own here).
+"""
+
+from __future__ import annotations
+
+import argparse
 import json
+from pathlib import Path
+
+from climnb.train.config import TrainConfig
 
 HELP = "train Tiramisu or DeepLabv3+ on sample files, data-parallel with Horovod"
 EXAMPLE = (
-    "mpirun -np 2 python -m climnb train --data data/toy/samples --out runs/toy "
-    "--model tiramisu --preset toy --epochs 4 --batch-size 2"
+    "mpirun -np 2 python -m climnb train --data data/toy/samples --staged '/local/{node}' "
+    "--out runs/toy --model tiramisu --preset toy --epochs 4 --batch-size 2"
 )
+
+# flag destination -> TrainConfig field (or "optimizer.<field>")
+_FIELDS = {
+    "data": "data_dir",
+    "staged": "staged_dir",
+    "ranks_per_node": "ranks_per_node",
+    "stage_first": "stage_first",
+    "samples_per_rank": "samples_per_rank",
+    "out": "out_dir",
+    "model": "model",
+    "preset": "preset",
+    "epochs": "epochs",
+    "batch_size": "batch_size",
+    "max_steps": "max_steps",
+    "checkpoint_every": "checkpoint_every",
+    "keep_checkpoints": "keep_checkpoints",
+    "resume": "resume",
+    "threads": "threads",
+    "seed": "seed",
+    "lr_decay": "lr_decay",
+    "lr": "optimizer.learning_rate",
+    "warmup_steps": "optimizer.warmup_steps",
+    "larc": "optimizer.larc",
+    "gradient_lag": "optimizer.gradient_lag",
+    "mixed_precision": "optimizer.mixed_precision",
+}
 
 
 def add_arguments(parser):
-    parser.add_argument("--data", required=True, help="folder of data-*.h5 and stats.h5")
-    parser.add_argument("--out", required=True, help="run folder (checkpoints, model bundle)")
-    parser.add_argument("--model", default="tiramisu", choices=["tiramisu", "deeplab"])
-    parser.add_argument("--preset", default="toy", help="toy, small or paper (default toy)")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=2, help="per rank (default 2)")
-    parser.add_argument("--max-steps", type=int, default=None)
-    parser.add_argument("--lr", type=float, default=1e-3, help="per-rank learning rate")
-    parser.add_argument("--warmup-steps", type=int, default=0)
-    parser.add_argument(
-        "--lr-decay",
-        choices=["linear", "none"],
-        default="linear",
-        help="linear decay to 0 at the last step (default), or none",
+    # every default is SUPPRESS: a flag not typed leaves the config file's value or the
+    # TrainConfig default in place
+    add = parser.add_argument
+    d = argparse.SUPPRESS
+    add("--data", default=d, help="sample set folder (train/, validation/, stats.h5)")
+    add(
+        "--staged",
+        default=d,
+        help="train from node-local staged copies, e.g. '/local/{node}' ({node} and "
+        "{local_rank} filled in per rank; stage them first with `climnb stage`)",
     )
-    parser.add_argument("--larc", action="store_true", help="layer-wise adaptive rate clipping")
-    parser.add_argument("--gradient-lag", action="store_true", help="apply last step's gradient")
-    parser.add_argument("--mixed-precision", action="store_true", help="float16 compute")
-    parser.add_argument("--checkpoint-every", type=int, default=50, help="steps")
-    parser.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
-    parser.add_argument("--threads", type=int, default=None, help="compute threads per rank")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--config", help="JSON file of TrainConfig fields (flags override)")
+    add("--ranks-per-node", type=int, default=d, help="default: Horovod's local size")
+    add(
+        "--stage-first",
+        action="store_true",
+        default=d,
+        help="stage --data into --staged at the start (one reader per node, over MPI)",
+    )
+    add("--samples-per-rank", type=int, default=d, help="files drawn per rank when staging")
+    add("--out", default=d, help="run folder (checkpoints, model bundle)")
+    add("--model", default=d, choices=["tiramisu", "deeplab"])
+    add("--preset", default=d, help="toy, small or paper")
+    add("--epochs", type=int, default=d)
+    add("--batch-size", type=int, default=d, help="samples per rank per step")
+    add("--max-steps", type=int, default=d)
+    add("--lr", type=float, default=d, help="per-rank learning rate")
+    add("--warmup-steps", type=int, default=d)
+    add("--lr-decay", choices=["linear", "none"], default=d, help="linear decay to 0, or none")
+    add("--larc", action="store_true", default=d, help="layer-wise adaptive rate clipping")
+    add("--gradient-lag", action="store_true", default=d, help="apply last step's gradient")
+    add("--mixed-precision", action="store_true", default=d, help="float16 compute")
+    add("--checkpoint-every", type=int, default=d, help="steps between checkpoints")
+    add("--keep-checkpoints", type=int, default=d, help="newest checkpoints kept")
+    add(
+        "--no-resume",
+        dest="resume",
+        action="store_false",
+        default=d,
+        help="ignore existing checkpoints",
+    )
+    add("--threads", type=int, default=d, help="compute threads per rank")
+    add("--seed", type=int, default=d)
+    add("--config", default=d, help="JSON file of TrainConfig fields (typed flags override it)")
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The run's :class:`TrainConfig`: typed flags > ``--config`` file > dataclass defaults."""
+    settings = _read_config_file(args.config) if "config" in args else {}
+    optimizer = dict(settings.pop("optimizer", None) or {})
+    for dest, name in _FIELDS.items():
+        if dest not in args:
+            continue
+        value = getattr(args, dest)
+        if name.startswith("optimizer."):
+            optimizer[name.removeprefix("optimizer.")] = value
+        else:
+            settings[name] = value
+    if optimizer:
+        settings["optimizer"] = optimizer
+    if "data_dir" not in settings:
+        raise ValueError("no sample set: give --data DIR (or data_dir in the --config file)")
+    return TrainConfig.from_dict(settings)
+
+
+def _read_config_file(path: str) -> dict:
+    try:
+        settings = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"config file {path}: {err.strerror or err}") from err
+    except json.JSONDecodeError as err:
+        raise ValueError(f"config file {path} is not valid JSON: {err}") from err
+    if not isinstance(settings, dict):
+        raise ValueError(f"config file {path} must hold a JSON object of TrainConfig fields")
+    try:  # the file's own mistakes are named as the file's
+        TrainConfig.from_dict({"data_dir": ".", **settings})
+    except ValueError as err:
+        raise ValueError(f"config file {path}: {err}") from err
+    return settings
 
 
 def run(args) -> int:
-    from climnb.train.config import TrainConfig
     from climnb.train.loop import train
 
-    base = {}
-    if args.config:
-        with open(args.config) as f:
-            base = json.load(f)
-    optimizer = {
-        **base.pop("optimizer", {}),
-        "learning_rate": args.lr,
-        "warmup_steps": args.warmup_steps,
-        "larc": args.larc,
-        "gradient_lag": args.gradient_lag,
-        "mixed_precision": args.mixed_precision,
-    }
-    config = TrainConfig.from_dict(
-        {
-            **base,
-            "data_dir": args.data,
-            "out_dir": args.out,
-            "model": args.model,
-            "preset": args.preset,
-            "epochs": args.epochs,
-            "batch_size": args.batch_size,
-            "max_steps": args.max_steps,
-            "checkpoint_every": args.checkpoint_every,
-            "resume": not args.no_resume,
-            "threads": args.threads,
-            "seed": args.seed,
-            "lr_decay": args.lr_decay,
-            "optimizer": optimizer,
-        }
-    )
+    config = config_from_args(args)
 
     def progress(record):
         if record["kind"] == "validation" and record["rank"] == 0:

@@ -18,6 +18,7 @@ ValueError: tiramisu needs ... multiples of 16 ...; got 100 x 144. Height 100 ->
 
 from __future__ import annotations
 
+from climnb.models.deeplab import build_deeplab
 from climnb.models.flops import count_flops, count_params
 from climnb.models.presets import (
     MODEL_NAMES,
@@ -27,6 +28,7 @@ from climnb.models.presets import (
     TiramisuConfig,
     get_config,
 )
+from climnb.models.tiramisu import build_tiramisu
 
 __all__ = [
     "build_model",
@@ -70,10 +72,7 @@ def build_model(
     ``model.losses`` holds the weight-decay penalties.
     """
     config = get_config(name, preset, **overrides)
-    if isinstance(config, TiramisuConfig):
-        from climnb.models.tiramisu import build_tiramisu as build
-    else:
-        from climnb.models.deeplab import build_deeplab as build
+    build = build_tiramisu if isinstance(config, TiramisuConfig) else build_deeplab
     return build(input_shape, n_classes, config, mixed_precision=mixed_precision)
 
 

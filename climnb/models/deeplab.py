@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 
-from climnb.models._layers import LayerFactory
+from climnb.models.layers import LayerFactory
 from climnb.models.presets import DeepLabConfig, check_input_shape
 
 __all__ = ["build_deeplab", "backbone_plan"]

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from climnb.models.backend import import_tf
+
 __all__ = [
     "PAPER_FREQUENCIES",
     "WEIGHT_SCHEMES",
@@ -98,8 +100,6 @@ def weighted_cross_entropy(labels, logits, weights, reduction: str = "mean"):
     -------
     A float32 scalar tensor (or per-pixel tensor for ``"none"``).
     """
-    from climnb.models._backend import import_tf
-
     tf = import_tf()
     logits = tf.cast(logits, tf.float32)
     labels = tf.cast(labels, tf.int32)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from climnb.models.backend import import_tf
+
 __all__ = ["iou_from_confusion", "confusion_matrix_np", "ConfusionMatrix"]
 
 
@@ -72,8 +74,6 @@ class ConfusionMatrix:
     """
 
     def __init__(self, n_classes: int = 3):
-        from climnb.models._backend import import_tf
-
         self._tf = import_tf()
         self.n_classes = int(n_classes)
         self.state = self._tf.Variable(

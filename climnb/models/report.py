@@ -23,6 +23,7 @@ import pandas as pd
 import xarray as xr
 
 from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
+from climnb.models.backend import import_keras
 from climnb.models.flops import count_flops, count_params
 from climnb.models.presets import PAPER_FIGURES
 
@@ -115,8 +116,7 @@ def forward_pass(model, ds: xr.Dataset, classes=CLASS_NAMES) -> xr.Dataset:
     Returns a Dataset with ``probability`` (time, lat, lon, class) and ``prediction``
     (time, lat, lon), on the coordinates of ``ds``.
     """
-    import keras
-
+    keras = import_keras()
     logits = model.predict(minmax_input(ds), verbose=0)
     probs = keras.ops.convert_to_numpy(keras.ops.softmax(logits, axis=-1))
     dims = ("time", "lat", "lon")

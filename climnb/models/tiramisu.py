@@ -27,7 +27,7 @@ Examples
 
 from __future__ import annotations
 
-from climnb.models._layers import LayerFactory
+from climnb.models.layers import LayerFactory
 from climnb.models.presets import TiramisuConfig, check_input_shape
 
 __all__ = ["build_tiramisu"]

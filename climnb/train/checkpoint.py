@@ -4,6 +4,12 @@ A checkpoint holds the model's weights, the optimiser's variables (Adam moments,
 buffer, the loss scale, the step counter) and a small JSON state (step, epoch, steps done in
 that epoch). One file, renamed into place when complete, so an interrupted write never leaves a
 checkpoint that looks finished; :func:`latest` ignores anything else.
+
+Verified both ways: a checkpoint is read back before older ones are deleted, and every load
+checks the zip's CRC-32 of each array, the JSON state and that every weight is finite. A damaged
+checkpoint (truncated, bytes flipped, a bad CRC) raises :class:`CheckpointError`;
+:func:`load_latest` then falls back to the newest good one with a warning, and leaves the
+damaged file where it is (renamed ``*.damaged``) for a look.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +27,21 @@ from climnb.atomic import atomic_path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Checkpoint", "save_checkpoint", "load_checkpoint", "latest", "restore"]
+__all__ = [
+    "Checkpoint",
+    "CheckpointError",
+    "save_checkpoint",
+    "load_checkpoint",
+    "load_latest",
+    "latest",
+    "restore",
+]
 
 _NAME = re.compile(r"^ckpt-(\d{8})\.npz$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be trusted (truncated, corrupt, non-finite)."""
 
 
 @dataclass(frozen=True)
@@ -34,15 +53,24 @@ class Checkpoint:
 
 
 def save_checkpoint(folder, step: int, model, optimizer, state: dict, keep: int = 2) -> Path:
-    """Write ``ckpt-<step>.npz`` in ``folder`` and delete all but the ``keep`` newest."""
+    """Write ``ckpt-<step>.npz`` in ``folder``, read it back, then delete all but the ``keep``
+    newest. Non-finite weights are refused (:class:`CheckpointError`): a checkpoint is always
+    one to go back to."""
     folder = Path(folder)
     path = folder / f"ckpt-{step:08d}.npz"
-    arrays = {f"w{i:05d}": np.asarray(w) for i, w in enumerate(model.get_weights())}
+    weights = [np.asarray(w) for w in model.get_weights()]
+    bad = [i for i, w in enumerate(weights) if not np.all(np.isfinite(w))]
+    if bad:
+        raise CheckpointError(
+            f"not saving checkpoint {path}: weights {bad[:5]} are not finite (NaN or Inf)"
+        )
+    arrays = {f"w{i:05d}": w for i, w in enumerate(weights)}
     arrays.update({f"o{i:05d}": np.asarray(v) for i, v in enumerate(optimizer.variables)})
     arrays["state"] = np.frombuffer(json.dumps({**state, "step": step}).encode(), np.uint8)
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)
+    load_checkpoint(path)  # read back before anything older goes
     for old in _all(folder)[:-keep]:
         old.unlink(missing_ok=True)
     log.info("checkpoint %s", path)
@@ -62,18 +90,40 @@ def latest(folder) -> Path | None:
 
 
 def load_checkpoint(path) -> Checkpoint:
-    """Read a checkpoint file; a damaged one raises ``ValueError`` naming it."""
+    """Read and check a checkpoint file; a damaged one raises :class:`CheckpointError` naming
+    it and what is wrong."""
     path = Path(path)
     try:
-        with np.load(path) as z:
+        with np.load(path) as z:  # reading each member whole checks its CRC-32
             weights = [z[k] for k in sorted(k for k in z.files if k.startswith("w"))]
             opt = [z[k] for k in sorted(k for k in z.files if k.startswith("o"))]
             state = json.loads(bytes(z["state"]).decode())
-    except (OSError, ValueError, KeyError) as err:
-        raise ValueError(
-            f"checkpoint {path} is damaged ({err}); delete it to resume from the one before"
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        raise CheckpointError(
+            f"checkpoint {path} is damaged ({type(err).__name__}: {err})"
         ) from err
+    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
+        raise CheckpointError(f"checkpoint {path} is damaged (no step in its state)")
+    bad = [i for i, w in enumerate(weights) if not np.all(np.isfinite(w))]
+    if bad:
+        raise CheckpointError(f"checkpoint {path} holds non-finite weights {bad[:5]}")
     return Checkpoint(path, weights, opt, state)
+
+
+def load_latest(folder) -> Checkpoint | None:
+    """The newest checkpoint in ``folder`` that loads and checks, or ``None`` if there is none.
+
+    A damaged one is renamed ``<name>.damaged`` (kept, never deleted) and the one before it is
+    tried, with a warning naming both.
+    """
+    for path in reversed(_all(Path(folder))):
+        try:
+            return load_checkpoint(path)
+        except CheckpointError as err:
+            kept = path.with_name(path.name + ".damaged")
+            path.replace(kept)
+            log.warning("%s; set aside as %s, trying the checkpoint before it", err, kept.name)
+    return None
 
 
 def restore(checkpoint: Checkpoint, model, optimizer) -> dict:

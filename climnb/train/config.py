@@ -1,5 +1,6 @@
-"""The settings of a training run: one frozen dataclass, loaded the same way from Python, the
-command line and notebooks."""
+"""The settings of a training run: frozen dataclasses, loaded the same way from Python, the
+command line and notebooks (:class:`TrainConfig`, with its :class:`OptimizerConfig`); the one
+place their defaults live. No TensorFlow here."""
 
 from __future__ import annotations
 
@@ -10,9 +11,74 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from climnb.train.optim import OptimizerConfig
+from climnb.models.presets import get_config
 
-__all__ = ["TrainConfig"]
+__all__ = ["TrainConfig", "OptimizerConfig", "SCHEDULES", "LARC_MODES"]
+
+
+SCHEDULES = ("constant", "poly", "piecewise")
+LARC_MODES = ("clip", "scale")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Settings of the optimiser and its learning-rate schedule.
+
+    Attributes
+    ----------
+    learning_rate : base learning rate (reached at the end of the warm-up).
+    beta_1, beta_2, epsilon : Adam's; epsilon as TensorFlow 1's Adam (1e-8).
+    schedule : ``"constant"``; ``"poly"``: ``lr * (1 - t / decay_steps) ** power`` down to
+        ``end_learning_rate``; ``"piecewise"``: ``lr`` until ``boundaries[0]``, then
+        ``lr * factors[0]`` until ``boundaries[1]``, ... (the paper code's ``piece:`` mode).
+        ``t`` counts steps after the warm-up, as do ``decay_steps`` and ``boundaries``.
+    warmup_steps : linear warm-up ``lr * (step + 1) / warmup_steps`` over the first steps
+        (0 for none).
+    decay_steps, power, end_learning_rate : of the polynomial decay.
+    boundaries, factors : of the piecewise decay; same length.
+    larc : rescale each variable's gradient by LARC before Adam.
+    larc_eta : LARC trust coefficient (the paper: 0.002).
+    larc_mode : ``"clip"`` (the paper) or ``"scale"``.
+    larc_epsilon : LARC's local rate when a variable or its gradient is all zero.
+    gradient_lag : apply the previous step's gradient (the paper's "gradient lag").
+    mixed_precision : dynamic loss scaling for float16 compute (build the model with
+        ``mixed_precision=True`` too: float16 compute, float32 master weights).
+    initial_loss_scale, loss_scale_growth_steps : of the dynamic loss scaling.
+    """
+
+    learning_rate: float = 1e-3
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-8
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    decay_steps: int = 10_000
+    power: float = 1.0
+    end_learning_rate: float = 0.0
+    boundaries: tuple[int, ...] = ()
+    factors: tuple[float, ...] = ()
+    larc: bool = False
+    larc_eta: float = 0.002
+    larc_mode: str = "clip"
+    larc_epsilon: float = 1.0 / 16000.0
+    gradient_lag: bool = False
+    mixed_precision: bool = False
+    initial_loss_scale: float = 2.0**15
+    loss_scale_growth_steps: int = 2000
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.larc_mode not in LARC_MODES:
+            raise ValueError(f"larc_mode must be one of {LARC_MODES}, got {self.larc_mode!r}")
+        if len(self.boundaries) != len(self.factors):
+            raise ValueError("boundaries and factors must have the same length")
+        if list(self.boundaries) != sorted(self.boundaries):
+            raise ValueError(f"boundaries must increase, got {self.boundaries}")
+        if self.learning_rate <= 0 or self.warmup_steps < 0 or self.decay_steps < 1:
+            raise ValueError("need learning_rate > 0, warmup_steps >= 0 and decay_steps >= 1")
+        object.__setattr__(self, "boundaries", tuple(int(b) for b in self.boundaries))
+        object.__setattr__(self, "factors", tuple(float(f) for f in self.factors))
 
 
 @dataclass(frozen=True)
@@ -21,9 +87,20 @@ class TrainConfig:
 
     Attributes
     ----------
-    data_dir : folder with ``stats.h5`` and either ``train/`` and ``validation/`` folders of
-        sample files (``data-*.h5``, as ``climnb samples`` writes them), or the sample files
-        themselves, split here with ``split`` and ``split_seed``.
+    data_dir : the shared sample set (:class:`climnb.io.sampleset.SampleSet`): ``stats.h5``
+        and ``train/`` and ``validation/`` folders (as ``climnb samples`` writes them), or a
+        flat folder of sample files, split here with ``split`` and ``split_seed``.
+    staged_dir : train from node-local staged copies instead (``climnb stage`` or
+        :func:`climnb.staging.stage_on_engines` wrote them): a folder pattern with ``{node}``
+        and ``{local_rank}`` placeholders, e.g. ``"/local/scratch/{node}"``. Each rank then
+        opens only its node's staged set and its own files in it, never ``data_dir``.
+    ranks_per_node : training ranks per node, to find a rank's node (``rank //
+        ranks_per_node``) and local rank in ``staged_dir``; ``None``: Horovod's local size.
+        Set 1 where one machine simulates one node per rank.
+    stage_first : stage ``data_dir`` into ``staged_dir`` at the start of the run, on the ranks
+        themselves (one process per node reads, over MPI; :func:`climnb.staging.stage`), then
+        train from the staged copies. A rerun restages only what changed.
+    samples_per_rank : training files drawn (with replacement) per rank when staging first.
     out_dir : run folder: checkpoints, ``history.csv``, the trained model bundle ``model/``,
         and the ``STOP`` file that ends training cleanly after the current step.
     model, preset, model_overrides : network (``"tiramisu"`` or ``"deeplab"``), its preset
@@ -39,7 +116,9 @@ class TrainConfig:
         ``schedule`` as given.
     class_weighting : ``"inverse_sqrt"`` (the paper's code), ``"deepcam"`` (freq^-0.125),
         ``"inverse"`` or ``"none"``; frequencies from ``stats.h5`` class counts when present.
-    split_seed, split : seeded train/validation/test split of the files (fractions).
+    split, split_method, split_seed : for a flat ``data_dir`` only: the train/validation/test
+        fractions; ``"blocks"`` (contiguous time blocks a day apart, the default) or
+        ``"random"`` (seeded with ``split_seed``); see :meth:`climnb.io.sampleset.SampleSet.split`.
     seed : seed of weights and shuffling.
     validate_every : epochs between validations (the last epoch is always validated).
     checkpoint_every : steps between checkpoints (rank 0 writes; also at the end).
@@ -53,6 +132,10 @@ class TrainConfig:
     """
 
     data_dir: str
+    staged_dir: str | None = None
+    ranks_per_node: int | None = None
+    stage_first: bool = False
+    samples_per_rank: int = 250
     out_dir: str = "runs/toy"
     model: str = "tiramisu"
     preset: str = "toy"
@@ -66,6 +149,7 @@ class TrainConfig:
     class_weighting: str = "inverse_sqrt"
     split_seed: int = 0
     split: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    split_method: str = "blocks"
     seed: int = 0
     validate_every: int = 1
     checkpoint_every: int = 50
@@ -77,25 +161,28 @@ class TrainConfig:
     data_autotune: bool = False
 
     def __post_init__(self):
-        for name in (
-            "batch_size",
-            "epochs",
-            "validate_every",
-            "checkpoint_every",
-            "keep_checkpoints",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.lr_decay not in ("linear", "none"):
-            raise ValueError(f"lr_decay must be 'linear' or 'none', got {self.lr_decay!r}")
-        if self.class_weighting not in ("inverse_sqrt", "deepcam", "inverse", "none"):
-            raise ValueError(
-                f"class_weighting must be inverse_sqrt, deepcam, inverse or none, "
-                f"got {self.class_weighting!r}"
-            )
         if isinstance(self.optimizer, Mapping):
             object.__setattr__(self, "optimizer", _optimizer(self.optimizer))
         object.__setattr__(self, "model_overrides", dict(self.model_overrides))
+        for name in _POSITIVE:
+            value = getattr(self, name)
+            if name in _OPTIONAL and value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be at least 1 (a whole number), got {value!r}")
+        if not isinstance(self.read_workers, int) or self.read_workers < 0:
+            raise ValueError(f"read_workers must be 0 or more, got {self.read_workers!r}")
+        if self.stage_first and not self.staged_dir:
+            raise ValueError("stage_first needs staged_dir, the node-local folder to stage into")
+        _choice("lr_decay", self.lr_decay, ("linear", "none"))
+        _choice("split_method", self.split_method, ("blocks", "random"))
+        _choice("class_weighting", self.class_weighting, CLASS_WEIGHTINGS)
+        if len(self.split) != 3 or min(self.split) < 0 or not 0.99 < sum(self.split) < 1.01:
+            raise ValueError(f"split must be 3 fractions >= 0 adding up to 1, got {self.split}")
+        try:  # model, preset and overrides: fail here, not after the data is read
+            get_config(self.model, self.preset, **self.model_overrides)
+        except TypeError as err:
+            raise ValueError(f"model_overrides: {err}") from err
 
     @property
     def out(self) -> Path:
@@ -122,7 +209,29 @@ class TrainConfig:
         for key in ("split", "channels"):
             if d.get(key) is not None:
                 d[key] = tuple(d[key])
+        if "data_dir" not in d:
+            raise ValueError("training settings need data_dir (the sample set folder)")
         return cls(**d)
+
+
+_POSITIVE = (
+    "batch_size",
+    "epochs",
+    "validate_every",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "max_steps",
+    "threads",
+    "ranks_per_node",
+    "samples_per_rank",
+)
+_OPTIONAL = ("max_steps", "threads", "ranks_per_node")
+CLASS_WEIGHTINGS = ("inverse_sqrt", "deepcam", "inverse", "none")
+
+
+def _choice(name: str, value, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
 def _optimizer(settings: Mapping[str, Any]) -> OptimizerConfig:
@@ -130,4 +239,7 @@ def _optimizer(settings: Mapping[str, Any]) -> OptimizerConfig:
     for key in ("boundaries", "factors"):
         if key in opt:
             opt[key] = tuple(opt[key])
-    return OptimizerConfig(**opt)
+    try:
+        return OptimizerConfig(**opt)
+    except TypeError as err:  # an unknown field or a value of the wrong type
+        raise ValueError(f"optimizer settings {opt}: {err}") from err

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from climnb.train.config import TrainConfig
+from climnb.train.loop import train
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +92,7 @@ def _short(err: Exception) -> str:
 
 def _engine_train(config: TrainConfig, publish_every: float):
     """Runs on an engine: train and publish the records as they come."""
-    import time
-
     from ipyparallel.datapub import publish_data
-
-    from climnb.train.loop import train
 
     state = {"steps": [], "validations": [], "sample": None, "last": 0.0}
 

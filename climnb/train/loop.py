@@ -28,14 +28,34 @@ import numpy as np
 import pandas as pd
 
 from climnb.atomic import atomic_path
+from climnb.bundle import save_bundle
+from climnb.io.sampleset import SampleSet, StagedSet
+from climnb.io.stats import Stats
+from climnb.models import build_model, count_flops
+from climnb.models.backend import import_tf
+from climnb.models.losses import (
+    PAPER_FREQUENCIES,
+    class_weights,
+    frequencies_from_counts,
+    weighted_cross_entropy,
+)
+from climnb.models.metrics import ConfusionMatrix
+from climnb.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
+from climnb.staging import StagingConfig, stage
+from climnb.train import optim
+from climnb.train.checkpoint import latest, load_latest, restore, save_checkpoint
 from climnb.train.config import TrainConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["train", "plan", "TrainResult", "weights_checksum"]
+__all__ = ["train", "plan", "summarize", "TrainResult", "NonFiniteError", "weights_checksum"]
 
 Record = dict
 OnRecord = Callable[[Record], None]
+
+
+class NonFiniteError(ValueError):
+    """The loss or the weights stopped being finite; training stopped, nothing was saved."""
 
 
 @dataclass
@@ -71,6 +91,9 @@ class _OneProcess:
     def size(self):
         return 1
 
+    def local_size(self):
+        return 1
+
     def allreduce(self, tensor, op=None):
         return tensor
 
@@ -82,6 +105,9 @@ class _OneProcess:
 
     def broadcast_object(self, obj, root_rank=0):
         return obj
+
+    def allgather_object(self, obj):
+        return [obj]
 
 
 def _horovod():
@@ -111,83 +137,110 @@ def _set_threads(tf, threads: int | None) -> None:
 
 @dataclass(frozen=True)
 class _Data:
+    """This rank's training and validation files, the statistics and the class weights.
+
+    From the shared sample set (``data_dir``) each rank takes ``files[rank::size]``; from a
+    staged set (``staged_dir``) it takes its node's copies of its own files and opens nothing
+    outside the node folder.
+    """
+
     train: tuple[Path, ...]
     validation: tuple[Path, ...]
-    stats: object
+    stats: Stats
     shape: tuple[int, int, int]
     class_weights: np.ndarray
+    source: str
 
     @classmethod
-    def prepare(cls, config: TrainConfig) -> _Data:
-        from climnb.io.samples import inspect_sample
-        from climnb.io.split import split_files
-        from climnb.io.stats import read_stats
-        from climnb.models.losses import (
-            PAPER_FREQUENCIES,
-            class_weights,
-            frequencies_from_counts,
-        )
-
-        folder = Path(config.data_dir)
-        if (folder / "train").is_dir():  # already split (DeepCAM layout, climnb samples)
-            split = _presplit(folder)
+    def prepare(cls, config: TrainConfig, rank: int = 0, size: int = 1, local_size: int = 1):
+        if config.staged_dir:
+            sset = StagedSet.for_rank(
+                config.staged_dir, rank=rank, local_size=config.ranks_per_node or local_size
+            )
+            train, validation = sset.files("train"), sset.files("validation")
         else:
-            files = sorted(folder.glob("data-*.h5"))
-            if not files:
-                raise FileNotFoundError(
-                    f"no sample files data-*.h5 in {folder} (nor a train/ folder)"
+            sset = SampleSet.open(config.data_dir)
+            split = sset.split(
+                fractions=config.split, seed=config.split_seed, method=config.split_method
+            )
+            if not split.train or not split.validation:
+                raise ValueError(
+                    f"the sample files in {config.data_dir} are too few for a train/validation "
+                    f"split (train {len(split.train)}, validation {len(split.validation)})"
                 )
-            split = split_files(files, fractions=config.split, seed=config.split_seed)
-        stats_path = folder / "stats.h5"
-        if not stats_path.exists():
-            raise FileNotFoundError(
-                f"{stats_path} is missing: compute it with "
-                "`climnb samples` or climnb.io.stats.compute_stats"
-            )
-        stats = read_stats(stats_path)
-        if not split.train or not split.validation:
-            raise ValueError(
-                f"the sample files in {folder} are too few for a train/validation "
-                f"split (train {len(split.train)}, validation "
-                f"{len(split.validation)})"
-            )
-        info = inspect_sample(split.train[0])
-        n_channels = len(config.channels) if config.channels else len(info.channels)
-        if config.class_weighting == "none":
-            weights = np.ones(3)
-        else:
-            counts = stats.class_counts
-            freq = (
-                frequencies_from_counts(np.maximum(counts, 1))
-                if counts is not None and np.sum(counts) > 0
-                else PAPER_FREQUENCIES
-            )
-            weights = class_weights(freq, config.class_weighting)
+            train = shard_files(split.train, rank, size)
+            validation = shard_files(split.validation, rank, size)
+        if not train:
+            raise ValueError(f"{sset.root}: rank {rank} of {size} has no training files")
+        stats = sset.stats()
+        n_channels = len(config.channels) if config.channels else len(sset.channels)
         return cls(
-            tuple(split.train),
-            tuple(split.validation),
+            tuple(train),
+            tuple(validation),
             stats,
-            (*info.shape, n_channels),
-            np.asarray(weights, np.float64),
+            (*sset.grid, n_channels),
+            _class_weights(config, sset.class_counts("train")),
+            str(sset.root),
         )
 
 
-def _presplit(folder: Path):
-    from climnb.io.split import Split
+def _stage_first(config: TrainConfig, hvd, rank: int, size: int, local_size: int) -> None:
+    """Stage ``data_dir`` into ``staged_dir``: the first rank of each node takes part (so node
+    ``n``'s copies are written on node ``n``), the others wait. Without MPI (Horovod over Gloo
+    on one machine) rank 0 stages every node's folder."""
+    per_node = config.ranks_per_node or local_size
+    staging = StagingConfig(
+        source=config.data_dir,
+        dest=config.staged_dir,
+        n_nodes=max(size // per_node, 1),
+        ranks_per_node=per_node,
+        samples_per_rank=config.samples_per_rank,
+        seed=config.seed,
+    )
+    if size == 1:
+        stage(staging)
+        return
+    MPI = _mpi()
+    world = MPI.COMM_WORLD if MPI is not None and MPI.COMM_WORLD.size == size else None
+    if world is not None:
+        heads = world.Split(0 if rank % per_node == 0 else MPI.UNDEFINED, rank)
+        if heads != MPI.COMM_NULL:
+            log.info("rank %d: %s", rank, stage(staging, heads).summary)
+            heads.Free()
+    elif rank == 0:
+        log.info("rank 0 for every node: %s", stage(staging).summary)
+    hvd.broadcast_object(None, root_rank=0)  # everyone waits for the staging
 
-    def files(part):
-        return tuple(sorted((folder / part).glob("data-*.h5")))
 
-    return Split(files("train"), files("validation"), files("test"))
+def _mpi():
+    """mpi4py's ``MPI`` (initialised by Horovod when it runs over MPI), or ``None``."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return None
+    return MPI
 
 
-def _steps_per_epoch(n_files: int, size: int, batch: int) -> int:
-    """Every rank must take the same number of steps (else the allreduce waits forever)."""
-    steps = (n_files // size) // batch
+def _class_weights(config: TrainConfig, counts) -> np.ndarray:
+    if config.class_weighting == "none":
+        return np.ones(3)
+    freq = (
+        frequencies_from_counts(np.maximum(counts, 1))
+        if counts is not None and np.sum(counts) > 0
+        else PAPER_FREQUENCIES
+    )
+    return np.asarray(class_weights(freq, config.class_weighting), np.float64)
+
+
+def _steps_per_epoch(counts: list[int], batch: int) -> int:
+    """Every rank must take the same number of steps (else the allreduce waits forever):
+    the fewest any rank's files allow."""
+    steps = min(counts) // batch
     if steps < 1:
         raise ValueError(
-            f"{n_files} training files cannot give every one of {size} ranks a "
-            f"batch of {batch}: use a smaller batch, fewer ranks or more data"
+            f"training files per rank {sorted(set(counts))} cannot give every one of "
+            f"{len(counts)} ranks a batch of {batch}: use a smaller batch, fewer ranks or "
+            "more data"
         )
     return steps
 
@@ -198,22 +251,31 @@ def _total_steps(config: TrainConfig, steps_per_epoch: int) -> int:
     return min(total, config.max_steps) if config.max_steps else total
 
 
-def plan(config: TrainConfig, size: int) -> dict[str, int]:
-    """Files and steps a run of ``config`` on ``size`` ranks will take (for progress bars)."""
-    data = _Data.prepare(config)
-    steps = _steps_per_epoch(len(data.train), size, config.batch_size)
-    total = _total_steps(config, steps)
+def plan(config: TrainConfig, size: int, local_size: int | None = None) -> dict[str, int]:
+    """Files and steps a run of ``config`` on ``size`` ranks will take (for progress bars).
+
+    ``local_size``: ranks per node (default ``config.ranks_per_node``, else all on one node).
+    """
+    if config.stage_first:  # nothing staged yet: every rank will get samples_per_rank files
+        steps = _steps_per_epoch([config.samples_per_rank] * size, config.batch_size)
+        return {
+            "train_files": config.samples_per_rank * size,
+            "steps_per_epoch": steps,
+            "total_steps": _total_steps(config, steps),
+        }
+    local = local_size or config.ranks_per_node or size
+    ranks = [_Data.prepare(config, r, size, local) for r in range(size)]
+    steps = _steps_per_epoch([len(d.train) for d in ranks], config.batch_size)
     return {
-        "train_files": len(data.train),
-        "validation_files": len(data.validation),
+        "train_files": sum(len(d.train) for d in ranks),
+        "validation_files": sum(len(d.validation) for d in ranks),
         "steps_per_epoch": steps,
-        "total_steps": total,
+        "total_steps": _total_steps(config, steps),
     }
 
 
-def _batches(files, stats, config: TrainConfig, rank, size, epoch, *, shuffle=True):
-    from climnb.pipeline import PipelineConfig, make_dataset
-
+def _batches(files, stats, config: TrainConfig, epoch, *, shuffle=True):
+    """This rank's batches of ``files`` (already this rank's own)."""
     pipe = PipelineConfig(
         batch_size=config.batch_size,
         seed=config.seed,
@@ -223,9 +285,7 @@ def _batches(files, stats, config: TrainConfig, rank, size, epoch, *, shuffle=Tr
         workers=config.read_workers,
         autotune=config.data_autotune,
     )
-    return make_dataset(
-        files, stats, rank=rank, size=size, epochs=1, start_epoch=epoch, config=pipe
-    )
+    return make_dataset(files, stats, epochs=1, start_epoch=epoch, config=pipe)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,22 +309,28 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     """
     if config.threads:  # oneDNN's OpenMP pool: must be sized before TensorFlow loads it
         os.environ.setdefault("OMP_NUM_THREADS", str(config.threads))
-    import tensorflow as tf
-
+    tf = import_tf()
     _set_threads(tf, config.threads)
     hvd = _horovod()
     rank, size = hvd.rank(), hvd.size()
     emit = on_record or (lambda record: None)
-    data = _Data.prepare(config)
-    steps = _steps_per_epoch(len(data.train), size, config.batch_size)
+    if config.stage_first:
+        _stage_first(config, hvd, rank, size, hvd.local_size())
+    data = _Data.prepare(config, rank, size, hvd.local_size())
+    steps = _steps_per_epoch(hvd.allgather_object(len(data.train)), config.batch_size)
     run = _Run(config, data, hvd, tf, total_steps=_total_steps(config, steps))
     log.info(
-        "rank %d/%d: %d training files, %d steps per epoch", rank, size, len(data.train), steps
+        "rank %d/%d: %d training files from %s, %d steps per epoch",
+        rank,
+        size,
+        len(data.train),
+        data.source,
+        steps,
     )
     stopped = False
     for epoch in range(run.epoch, config.epochs):
         skip, run.step_in_epoch = run.step_in_epoch, 0
-        batches = _batches(data.train, data.stats, config, rank, size, epoch).take(steps)
+        batches = _batches(data.train, data.stats, config, epoch).take(steps)
         for x, y, _ in batches.skip(skip):
             record, stop = run.step(x, y, epoch)
             emit(record)
@@ -295,10 +361,6 @@ class _Run:
     """State of one rank's run: model, optimiser, counters, records."""
 
     def __init__(self, config: TrainConfig, data: _Data, hvd, tf, total_steps: int):
-        from climnb.models import build_model, count_flops
-        from climnb.models.losses import weighted_cross_entropy
-        from climnb.train.optim import make_optimizer
-
         self.config, self.data, self.hvd, self.tf = config, data, hvd, tf
         self.rank, self.size = hvd.rank(), hvd.size()
         tf.keras.utils.set_random_seed(config.seed)
@@ -323,7 +385,7 @@ class _Run:
             mixed_precision=opt_config.mixed_precision,
             **config.model_overrides,
         )
-        self.optimizer = make_optimizer(opt_config)
+        self.optimizer = optim.make_optimizer(opt_config)
         self.optimizer.build(self.model.trainable_variables)
         weights = data.class_weights
         self.loss_fn = lambda y, logits: weighted_cross_entropy(y, logits, weights)
@@ -338,13 +400,11 @@ class _Run:
     # --- start ---------------------------------------------------------------------------------
 
     def _resume_and_broadcast(self) -> None:
-        from climnb.train.checkpoint import latest, load_checkpoint, restore
-
         state = None
         if self.rank == 0:  # a STOP left by an earlier run must not end this one
             self.config.stop_file.unlink(missing_ok=True)
-        if self.rank == 0 and self.config.resume and latest(self.checkpoints):
-            ckpt = load_checkpoint(latest(self.checkpoints))
+        ckpt = load_latest(self.checkpoints) if self.rank == 0 and self.config.resume else None
+        if ckpt is not None:
             state = restore(ckpt, self.model, self.optimizer)
             log.info("resuming from %s (step %d)", ckpt.path, state["step"])
         state = self.hvd.broadcast_object(state, root_rank=0)
@@ -357,8 +417,6 @@ class _Run:
         self.hvd.broadcast_variables([v.value for v in self.optimizer.variables], root_rank=0)
 
     def _compile_step(self):
-        from climnb.train.optim import train_step
-
         hvd, tf = self.hvd, self.tf
 
         def allreduce(grads):
@@ -366,7 +424,7 @@ class _Run:
 
         @tf.function
         def step(x, y):
-            return train_step(
+            return optim.train_step(
                 self.model,
                 self.optimizer,
                 self.loss_fn,
@@ -389,6 +447,8 @@ class _Run:
         seconds = time.perf_counter() - start
         self.global_step += 1
         self.step_in_epoch += 1
+        if not np.isfinite(loss_sum):  # every rank sees the same sum: all stop here together
+            self._stop_non_finite(float(loss), epoch)
         samples = self.config.batch_size * self.size
         record = {
             "kind": "step",
@@ -408,6 +468,38 @@ class _Run:
             self.save(epoch)
         return record, stop > 0
 
+    def _batch_files(self, epoch: int) -> list[str]:
+        """Names of the files of this rank's batch just taken (the pipeline's own order)."""
+        if self.step_in_epoch < 1:
+            return []
+        shard = shard_files(self.data.train)  # the pipeline's order: sorted, then shuffled
+        order = epoch_order(len(shard), seed=self.config.seed, epoch=epoch)
+        b, n = self.step_in_epoch - 1, self.config.batch_size
+        return [str(shard[i]) for i in order[b * n : (b + 1) * n]]
+
+    def _stop_non_finite(self, loss: float, epoch: int, what: str = "loss") -> None:
+        """Raise :class:`NonFiniteError` on every rank, naming the step and each rank's batch;
+        nothing is saved, so the newest checkpoint on disk stays the last good one."""
+        mine = {"rank": self.rank, "loss": loss, "files": self._batch_files(epoch)}
+        ranks = self.hvd.allgather_object(mine)
+        if self.rank == 0:
+            self._write_history()
+        good = latest(self.checkpoints)
+        batches = "; ".join(
+            f"rank {r['rank']} (loss {r['loss']:.4g}): {', '.join(r['files'])}" for r in ranks
+        )
+        raise NonFiniteError(
+            f"the {what} is not finite at step {self.global_step} (epoch {epoch}); batch files: "
+            f"{batches}. Stopped without saving: "
+            + (f"the last good checkpoint is {good}" if good else "no checkpoint was written")
+            + ", no model bundle. Fix or remove those files, then run again to resume."
+        )
+
+    def _check_weights(self, epoch: int) -> None:
+        """The weights are the same on every rank, so every rank reaches the same verdict."""
+        if not all(np.all(np.isfinite(w)) for w in self.model.get_weights()):
+            self._stop_non_finite(float("nan"), epoch, what="model's weights")
+
     @property
     def reached_max(self) -> bool:
         return bool(self.config.max_steps and self.global_step >= self.config.max_steps)
@@ -425,23 +517,12 @@ class _Run:
                 var.assign(value)
 
     def validate(self, epoch: int) -> Record:
-        from climnb.models.metrics import ConfusionMatrix
-        from climnb.pipeline import shard_files
-
         tf = self.tf
         self.sync_statistics()
         cm = ConfusionMatrix(3)
         sample = None
-        if shard_files(self.data.validation, self.rank, self.size):
-            batches = _batches(
-                self.data.validation,
-                self.data.stats,
-                self.config,
-                self.rank,
-                self.size,
-                0,
-                shuffle=False,
-            )
+        if self.data.validation:
+            batches = _batches(self.data.validation, self.data.stats, self.config, 0, shuffle=False)
             for x, y, _ in batches:
                 pred = tf.argmax(self.model(x, training=False), axis=-1)
                 cm.update(y, pred)
@@ -473,8 +554,7 @@ class _Run:
     # --- saving --------------------------------------------------------------------------------
 
     def save(self, epoch: int) -> str | None:
-        from climnb.train.checkpoint import save_checkpoint
-
+        self._check_weights(epoch)
         if self.rank != 0:
             return None
         state = {
@@ -505,8 +585,6 @@ class _Run:
         checkpoint = self.save(self.epoch)
         if self.rank != 0:
             return None, None
-        from climnb.bundle import save_bundle
-
         stats, channels = self.data.stats, self.config.channels or tuple(self.data.stats.channels)
         chosen = stats.select([list(stats.channels).index(c) for c in channels])
         bundle = save_bundle(
@@ -520,6 +598,24 @@ class _Run:
             extra={"train_config": self.config.to_dict(), "steps": self.global_step},
         )
         return checkpoint, str(bundle)
+
+
+def summarize(results: list[TrainResult]) -> pd.Series:
+    """The headline figures of a run from every rank's :class:`TrainResult` (rank 0 first)."""
+    first = results[0]
+    history, validation = first.history, first.validation
+    return pd.Series(
+        {
+            "ranks": first.size,
+            "steps": int(history.step.max()) if len(history) else 0,
+            "final loss": history.loss_avg.iloc[-1] if len(history) else np.nan,
+            "validation mean IoU": validation.mean_iou.iloc[-1] if len(validation) else np.nan,
+            "samples/s (median)": history.samples_per_s.iloc[1:].median(),
+            "sustained GFLOP/s (median)": history.gflops.iloc[1:].median(),
+            "weights identical on all ranks": len({r.checksum for r in results}) == 1,
+            "model bundle": first.bundle,
+        }
+    )
 
 
 def weights_checksum(model) -> str:

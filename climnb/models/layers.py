@@ -3,7 +3,7 @@ initialiser and weight decay, batch norm, ReLU and dropout, in one place."""
 
 from __future__ import annotations
 
-from climnb.models._backend import import_keras
+from climnb.models.backend import import_keras
 
 __all__ = ["LayerFactory"]
 

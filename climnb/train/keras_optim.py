@@ -1,18 +1,36 @@
-"""Keras 3 pieces of :mod:`climnb.train.optim`: the schedule, LARC and the LARC/lag Adam.
+"""The TensorFlow side of :mod:`climnb.train.optim` (read its docstring): the schedule, LARC,
+the LARC/lag Adam, and the functions that build them and take a step.
 
-Kept apart so that :mod:`climnb.train.optim` (and its :class:`OptimizerConfig`) can be imported
-without TensorFlow; import them from :mod:`climnb.train.optim`.
+Importing this module loads TensorFlow; :mod:`climnb.train.optim` loads it on first use, so
+the settings (:mod:`climnb.train.config`) and everything that only names the optimiser stay
+light.
+
+Examples
+--------
+>>> from climnb.train.config import OptimizerConfig
+>>> cfg = OptimizerConfig(learning_rate=1e-3, warmup_steps=10, schedule="poly", decay_steps=90)
+>>> lr = make_schedule(cfg)
+>>> [round(float(lr(s)), 6) for s in (0, 4, 9, 10, 55, 100, 500)]
+[0.0001, 0.0005, 0.001, 0.001, 0.0005, 0.0, 0.0]
 """
 
 from __future__ import annotations
 
-from climnb.models._backend import import_keras
-from climnb.train.optim import LARC_MODES
+from climnb.models.backend import import_keras, import_tf
+from climnb.train.config import LARC_MODES, OptimizerConfig
 
 keras = import_keras()
+tf = import_tf()
 ops = keras.ops
 
-__all__ = ["WarmupDecay", "LarcAdam", "larc_factor"]
+__all__ = [
+    "WarmupDecay",
+    "LarcAdam",
+    "larc_factor",
+    "make_schedule",
+    "make_optimizer",
+    "train_step",
+]
 
 
 @keras.saving.register_keras_serializable(package="climnb")
@@ -180,3 +198,72 @@ class LarcAdam(keras.optimizers.Adam):
             gradient_lag=self.gradient_lag,
         )
         return config
+
+
+def make_schedule(config: OptimizerConfig):
+    """The learning-rate schedule of ``config``: a :class:`WarmupDecay` (a function of the step)."""
+    return WarmupDecay(
+        config.learning_rate,
+        warmup_steps=config.warmup_steps,
+        schedule=config.schedule,
+        decay_steps=config.decay_steps,
+        power=config.power,
+        end_learning_rate=config.end_learning_rate,
+        boundaries=config.boundaries,
+        factors=config.factors,
+    )
+
+
+def make_optimizer(config: OptimizerConfig | None = None):
+    """The optimiser of ``config``: a :class:`LarcAdam`, wrapped in Keras'
+    ``LossScaleOptimizer`` when ``config.mixed_precision`` is set.
+
+    Both expose ``scale_loss(loss)``, ``apply(grads, variables)``, ``learning_rate`` (the
+    current scheduled value), ``iterations`` and ``variables``.
+    """
+    config = config or OptimizerConfig()
+    optimizer = LarcAdam(
+        learning_rate=make_schedule(config),
+        beta_1=config.beta_1,
+        beta_2=config.beta_2,
+        epsilon=config.epsilon,
+        larc=config.larc,
+        larc_eta=config.larc_eta,
+        larc_mode=config.larc_mode,
+        larc_epsilon=config.larc_epsilon,
+        gradient_lag=config.gradient_lag,
+    )
+    if config.mixed_precision:
+        optimizer = keras.optimizers.LossScaleOptimizer(
+            optimizer,
+            initial_scale=config.initial_loss_scale,
+            dynamic_growth_steps=config.loss_scale_growth_steps,
+        )
+    return optimizer
+
+
+def train_step(model, optimizer, loss_fn, x, y, *, allreduce=None):
+    """One optimisation step; returns the loss (without weight decay) as a tensor.
+
+    Parameters
+    ----------
+    model : a Keras model returning logits.
+    optimizer : from :func:`make_optimizer`.
+    loss_fn : ``loss_fn(labels, logits)``, e.g. :class:`climnb.models.losses.WeightedCrossEntropy`.
+    x, y : a batch of inputs and integer labels.
+    allreduce : ``allreduce(list_of_grads) -> list_of_grads`` applied before the update, e.g.
+        ``lambda g: hvd.grouped_allreduce(g, op=hvd.Average)``; None on a single process.
+
+    Wrap it in ``tf.function`` for speed (pass a fresh wrapper per model and optimiser).
+    """
+    variables = model.trainable_variables
+    with tf.GradientTape() as tape:
+        logits = model(x, training=True)
+        loss = loss_fn(y, logits)
+        total = loss + tf.add_n(model.losses) if model.losses else loss
+        scaled = optimizer.scale_loss(total)
+    grads = tape.gradient(scaled, variables)
+    if allreduce is not None:
+        grads = allreduce(grads)
+    optimizer.apply(grads, variables)
+    return loss

@@ -1,0 +1,152 @@
+"""Training never keeps or saves a NaN, and a damaged checkpoint is set aside for the one before."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+
+import h5py
+import numpy as np
+import pytest
+
+from climnb.cli import main
+from climnb.io.samples import DATA, write_samples
+from climnb.io.stats import compute_stats, write_stats
+from climnb.synthetic import make_dataset
+from climnb.train.checkpoint import CheckpointError, latest, load_checkpoint, load_latest
+from climnb.train.config import TrainConfig
+
+SMALL = {"growth_rate": 6, "initial_filters": 8}
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("samples")
+    ds, _ = make_dataset(n_time=20, seed=5)
+    write_stats(compute_stats(write_samples(ds, "truth", folder)), folder / "stats.h5")
+    return folder
+
+
+def _config(data, out, **kw):
+    base = dict(
+        data_dir=str(data),
+        out_dir=str(out),
+        model_overrides=SMALL,
+        batch_size=2,
+        epochs=1,
+        threads=1,
+        checkpoint_every=1,
+        keep_checkpoints=3,
+        split_method="random",
+    )
+    return TrainConfig(**{**base, **kw})
+
+
+def test_one_nan_sample_stops_training_naming_step_and_file(samples, tmp_path, capsys):
+    from climnb.train.loop import _Data
+
+    data = tmp_path / "samples"
+    shutil.copytree(samples, data)
+    config = _config(data, tmp_path / "run")
+    # the 4th training file read in epoch 0 gets one NaN, written by hand (the writer refuses)
+    from climnb.pipeline import epoch_order
+
+    train = sorted(_Data.prepare(config).train)
+    order = epoch_order(len(train), seed=config.seed, epoch=0)
+    victim = train[order[3]]
+    with h5py.File(victim, "r+") as f:
+        f[DATA][10, 20, 0] = np.nan
+    argv = ["train", "--data", str(data), "--out", config.out_dir, "--threads", "1"]
+    argv += ["--batch-size", "2", "--epochs", "1", "--checkpoint-every", "1"]
+    argv += ["--config", str(tmp_path / "c.json")]
+    (tmp_path / "c.json").write_text(
+        '{"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "split_method": "random"}'
+    )
+    assert main(argv) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "not finite at step 2 (epoch 0)" in err and victim.name in err, err
+    assert "ckpt-00000001.npz" in err
+    out = config.out
+    assert not (out / "model").exists(), "no model bundle saved"
+    assert [p.name for p in (out / "checkpoints").glob("ckpt-*")] == ["ckpt-00000001.npz"]
+    kept = load_checkpoint(latest(out / "checkpoints"))  # the last good one, all finite
+    assert kept.state["step"] == 1
+    assert all(np.isfinite(w).all() for w in kept.model_weights)
+
+
+def _damage(path, how):
+    raw = bytearray(path.read_bytes())
+    if how == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif how == "flipped":  # bytes inside the largest array's data: its CRC-32 no longer matches
+        with zipfile.ZipFile(path) as z:
+            big = max(z.infolist(), key=lambda i: i.compress_size)
+        middle = big.header_offset + 100 + big.compress_size // 2  # past both headers
+        for i in range(middle, middle + 8):
+            raw[i] ^= 0xFF
+        path.write_bytes(bytes(raw))
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(b"not a checkpoint" * 100)
+
+
+@pytest.fixture(scope="module")
+def trained(samples, tmp_path_factory):
+    from climnb.train.loop import train
+
+    out = tmp_path_factory.mktemp("run")
+    result = train(_config(samples, out, max_steps=3))
+    return out, result
+
+
+@pytest.mark.parametrize("how", ["truncated", "flipped", "empty", "garbage"])
+def test_damaged_checkpoint_falls_back_to_the_previous_one(trained, tmp_path, how, caplog):
+    src, _ = trained
+    folder = tmp_path / "checkpoints"
+    shutil.copytree(src / "checkpoints", folder)
+    assert [p.name for p in sorted(folder.glob("ckpt-*"))] == [
+        "ckpt-00000001.npz",
+        "ckpt-00000002.npz",
+        "ckpt-00000003.npz",
+    ]
+    newest = folder / "ckpt-00000003.npz"
+    _damage(newest, how)
+    with pytest.raises(CheckpointError, match="ckpt-00000003.npz is damaged"):
+        load_checkpoint(newest)
+    with caplog.at_level("WARNING"):
+        ckpt = load_latest(folder)
+    assert ckpt.state["step"] == 2
+    assert "ckpt-00000003.npz is damaged" in caplog.text
+    assert (folder / "ckpt-00000003.npz.damaged").exists(), "set aside, not deleted"
+
+
+def test_resume_after_a_damaged_checkpoint_continues_from_the_one_before(
+    samples, trained, tmp_path
+):
+    from climnb.train.loop import train
+
+    src, first = trained
+    out = tmp_path / "run"
+    shutil.copytree(src, out)
+    _damage(out / "checkpoints" / "ckpt-00000003.npz", "flipped")
+    result = train(_config(samples, out, max_steps=5))
+    assert list(result.history.step) == [1, 2, 3, 4, 5]  # 1-2 restored, 3-5 trained again
+    np.testing.assert_allclose(result.history.loss.iloc[:3], first.history.loss.iloc[:3], rtol=1e-5)
+    assert latest(out / "checkpoints").name == "ckpt-00000005.npz"
+
+
+def test_non_finite_weights_are_never_checkpointed(tmp_path):
+    class Model:
+        def get_weights(self):
+            return [np.ones(3), np.array([1.0, np.inf])]
+
+    class Optimizer:
+        variables = []
+
+    from climnb.train.checkpoint import save_checkpoint
+
+    with pytest.raises(CheckpointError, match="not finite"):
+        save_checkpoint(tmp_path, 1, Model(), Optimizer(), {})
+    assert not list(tmp_path.iterdir())

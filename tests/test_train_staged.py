@@ -1,0 +1,102 @@
+"""Stage once, then train from the node-local copies: two simulated nodes, two MPI ranks.
+
+After staging, the shared sample set is moved away, so any open of a file in it during training
+(h5py, reader processes, stats, anything) would fail; an audit hook on each rank also records
+every file it opens, to show each rank read its own node's copies and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from climnb.io.sampleset import StagedSet, write_sample_set
+from climnb.staging import StagingConfig, stage
+from climnb.synthetic import make_dataset
+
+# each rank: record every path opened (open() and os.open both raise the "open" audit event)
+RANK = textwrap.dedent(
+    """
+    import json, os, sys
+    opened = []
+    sys.addaudithook(lambda e, a: opened.append(str(a[0])) if e == "open" and a else None)
+    from climnb.cli import main
+    code = main(sys.argv[2:])
+    rank = os.environ["OMPI_COMM_WORLD_RANK"]
+    with open(os.path.join(sys.argv[1], f"opened-{rank}.json"), "w") as f:
+        json.dump(opened, f)
+    sys.exit(code)
+    """
+)
+
+
+@pytest.mark.mpi
+@pytest.mark.horovod
+def test_two_nodes_train_from_their_staged_copies_only(tmp_path, mpi_env):
+    shared, local, out = tmp_path / "shared", tmp_path / "local", tmp_path / "run"
+    ds, _ = make_dataset(n_time=40, seed=8)
+    write_sample_set(ds, "truth", shared)
+    pattern = str(local / "node{node}")
+    stage(StagingConfig(str(shared), pattern, n_nodes=2, ranks_per_node=1, samples_per_rank=6))
+    staged = [StagedSet.open(pattern, node=n) for n in (0, 1)]
+    assert all(len(s.files("train")) == 6 for s in staged)
+    shared.rename(tmp_path / "moved-away")  # from here on, the shared set does not exist
+
+    settings = {"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "read_workers": 0}
+    (tmp_path / "run.json").write_text(json.dumps(settings))
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    argv = ["train", "--data", str(shared), "--staged", pattern, "--ranks-per-node", "1"]
+    argv += ["--out", str(out), "--epochs", "2", "--batch-size", "2", "--threads", "1"]
+    argv += ["--config", str(tmp_path / "run.json")]
+    proc = subprocess.run(
+        ["mpirun", "-np", "2", "--bind-to", "none", sys.executable, str(script), str(tmp_path)]
+        + argv,
+        capture_output=True,
+        text=True,
+        env=mpi_env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "model" / "climnb.json").exists()
+    history = (out / "history.csv").read_text().splitlines()
+    assert len(history) == 1 + 2 * 3  # 6 staged files per rank, batch 2, 2 epochs
+    for rank in (0, 1):
+        opened = json.loads((tmp_path / f"opened-{rank}.json").read_text())
+        assert not [p for p in opened if p.startswith(str(shared))], "opened the shared set"
+        samples = {p for p in opened if p.endswith(".h5") and "data-" in p}
+        mine = {str(f) for f in staged[rank].files("train")}
+        assert mine <= samples, "read its node's staged training files"
+        other = str(local / f"node{1 - rank}")
+        assert not [p for p in samples if p.startswith(other)], "read another node's copies"
+
+
+@pytest.mark.mpi
+@pytest.mark.horovod
+def test_stage_first_then_train_in_one_command(tmp_path, mpi_env):
+    shared, local, out = tmp_path / "shared", tmp_path / "local", tmp_path / "run"
+    ds, _ = make_dataset(n_time=40, seed=9)
+    write_sample_set(ds, "truth", shared)
+    pattern = str(local / "node{node}")
+    (tmp_path / "run.json").write_text(
+        '{"model_overrides": {"growth_rate": 6, "initial_filters": 8}}'
+    )
+    argv = ["train", "--data", str(shared), "--staged", pattern, "--ranks-per-node", "1"]
+    argv += ["--stage-first", "--samples-per-rank", "4", "--out", str(out), "--epochs", "1"]
+    argv += ["--batch-size", "2", "--threads", "1", "--config", str(tmp_path / "run.json")]
+    proc = subprocess.run(
+        ["mpirun", "-np", "2", "--bind-to", "none", sys.executable, "-m", "climnb", *argv],
+        capture_output=True,
+        text=True,
+        env=mpi_env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    staged = [StagedSet.open(pattern, node=n) for n in (0, 1)]
+    assert [len(s.files("train")) for s in staged] == [4, 4]
+    staged[0].verify()  # the copies match the source manifest's digests
+    assert len((out / "history.csv").read_text().splitlines()) == 1 + 2  # 4 files, batch 2
