@@ -14,7 +14,20 @@ storm's warm core also thickens the 1000-200 hPa layer. Two kinds of event are d
   westward between steps;
 * atmospheric rivers: curved filaments 2,000-6,000 km long and 300-900 km wide, mostly at
   25-65 degrees latitude, carrying extra moisture with the wind aligned along them; the first
-  river always straddles the 0/360 longitude seam when it is born.
+  river always straddles the 0/360 longitude seam when it is born. Their cross-sections vary:
+  each river has its own profile (from Gaussian to flat-topped), its own widths on either
+  side, a jet narrower or wider than its moisture, and its own strength.
+
+Vapour transport: IVT is generated as ``s * TMQ * (U850, V850)``, where ``s`` (0.5-0.9) is a
+smooth, slowly changing field standing for the ratio of the column's mean wind to the 850 hPa
+wind, so IVT is not the 850 hPa proxy that detectors see. Background humidity and jet strength
+also vary from seed to seed.
+
+The truth of a storm is its disc (the radius of its moisture and rain). The truth of a river is
+not its drawing: it is its connected region of generated IVT >= 250 kg m-1 s-1 (the common
+fixed threshold of IVT catalogues) within the river's reach, so that the score measures
+agreement with a physical definition rather than with the generator's profile. A river whose
+IVT never reaches 250 has no truth pixels (and is marked ``weak`` in the event table).
 
 Examples
 --------
@@ -35,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy import ndimage
 from scipy.spatial import cKDTree
 
 from climnb.atomic import atomic_path
@@ -54,6 +68,8 @@ EARTH_RADIUS_KM = 6371.0
 TOY_SHAPE = (96, 144)
 FULL_SHAPE = (768, 1152)
 
+#: IVT (kg m-1 s-1) at the edge of a river's truth.
+IVT_THRESHOLD = 250.0
 _G = 9.80665  # m s-2
 _RD = 287.04  # J kg-1 K-1
 _H = _RD / _G  # m K-1, hypsometric scale
@@ -95,6 +111,9 @@ class _River:
     jet: float  # m s-1 along the axis
     dlon: float
     life: int
+    shape: float = 6.0  # profile exponent: 2 Gaussian .. 8 flat-topped
+    skew: float = 1.0  # width on the left of the axis / width on the right
+    jet_width: float = 1.0  # jet half width / moisture half width
     path: np.ndarray = field(default=None, repr=False)  # (n, 2) lat, unwrapped lon
 
 
@@ -108,8 +127,11 @@ def _great_circle_km(lat1, lon1, lat2, lon2):
 class _Events:
     """Draws, moves and retires storms and rivers so that each step has a fixed count."""
 
-    def __init__(self, rng, n_tc, n_ar, tc_radius_km, moving_fraction):
+    def __init__(self, rng, n_tc, n_ar, tc_radius_km, moving_fraction, style=None):
         self.rng = rng
+        # the rivers' cross-sections come from their own generator, so that the events'
+        # places and times stay those of earlier versions for the same seed
+        self.style = style if style is not None else np.random.default_rng(0)
         self.tc_radius_km = tc_radius_km
         self.moving_fraction = moving_fraction
         self.next_id = 0
@@ -176,6 +198,13 @@ class _Events:
             dlon=rng.uniform(0.5, 2.0),
             life=int(rng.integers(3, 10)),
         )
+        style = self.style
+        river.moisture = style.uniform(12.0, 34.0)
+        river.jet = style.uniform(8.0, 28.0)
+        river.shape = style.uniform(2.0, 8.0)
+        river.skew = float(np.exp(style.uniform(-0.35, 0.35)))
+        river.jet_width = style.uniform(0.6, 1.4)
+        river.heading = style.uniform(np.radians(12), np.radians(35))
         river.path = _river_path(river, hemi)
         if seam:  # shift so that the middle of the river sits on the 0/360 seam
             mid = river.path[len(river.path) // 2, 1]
@@ -266,7 +295,7 @@ class _Noise:
         return (zonal + self.coslat * waves).astype(np.float32)
 
 
-def _background(lat, noise: _Noise, topo) -> dict[str, np.ndarray]:
+def _background(lat, noise: _Noise, topo, rh0=0.75, jet0=12.0) -> dict[str, np.ndarray]:
     phi = np.radians(lat)[:, None].astype(np.float32)
     s2 = np.sin(phi) ** 2
     n = [noise.field(i) for i in range(7)]
@@ -278,12 +307,12 @@ def _background(lat, noise: _Noise, topo) -> dict[str, np.ndarray]:
         + 700.0 * n[1]
     )
     u = (
-        12.0 * np.exp(-(((np.abs(phi) - 0.79) / 0.22) ** 2))
+        jet0 * np.exp(-(((np.abs(phi) - 0.79) / 0.22) ** 2))
         - 5.0 * np.exp(-((phi / 0.2) ** 2))
         + 4.0 * n[2]
     )
     v = 4.0 * n[3]
-    rh = np.clip(0.75 + 0.12 * n[4], 0.3, 1.0)
+    rh = np.clip(rh0 + 0.12 * n[4], 0.3, 1.0)
     tmq = rh * 62.0 * np.exp(0.065 * (ts - 302.0))
     prect = 4e-8 * (tmq / 50.0) ** 2 * np.exp(1.2 * n[5])
     return {
@@ -369,9 +398,11 @@ def _draw_storm(f, truth, lat, lon, s: _Storm):
     truth[idx] = np.where(r <= s.radius_km, 1, truth[idx])
 
 
-def _draw_river(f, truth, lat, lon, r: _River):
+def _draw_river(f, lat, lon, r: _River):
+    """Add river ``r`` to the fields; returns ``(index, distance_km, axis_km)`` for its truth."""
     hw = r.width_km / 2.0
-    reach = 2.5 * hw  # beyond this the river adds nothing
+    hw_left, hw_right = hw * np.sqrt(r.skew), hw / np.sqrt(r.skew)
+    reach = 2.5 * max(hw_left, hw_right) * max(1.0, r.jet_width)  # beyond: nothing added
     pad = np.degrees(reach / EARTH_RADIUS_KM)
     plat, plon = _densify(r.path, step_km=hw / 10.0)
     coslat = np.cos(np.radians(min(np.abs(plat).max() + pad, 80.0)))
@@ -394,13 +425,40 @@ def _draw_river(f, truth, lat, lon, r: _River):
     d = d.reshape(la.shape)
     east, north = _tangents(plat, plon)
     j = np.where(near, nearest, 0).reshape(la.shape)
-    band = np.clip(1.0 / (1.0 + (d / hw) ** 6) - 1.0 / (1.0 + (reach / hw) ** 6), 0.0, None)
+    # which side of the axis: the offset from the nearest axis point against the normal
+    de = ((lo - plon[j] + 180.0) % 360.0 - 180.0) * np.cos(np.radians(la))
+    dn = la - plat[j]
+    left = (-north[j] * de + east[j] * dn) > 0
+    u = d / np.where(left, hw_left, hw_right)
+    u_reach = reach / np.where(left, hw_left, hw_right)
+    moist = _profile(u, r.shape) - _profile(u_reach, r.shape)
+    jet = _profile(u / r.jet_width, 2.0) - _profile(u_reach / r.jet_width, 2.0)
+    moist, jet = np.clip(moist, 0.0, None), np.clip(jet, 0.0, None)
     idx = np.ix_(rows, cols)
-    f["TMQ"][idx] += r.moisture * band
-    f["PRECT"][idx] += 1.5e-7 * band
-    f["U850"][idx] += r.jet * band * east[j]
-    f["V850"][idx] += r.jet * band * north[j]
-    truth[idx] = np.where((d <= hw) & (truth[idx] == 0), 2, truth[idx])
+    f["TMQ"][idx] += r.moisture * moist
+    f["PRECT"][idx] += 1.5e-7 * moist
+    f["U850"][idx] += r.jet * jet * east[j]
+    f["V850"][idx] += r.jet * jet * north[j]
+    return idx, d, min(hw_left, hw_right) / 4.0
+
+
+def _profile(u, shape):
+    """Cross-section ``exp(-ln 2 * u^shape)``: 1 on the axis, 0.5 at ``u = 1``."""
+    return np.exp(-np.log(2.0) * np.power(u, shape))
+
+
+def _river_truth(truth, ivt, drawn, threshold=IVT_THRESHOLD) -> bool:
+    """Mark a river's connected region of IVT >= ``threshold`` that holds its axis; returns
+    whether it has one."""
+    idx, d, axis_km = drawn
+    region = (ivt[idx] >= threshold) & np.isfinite(d)
+    labels, _ = ndimage.label(region, structure=np.ones((3, 3), bool))
+    axis = d <= max(axis_km, np.nanmin(d))
+    keep = np.unique(labels[axis & region])
+    mask = np.isin(labels, keep[keep > 0])
+    box = truth[idx]
+    truth[idx] = np.where(mask & (box == 0), 2, box)
+    return bool(mask.any())
 
 
 def _xyz(lat, lon):
@@ -476,6 +534,7 @@ def make_dataset(
     freq: str = "3h",
     tc_radius_km: tuple[float, float] = (350.0, 700.0),
     moving_fraction: float = 0.6,
+    ivt: bool = False,
 ) -> tuple[xr.Dataset, pd.DataFrame]:
     """Generate CAM5-like fields with known tropical cyclones and atmospheric rivers.
 
@@ -489,17 +548,21 @@ def make_dataset(
     start, freq : first time and spacing (pandas offset alias; CAM5 output is 3-hourly).
     tc_radius_km : range of storm radii (the edge of the truth mask).
     moving_fraction : fraction of storms that move between steps.
+    ivt : also return the generated vapour transport ``IVT``, ``IVTU``, ``IVTV``
+        (kg m-1 s-1), from which the rivers' truth is drawn.
 
     Returns
     -------
     ds : xarray.Dataset
         The 16 channels of :data:`climnb.channels.CHANNELS` as float32 (time, lat, lon) with CF
         attributes, plus ``truth`` (uint8: 0 background, 1 tropical cyclone, 2 atmospheric
-        river; a cyclone wins where both overlap).
+        river; a cyclone wins where both overlap; a river's truth is its region of
+        IVT >= 250 kg m-1 s-1, see the module's docstring).
     events : pandas.DataFrame
         One row per event and time: ``time, event_id, class_id, class_name, lat, lon`` (centre
         of a storm, midpoint of a river), ``radius_km, psl_drop_pa, max_wind`` (storms),
-        ``length_km, width_km, crosses_seam`` (rivers).
+        ``length_km, width_km, crosses_seam, max_ivt, weak`` (rivers; ``weak``: its IVT
+        stays below 250, so it has no truth pixels).
 
     Raises
     ------
@@ -511,27 +574,36 @@ def make_dataset(
     rng = np.random.default_rng(seed)
     topo = _topography(rng, lat, lon)
     noise = _Noise(rng, lat, lon, n_fields=7)
-    events = _Events(rng, n_tc, n_ar, tc_radius_km, moving_fraction)
-    data = {name: np.empty((n_time, n_lat, n_lon), np.float32) for name in CHANNEL_NAMES}
+    style = np.random.default_rng([seed, 1])  # cross-sections, background and column wind
+    events = _Events(rng, n_tc, n_ar, tc_radius_km, moving_fraction, style)
+    column = _Noise(style, lat, lon, n_fields=1, memory=0.9)
+    rh0, jet0 = style.uniform(0.68, 0.8), style.uniform(9.0, 14.0)
+    names = list(CHANNEL_NAMES) + (["IVTU", "IVTV", "IVT"] if ivt else [])
+    data = {name: np.empty((n_time, n_lat, n_lon), np.float32) for name in names}
     truth = np.zeros((n_time, n_lat, n_lon), np.uint8)
     rows = []
     for t in range(n_time):
         if t:
             noise.step()
+            column.step()
             events.step()
-        f = _background(lat, noise, topo)
-        for r in events.rivers:
-            _draw_river(f, truth[t], lat, lon, r)
+        f = _background(lat, noise, topo, rh0, jet0)
+        drawn = [_draw_river(f, lat, lon, r) for r in events.rivers]
         for s in events.storms:
             _draw_storm(f, truth[t], lat, lon, s)
         f = _finish(f)
-        for name in CHANNEL_NAMES:
+        ratio = np.clip(0.7 + 0.1 * column.field(0), 0.5, 0.9)
+        f["IVTU"], f["IVTV"] = ratio * f["TMQ"] * f["U850"], ratio * f["TMQ"] * f["V850"]
+        f["IVT"] = np.hypot(f["IVTU"], f["IVTV"])
+        strong = [_river_truth(truth[t], f["IVT"], d) for d in drawn]
+        peaks = [float(f["IVT"][d[0]][np.isfinite(d[1])].max()) for d in drawn]
+        for name in names:
             data[name][t] = f[name]
-        rows += _catalogue(time[t], events)
+        rows += _catalogue(time[t], events, strong, peaks)
     return _to_dataset(data, truth, time, lat, lon, seed), _events_frame(rows)
 
 
-def _catalogue(time, events: _Events) -> list[dict]:
+def _catalogue(time, events: _Events, strong, peaks) -> list[dict]:
     rows = []
     for s in events.storms:
         rows.append(
@@ -546,7 +618,7 @@ def _catalogue(time, events: _Events) -> list[dict]:
                 max_wind=s.vmax,
             )
         )
-    for r in events.rivers:
+    for r, ok, peak in zip(events.rivers, strong, peaks, strict=True):
         mid = r.path[len(r.path) // 2]
         lons = r.path[:, 1]
         seam = np.floor(lons.min() / 360.0) != np.floor(lons.max() / 360.0)
@@ -560,6 +632,8 @@ def _catalogue(time, events: _Events) -> list[dict]:
                 length_km=r.length_km,
                 width_km=r.width_km,
                 crosses_seam=bool(seam),
+                max_ivt=peak,
+                weak=not ok,
             )
         )
     return rows
@@ -579,16 +653,30 @@ def _events_frame(rows: list[dict]) -> pd.DataFrame:
         "length_km",
         "width_km",
         "crosses_seam",
+        "max_ivt",
+        "weak",
     ]
     df = pd.DataFrame(rows, columns=[c for c in columns if c != "class_name"])
     df.insert(3, "class_name", [CLASS_NAMES[c] for c in df.class_id])
     df["crosses_seam"] = df.crosses_seam.astype("boolean")
+    df["weak"] = df.weak.astype("boolean")
     return df
+
+
+_IVT_NAMES = {
+    "IVTU": "eastward vertically integrated water vapour transport",
+    "IVTV": "northward vertically integrated water vapour transport",
+    "IVT": "vertically integrated water vapour transport (magnitude)",
+}
 
 
 def _to_dataset(data, truth, time, lat, lon, seed) -> xr.Dataset:
     dims = ("time", "lat", "lon")
     variables = {c.name: (dims, data[c.name], c.attrs) for c in CHANNELS}
+    for name, long_name in _IVT_NAMES.items():
+        if name in data:
+            attrs = {"units": "kg m-1 s-1", "long_name": long_name}
+            variables[name] = (dims, data[name], attrs)
     variables["truth"] = (
         dims,
         truth,

@@ -20,6 +20,7 @@ PIP_TO_CONDA = {
     "dask[distributed]": ["dask", "distributed"],
     "tensorflow-cpu": ["tensorflow"],
     "netcdf4": ["netcdf4"],
+    "cf-xarray": ["cf_xarray"],
 }
 # conda-only entries: the interpreter, pip, and what pip cannot install (MPI, Horovod)
 CONDA_ONLY = {"python", "pip", "openmpi", "horovod"}

@@ -1,12 +1,20 @@
-"""``climnb label``: heuristic TC/AR labels for CAM5 / ClimateNet NetCDF files."""
+"""``climnb label``: heuristic TC/AR labels for NetCDF files as they come (CAM5, ERA5, MERRA-2).
+
+Output paths are checked before any work: an output equal to an input, the event table equal
+to the output, an output that is a directory or in a folder that does not exist or cannot be
+written are refused with a one-line error (exit status 2), so an input is never overwritten.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 
-HELP = "label tropical cyclones and atmospheric rivers in CAM5-style NetCDF files"
-EXAMPLE = "climnb label data/toy/fields.nc --out data/toy/labels.nc --workers 2"
+HELP = "label tropical cyclones and atmospheric rivers in NetCDF files (CAM5, ERA5, MERRA-2, ...)"
+EXAMPLE = (
+    "climnb label data/toy/fields.nc --out data/toy/labels.nc --workers 2\n"
+    "  climnb label merra2.nc --out ar.nc --classes ar --rename my_ivt=IVT"
+)
 
 log = logging.getLogger(__name__)
 
@@ -22,10 +30,24 @@ def add_arguments(parser):
     parser.add_argument("--events", help="CSV file for the event table (default: beside OUT)")
     parser.add_argument(
         "--recipe",
-        choices=("default", "paper"),
+        choices=("default", "paper", "ivt"),
         default="default",
-        help="'paper' uses the paper's percentile masks (default: half-maximum "
-        "edges, which reach the quality targets)",
+        help="'paper' uses the paper's percentile masks; 'ivt' draws rivers as IVT >= 250 "
+        "objects (also from the proxy TMQ x |V850|); default: rivers from IVT when the input "
+        "has it, else half-maximum edges of the moisture",
+    )
+    parser.add_argument(
+        "--classes",
+        choices=("auto", "ar", "tc", "both"),
+        default="auto",
+        help="what to label (default: whatever the input supports)",
+    )
+    parser.add_argument(
+        "--rename",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="take the input's variable OLD as climnb's NEW (e.g. pw=TMQ); repeatable",
     )
     parser.add_argument("--ar-percentile", type=float, help="river percentile (default 95)")
     parser.add_argument(
@@ -42,10 +64,42 @@ def _config(args):
 
     from climnb.labels import LabelConfig
 
-    config = LabelConfig.paper() if args.recipe == "paper" else LabelConfig()
+    config = LabelConfig.recipe(args.recipe)
     if args.ar_percentile is not None:
         config = replace(config, ar=replace(config.ar, percentile=args.ar_percentile))
     return config
+
+
+def _renames(items) -> dict[str, str]:
+    out = {}
+    for item in items:
+        old, sep, new = item.partition("=")
+        if not sep or not old or not new:
+            raise ValueError(f"--rename takes OLD=NEW, got {item!r}")
+        out[old.strip()] = new.strip()
+    return out
+
+
+def _check_outputs(inputs, out, events) -> None:
+    """Refuse, before any work, outputs that would overwrite an input or cannot be written."""
+    import os
+    from pathlib import Path
+
+    from climnb.io.netcdf import expand_paths
+
+    sources = {Path(p).resolve() for p in expand_paths(inputs)}
+    for flag, path in (("--out", out), ("--events", events)):
+        if path.resolve() in sources:
+            raise ValueError(f"{flag} {path} is one of the inputs: refusing to overwrite it")
+        if path.is_dir():
+            raise ValueError(f"{flag} {path} is a directory; give a file name")
+        folder = path.resolve().parent
+        if not folder.is_dir():
+            raise ValueError(f"{flag} {path}: folder {folder} does not exist")
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise ValueError(f"{flag} {path}: not writable")
+    if out.resolve() == events.resolve():
+        raise ValueError(f"--events {events} is the same file as --out")
 
 
 def run(args) -> int:
@@ -55,16 +109,18 @@ def run(args) -> int:
 
     from climnb.atomic import atomic_path
     from climnb.io.netcdf import open_dataset
-    from climnb.labels import compute, label_dataset, required_variables
+    from climnb.labels import compute, label_dataset
 
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
-    config = _config(args)
-    ds = open_dataset(args.inputs, required=required_variables(config))
-    labels, events = label_dataset(ds, config)
-    labels.attrs["climnb_config"] = json.dumps(config.to_dict())
     out = Path(args.out)
     events_path = Path(args.events) if args.events else out.with_suffix(".events.csv")
+    _check_outputs(args.inputs, out, events_path)
+    config = _config(args)
+    renames = _renames(args.rename)
+    ds = open_dataset(args.inputs, variables=renames, canonical=False)
+    labels, events = label_dataset(ds, config, classes=args.classes, variables=renames)
+    labels.attrs["climnb_config"] = json.dumps(config.to_dict())
     # threads: the NetCDF writer holds a lock that cannot go to other processes, and labelling
     # spends most of its time in numpy/scipy code that releases the GIL
     scheduler = "sync" if args.workers == 1 else "threads"
@@ -77,10 +133,14 @@ def run(args) -> int:
     with atomic_path(events_path) as tmp:
         table.to_csv(tmp, index=False)
     counts = table.class_name.value_counts()
+    found = ", ".join(
+        f"{name.replace('_', ' ')}s: {counts.get(name, 0)}"
+        for name in labels.attrs["classes"].split()
+    )
     print(
         f"{labels.sizes['time']} time steps labelled -> {out}\n"
-        f"  tropical cyclones: {counts.get('tropical_cyclone', 0)}, "
-        f"atmospheric rivers: {counts.get('atmospheric_river', 0)} -> {events_path}"
+        f"  {found} -> {events_path}\n"
+        f"  {labels.attrs['notes']}"
     )
     return 0
 

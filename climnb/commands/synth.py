@@ -12,22 +12,39 @@ def add_arguments(parser):
     parser.add_argument("--n-tc", type=int, default=3, help="cyclones per step (default 3)")
     parser.add_argument("--n-ar", type=int, default=3, help="rivers per step (default 3)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--ivt",
+        action="store_true",
+        help="also write the generated vapour transport IVT, IVTU, IVTV (the rivers' truth is "
+        "their region of IVT >= 250 kg m-1 s-1)",
+    )
+    parser.add_argument(
+        "--like",
+        choices=("era5", "merra2", "cam5", "ivt", "tmq"),
+        help="write the fields as that source names and shapes them (implies --ivt)",
+    )
 
 
 def run(args) -> int:
-    from climnb.synthetic import write_dataset
+    from climnb.synthetic import make_dataset, save_dataset, summarize
 
     n_lat, n_lon = _shape(args.shape)
-    summary = write_dataset(
-        args.out,
-        events_path=args.events,
+    ds, events = make_dataset(
         n_time=args.n_time,
         n_lat=n_lat,
         n_lon=n_lon,
         n_tc=args.n_tc,
         n_ar=args.n_ar,
         seed=args.seed,
+        ivt=args.ivt or args.like is not None,
     )
+    summary = summarize(ds, events, path=args.out)
+    if args.like:
+        from climnb.lookalike import dress
+
+        ds = dress(ds, args.like)
+        summary += f"\n  written as {args.like} names them"
+    save_dataset(ds, events, args.out, events_path=args.events)
     print(summary)
     return 0
 

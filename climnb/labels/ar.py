@@ -1,6 +1,25 @@
 """Atmospheric rivers: long, narrow, mid-latitude filaments of strong vapour transport.
 
-Recipe (one time step):
+Two methods (``ARConfig.method``; ``"auto"`` picks the first the input allows).
+
+**Transport** (:func:`transport_rivers`), when the input has IVT or its components: the river
+is the IVT object itself, as in IVT-based catalogues:
+
+1. IVT >= ``ivt_threshold`` (250 kg m-1 s-1, the fixed threshold of Rutz et al. 2014 and of
+   many catalogues since), or, for a series long enough, IVT above the ``ivt_percentile``
+   (85th) of each grid point's own series and above ``ivt_floor`` (100 kg m-1 s-1), the
+   relative rule of Guan & Waliser (2015, JGR 120, 12514);
+2. pixels within ``exclude_tropics_deg`` (15 degrees) of the equator removed (the tropics'
+   high IVT is the trade-wind moisture, not rivers; Guan & Waliser also drop objects whose
+   transport is not poleward there);
+3. connected components (joined across the 0/360 seam on global grids only);
+4. length >= 2000 km and length / width >= 2 (Guan & Waliser 2015), centroid within
+   ``ivt_lat_band`` (20-80 degrees), and no pixel within ``storm_buffer_km`` of a storm;
+5. where the meridional transport is known (``IVTV``, or the proxy's ``TMQ * V850``), a mean
+   transport over the object with a poleward component (``ivt_min_poleward``), Guan &
+   Waliser's check against subtropical trade-wind and other non-poleward moisture flows.
+
+**Moisture** (the SC18 paper's route, for inputs without IVT; one time step):
 
 1. the strength field: the IVT proxy ``TMQ * |V850|`` (:mod:`climnb.labels.ivt`), true IVT
    when the input has an ``IVT`` variable, or TMQ (``ARConfig.field``);
@@ -13,6 +32,10 @@ Recipe (one time step):
    river's moisture ends whatever the percentile, and drops objects whose mean anomaly is
    below ``min_anomaly``; ``"percentile"`` keeps the percentile mask (the paper);
 6. keep the long narrow mid-latitude objects (length, length / width, latitude band, area).
+
+With TMQ and 850 hPa winds the strength is the IVT proxy; with TMQ alone it is TMQ, as in
+the paper's final data set. Both methods leave no river pixel within
+``exclude_tropics_deg`` of the equator, and a time step with no river gives an empty mask.
 """
 
 from __future__ import annotations
@@ -28,20 +51,85 @@ from climnb.labels.components import label_components, label_max, measure
 from climnb.labels.config import ARConfig
 from climnb.labels.sphere import EARTH_RADIUS_KM
 
-__all__ = ["river_strength", "tmq_anomaly", "detect_rivers"]
+__all__ = ["river_strength", "tmq_anomaly", "detect_rivers", "transport_rivers", "ivt_magnitude"]
 
 log = logging.getLogger(__name__)
 
 
+def ivt_magnitude(fields: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """IVT (kg m-1 s-1) from ``IVT``, its components ``IVTU``/``IVTV``, or the proxy
+    ``TMQ * |V850|``; None when the fields hold none of them."""
+    if "IVT" in fields:
+        return fields["IVT"]
+    if "IVTU" in fields and "IVTV" in fields:
+        return np.hypot(fields["IVTU"], fields["IVTV"])
+    if {"TMQ", "U850", "V850"} <= set(fields):
+        return fields["TMQ"] * np.hypot(fields["U850"], fields["V850"])
+    return None
+
+
+def _poleward(fields, lat) -> np.ndarray | None:
+    """Poleward vapour transport (kg m-1 s-1; northward in the north, southward in the south)."""
+    if "IVTV" in fields:
+        v = fields["IVTV"]
+    elif "IVT" not in fields and {"TMQ", "V850"} <= set(fields):
+        v = fields["TMQ"] * fields["V850"]
+    else:
+        return None
+    return v * np.sign(np.asarray(lat, dtype=v.dtype))[:, None]
+
+
 def river_strength(fields: Mapping[str, np.ndarray], lat: np.ndarray, config: ARConfig):
     """The damped field that is thresholded: IVT (or its proxy) or TMQ, times the damping."""
-    if config.field == "tmq":
+    strength = ivt_magnitude(fields) if config.field == "ivt" else None
+    if strength is None:
         strength = fields["TMQ"]
-    elif "IVT" in fields:
-        strength = fields["IVT"]
-    else:
-        strength = fields["TMQ"] * np.hypot(fields["U850"], fields["V850"])
     return strength * _damping(lat, config).astype(strength.dtype)[:, None]
+
+
+def _tropics(lat, shape, config: ARConfig) -> np.ndarray:
+    """Boolean (lat, lon): pixels within ``exclude_tropics_deg`` of the equator."""
+    near = np.abs(np.asarray(lat, dtype=float)) < config.exclude_tropics_deg
+    return np.broadcast_to(near[:, None], shape)
+
+
+def transport_rivers(
+    fields: Mapping[str, np.ndarray],
+    lat: np.ndarray,
+    lon: np.ndarray,
+    config: ARConfig,
+    *,
+    periodic: bool = True,
+    exclude: np.ndarray | None = None,
+    threshold: np.ndarray | float | None = None,
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Rivers as IVT objects (the transport method; see the module's docstring).
+
+    ``threshold`` (kg m-1 s-1, a number or a (lat, lon) field such as a per-grid-point
+    percentile) defaults to ``config.ivt_threshold``. Returns what :func:`detect_rivers` does.
+    """
+    ivt = ivt_magnitude(fields)
+    if ivt is None:
+        raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
+    threshold = config.ivt_threshold if threshold is None else threshold
+    above = (ivt >= threshold) & ~_tropics(lat, ivt.shape, config)
+    if exclude is not None:
+        above &= ~exclude
+    labels, n = label_components(above, periodic=periodic, connectivity=config.connectivity)
+    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2)
+    lo, hi = config.ivt_lat_band
+    keep = (
+        (shapes.length_km >= config.ivt_min_length_km)
+        & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
+        & shapes.lat.abs().between(lo, hi)
+    ).to_numpy()
+    poleward = _poleward(fields, lat)
+    if poleward is not None and config.ivt_min_poleward is not None:
+        mean = _label_mean(poleward, labels, n)[shapes.label.to_numpy().astype(int)]
+        keep = keep & (mean >= config.ivt_min_poleward)
+    labels, n = _relabel(labels, shapes.label.to_numpy().astype(int)[keep])
+    log.debug("%d IVT objects, %d rivers", len(shapes), n)
+    return labels > 0, _describe(labels, n, lat, lon, fields)
 
 
 def _damping(lat, config: ARConfig) -> np.ndarray:
@@ -65,8 +153,9 @@ def detect_rivers(
 
     Parameters
     ----------
-    fields : 2-D (lat, lon) arrays ``TMQ``, ``U850``, ``V850`` (and optionally ``IVT``),
-        ascending latitude, without NaN.
+    fields : 2-D (lat, lon) arrays, ascending latitude, without NaN: ``TMQ`` (for
+        ``field="tmq"`` or ``edge="half_max"``) and what :func:`ivt_magnitude` needs for
+        ``field="ivt"`` (without it, TMQ is thresholded).
     lat, lon : grid coordinates (degrees).
     config : the settings.
     periodic : whether longitude wraps (a global grid).
@@ -80,20 +169,21 @@ def detect_rivers(
         max_ivt`` (of the strength field before damping) and ``max_wind`` (850 hPa).
     """
     strength = river_strength(fields, lat, config)
+    tropics = _tropics(lat, strength.shape, config)
+    exclude = tropics if exclude is None else exclude | tropics
     threshold = np.percentile(strength, config.percentile)
-    above = strength > threshold
-    if exclude is not None:
-        above &= ~exclude
+    above = (strength > threshold) & ~exclude
     labels, n = label_components(above, periodic=periodic, connectivity=config.connectivity)
     shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2)
-    candidates = shapes.label.to_numpy()
+    candidates = shapes.label.to_numpy().astype(int)
     keep = np.ones(len(shapes), bool)
     if config.edge == "half_max":
         anomaly = tmq_anomaly(fields["TMQ"], lat, config)
         labels, n = _half_max(labels, candidates, anomaly, lat, lon, config, periodic, exclude)
         shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2)
-        keep = _label_mean(anomaly, labels, n)[shapes.label.to_numpy()] >= config.min_anomaly
-    kept = shapes.label.to_numpy()[keep & _river_like(shapes, config)]
+        mean = _label_mean(anomaly, labels, n)
+        keep = mean[shapes.label.to_numpy().astype(int)] >= config.min_anomaly
+    kept = shapes.label.to_numpy().astype(int)[keep & _river_like(shapes, config)]
     log.debug("%d objects above %.3g, %d river-like", candidates.size, threshold, kept.size)
     labels, n = _relabel(labels, kept)
     return labels > 0, _describe(labels, n, lat, lon, fields)
@@ -189,10 +279,13 @@ def _describe(labels, n, lat, lon, fields) -> pd.DataFrame:
     shapes = measure(labels, n, lat, lon)
     if n == 0:
         return shapes.assign(max_ivt=pd.Series(dtype=float), max_wind=pd.Series(dtype=float))
-    wind = np.hypot(fields["U850"], fields["V850"])
-    ivt = fields["IVT"] if "IVT" in fields else fields["TMQ"] * wind
-    index = shapes.label.to_numpy()
+    index = shapes.label.to_numpy().astype(int)
+    nan = np.full(index.size, np.nan)
+    ivt = ivt_magnitude(fields)
+    winds = "U850" in fields and "V850" in fields
     return shapes.assign(
-        max_ivt=label_max(ivt, labels, index),
-        max_wind=label_max(wind, labels, index),
+        max_ivt=nan if ivt is None else label_max(ivt, labels, index),
+        max_wind=label_max(np.hypot(fields["U850"], fields["V850"]), labels, index)
+        if winds
+        else nan,
     )

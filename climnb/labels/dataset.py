@@ -1,5 +1,10 @@
 """Label a whole data set: one dask task per time chunk, a lazy label array and an event table.
 
+What is labelled depends on what the input holds (:func:`plan_labels`): rivers from IVT or its
+components (the transport method), from TMQ with 850 hPa winds (the IVT proxy) or from TMQ
+alone (the paper's final data set); storms only when the vorticity, pressure and warm-core
+fields exist. The result is on the input's own grid and coordinates unless asked otherwise.
+
 Examples
 --------
 >>> import dask
@@ -16,22 +21,27 @@ Examples
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 import dask
 import dask.array as da
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy import ndimage
 
 from climnb.channels import CLASS_NAMES
-from climnb.io.netcdf import normalize
-from climnb.labels.ar import detect_rivers
+from climnb.io.netcdf import input_grid, normalize
+from climnb.labels.ar import detect_rivers, transport_rivers
 from climnb.labels.config import LabelConfig
 from climnb.labels.sphere import is_periodic
 from climnb.labels.tc import detect_storms
 
 __all__ = [
+    "Plan",
+    "plan_labels",
+    "CLASS_CHOICES",
     "required_variables",
     "label_step",
     "label_dataset",
@@ -60,8 +70,14 @@ EVENT_COLUMNS = (
 )
 
 
+#: ``classes`` arguments: what the input supports, rivers, storms, or both.
+CLASS_CHOICES = ("auto", "ar", "tc", "both")
+_AR, _TC = CLASS_NAMES[2], CLASS_NAMES[1]
+
+
 def required_variables(config: LabelConfig | None = None) -> tuple[str, ...]:
-    """The input variables that labelling with ``config`` needs."""
+    """The variables that labelling both classes of the 16-channel CAM5 data with ``config``
+    needs (other inputs: :func:`plan_labels`)."""
     config = config or LabelConfig()
     names = ["TMQ", "U850", "V850", "PSL", "T200", "T500", "PRECT"]
     if config.tc.thickness_rise_m is not None:
@@ -69,16 +85,127 @@ def required_variables(config: LabelConfig | None = None) -> tuple[str, ...]:
     return tuple(names)
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What an input allows: the classes to label, the variables used, the settings as they
+    apply to this input, and one note per choice made (which river method, why a class was
+    skipped)."""
+
+    classes: tuple[str, ...]
+    variables: tuple[str, ...]
+    config: LabelConfig
+    notes: tuple[str, ...]
+
+    @property
+    def summary(self) -> str:
+        """One line: the classes labelled and the notes."""
+        return f"labelled: {', '.join(self.classes)}; " + "; ".join(self.notes)
+
+
+def _river_plan(have: set[str], config: LabelConfig):
+    """(variables, ARConfig, note) for rivers, or (None, None, why not)."""
+    ar = config.ar
+    transport = [v for v in (("IVTU", "IVTV"), ("IVT",)) if set(v) <= have]
+    proxy = {"TMQ", "U850", "V850"} <= have
+    if ar.method in ("auto", "transport") and (transport or (ar.method == "transport" and proxy)):
+        names = transport[0] if transport else ("TMQ", "U850", "V850")
+        thr = f"IVT >= {ar.ivt_threshold:g} kg m-1 s-1" + (
+            f" or the {ar.ivt_percentile:g}th percentile of each point" if ar.ivt_percentile else ""
+        )
+        src = "+".join(names) if transport else "the proxy TMQ x |V850|"
+        return names, replace(ar, method="transport"), f"rivers from transport ({src}; {thr})"
+    ar = replace(ar, method="moisture")
+    if transport and (ar.edge == "percentile" or "TMQ" in have) and ar.field == "ivt":
+        names = transport[0] + (("TMQ",) if ar.edge == "half_max" else ())
+        return names, ar, f"rivers from the {ar.percentile:g}th percentile of IVT"
+    if proxy and ar.field == "ivt":
+        note = f"rivers from the {ar.percentile:g}th percentile of the IVT proxy TMQ x |V850|"
+        return ("TMQ", "U850", "V850"), ar, note
+    if "TMQ" in have:
+        why = "" if ar.field == "tmq" else " (no 850 hPa winds or IVT)"
+        return ("TMQ",), replace(ar, field="tmq"), f"rivers from TMQ{why}"
+    return None, None, "no rivers: no IVT, IVTU+IVTV, or TMQ in the input"
+
+
+def _storm_plan(have: set[str], config: LabelConfig):
+    """(variables, TCConfig, note) for storms, or (None, None, why not)."""
+    tc = config.tc
+    core = ["U850", "V850", "PSL", "T200", "T500"]
+    if tc.thickness_rise_m is not None:
+        core += ["Z200", "Z1000"]
+    missing = [v for v in core if v not in have]
+    if missing:
+        return None, None, f"no storms: the input lacks {', '.join(missing)}"
+    fields = tuple(f for f in tc.mask_fields if f == "wind" or f in have)
+    if not fields:
+        need = " or ".join(f for f in tc.mask_fields if f != "wind")
+        return None, None, f"no storms: no field to draw their masks from ({need})"
+    note = "storms by vorticity, pressure and warm core"
+    if fields != tc.mask_fields:
+        note += f", masks from {', '.join(fields)} only"
+    names = tuple(core) + tuple(f for f in fields if f != "wind")
+    return names, replace(tc, mask_fields=fields), note
+
+
+def plan_labels(
+    available: Iterable[str], config: LabelConfig | None = None, classes: str = "auto"
+) -> Plan:
+    """Decide what to label from the variables ``available`` (climnb names).
+
+    Parameters
+    ----------
+    available : variable names of the (canonicalised) input.
+    config : the settings (default :class:`LabelConfig`).
+    classes : ``"auto"`` (whatever the input supports), ``"ar"``, ``"tc"`` or ``"both"``.
+
+    Raises
+    ------
+    ValueError
+        When a class asked for, or with ``"auto"`` any class, cannot be labelled from the
+        input; the message says what is missing.
+    """
+    if classes not in CLASS_CHOICES:
+        raise ValueError(f"classes must be one of {', '.join(CLASS_CHOICES)}, got {classes!r}")
+    config = config or LabelConfig()
+    have = set(map(str, available))
+    want = {"auto": (_TC, _AR), "ar": (_AR,), "tc": (_TC,), "both": (_TC, _AR)}[classes]
+    ar_vars, ar_config, ar_note = _river_plan(have, config) if _AR in want else (None, None, "")
+    tc_vars, tc_config, tc_note = _storm_plan(have, config) if _TC in want else (None, None, "")
+    failed = [
+        n
+        for c, v, n in ((_AR, ar_vars, ar_note), (_TC, tc_vars, tc_note))
+        if c in want and v is None
+    ]
+    if failed and (classes != "auto" or len(failed) == len(want)):
+        raise ValueError(
+            f"cannot label {'/'.join(want) if classes != 'auto' else 'anything'}: "
+            + "; ".join(failed)
+            + f"; found {', '.join(sorted(have)) or 'no variables'}; map a variable of another "
+            "name with --rename NAME=TARGET (variables={'NAME': 'TARGET'})"
+        )
+    labelled = tuple(c for c, v in ((_TC, tc_vars), (_AR, ar_vars)) if v is not None)
+    notes = [n for n in (tc_note, ar_note) if n]
+    notes += [f"{c} not asked for" for c in (_TC, _AR) if c not in want]
+    names = tuple(dict.fromkeys((tc_vars or ()) + (ar_vars or ())))
+    config = replace(config, ar=ar_config or config.ar, tc=tc_config or config.tc)
+    return Plan(labelled, names, config, tuple(notes))
+
+
 def label_step(
     fields: Mapping[str, np.ndarray],
     lat: np.ndarray,
     lon: np.ndarray,
     config: LabelConfig | None = None,
+    *,
+    classes: Iterable[str] | None = None,
+    ivt_threshold: np.ndarray | None = None,
 ) -> tuple[np.ndarray, pd.DataFrame]:
     """Label one time step of 2-D (lat, lon) fields on an ascending-latitude grid.
 
     Missing values (NaN) are filled with the field's median before detection, and pixels
-    missing in any field are labelled background.
+    missing in any field are labelled background. ``classes`` (class names) default to what
+    the fields allow (:func:`plan_labels`, whose settings are then used);
+    ``ivt_threshold`` is a per-grid-point threshold for the transport method.
 
     Returns
     -------
@@ -87,24 +214,61 @@ def label_step(
     events : one row per river and storm (the columns of :data:`EVENT_COLUMNS` but ``time``).
     """
     config = config or LabelConfig()
+    if classes is None:
+        plan = plan_labels(fields, config)
+        classes, config = plan.classes, plan.config
     fields, missing = _fill_missing(fields)
     periodic = is_periodic(lon)
-    storms, storm_table = detect_storms(fields, lat, lon, config.tc, periodic=periodic)
-    storm_mask = np.zeros(np.shape(fields["TMQ"]), bool)
+    shape = np.shape(next(iter(fields.values())))
+    storms, storm_table = [], _EMPTY_STORMS
+    if _TC in classes:
+        storms, storm_table = detect_storms(fields, lat, lon, config.tc, periodic=periodic)
+    storm_mask = np.zeros(shape, bool)
     for s in storms:  # each storm keeps its own mask; the union is the class mask
         storm_mask[s.rows, s.cols] = True
-    river_mask, rivers = detect_rivers(
-        fields, lat, lon, config.ar, periodic=periodic, exclude=storm_mask
-    )
+    river_mask, rivers = np.zeros(shape, bool), _EMPTY_RIVERS
+    if _AR in classes:
+        kwargs = dict(periodic=periodic, exclude=storm_mask)
+        if config.ar.method == "transport":
+            kwargs["exclude"] = _surroundings(storm_mask, lat, config.ar.storm_buffer_km)
+            river_mask, rivers = transport_rivers(
+                fields, lat, lon, config.ar, threshold=ivt_threshold, **kwargs
+            )
+        else:
+            river_mask, rivers = detect_rivers(fields, lat, lon, config.ar, **kwargs)
     labels = np.where(storm_mask, np.uint8(1), np.where(river_mask, np.uint8(2), np.uint8(0)))
     if missing is not None:
         labels[missing] = 0
-    events = pd.concat(
-        [storm_table.assign(class_id=1), rivers.drop(columns="label").assign(class_id=2)],
-        ignore_index=True,
+    parts = [
+        t
+        for t in (storm_table.assign(class_id=1), rivers.drop(columns="label").assign(class_id=2))
+        if len(t)
+    ]
+    events = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame({"class_id": pd.Series(dtype=int)})
     )
     events["class_name"] = [CLASS_NAMES[c] for c in events.class_id]
     return labels, events.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
+
+
+def _surroundings(storm_mask: np.ndarray, lat: np.ndarray, buffer_km: float) -> np.ndarray:
+    """The storms' masks grown by ``buffer_km``: their circulation, where the strong transport
+    is the storm's own (the grid's latitude spacing sets the step)."""
+    if buffer_km <= 0 or not storm_mask.any():
+        return storm_mask
+    step_km = abs(float(lat[1] - lat[0])) * np.pi * 6371.0 / 180.0
+    steps = int(np.ceil(buffer_km / step_km))
+    return ndimage.binary_dilation(storm_mask, iterations=steps)
+
+
+_EMPTY_STORMS = pd.DataFrame(
+    {c: pd.Series(dtype=float) for c in ("lat", "lon", "n_pixels", "area_km2", "radius_km")}
+)
+_EMPTY_RIVERS = pd.DataFrame(
+    {c: pd.Series(dtype=float) for c in ("label", "lat", "lon", "n_pixels", "area_km2")}
+)
 
 
 def _fill_missing(fields):
@@ -121,35 +285,50 @@ def _fill_missing(fields):
     return out, missing
 
 
-def _label_block(names, lat, lon, config, times, *blocks):
+def _label_block(names, lat, lon, config, classes, times, threshold, *blocks):
     """Label a block of time steps: returns (labels (t, lat, lon), events)."""
     out = np.zeros((len(times), lat.size, lon.size), np.uint8)
     tables = []
     for k, time in enumerate(times):
         fields = {n: b[k] for n, b in zip(names, blocks, strict=True)}
-        out[k], events = label_step(fields, lat, lon, config)
+        out[k], events = label_step(
+            fields, lat, lon, config, classes=classes, ivt_threshold=threshold
+        )
         tables.append(events.assign(time=time))
     events = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     return out, events.reindex(columns=list(EVENT_COLUMNS))
 
 
 def label_dataset(
-    ds: xr.Dataset, config: LabelConfig | None = None
+    ds: xr.Dataset,
+    config: LabelConfig | None = None,
+    *,
+    classes: str = "auto",
+    variables: Mapping[str, str] | None = None,
+    grid: str = "input",
 ) -> tuple[xr.DataArray, dask.delayed.Delayed]:
     """Label every time step of ``ds`` lazily.
 
     Parameters
     ----------
-    ds : fields with dimensions time, lat, lon (any order of latitudes, longitudes -180..180 or
-        0..360, extra variables allowed; see :func:`climnb.io.netcdf.normalize`). Numpy-backed
-        data are chunked; dask-backed data are streamed one time chunk at a time.
+    ds : fields with latitude, longitude and (optionally) time, in any naming, units, latitude
+        order and longitude convention :func:`climnb.io.netcdf.normalize` understands; extra
+        variables allowed. Numpy-backed data are chunked; dask-backed data are streamed one
+        time chunk at a time.
     config : the settings (default :class:`LabelConfig`).
+    classes : ``"auto"`` (what the input supports), ``"ar"``, ``"tc"`` or ``"both"``.
+    variables : extra mapping from ``ds``'s variable names to climnb's (``{"pw": "TMQ"}``).
+    grid : ``"input"`` (default) gives the labels on ``ds``'s own latitudes, longitudes, order
+        and coordinate names; ``"canonical"`` on ascending latitudes and longitudes 0..360.
 
     Returns
     -------
-    labels : lazy uint8 DataArray (time, lat, lon) on the normalised grid (ascending latitude,
-        longitude 0..360), one dask task per ``config.time_chunk`` steps.
-    events : a dask ``Delayed`` pandas DataFrame with the columns :data:`EVENT_COLUMNS`.
+    labels : lazy uint8 DataArray (time, lat, lon), one dask task per ``config.time_chunk``
+        steps; its attributes say which classes were labelled (``classes``) and why
+        (``notes``), and :func:`plan_labels`'s :class:`Plan` is in ``labels.attrs["plan"]``
+        until it is written.
+    events : a dask ``Delayed`` pandas DataFrame with the columns :data:`EVENT_COLUMNS`
+        (longitudes in the input's convention with ``grid="input"``).
         Compute both with :func:`compute` (or ``dask.compute(..., optimize_graph=False)``),
         which labels each step once; a plain ``dask.compute(labels, events)`` optimises the
         two collections separately, fuses the shared per-step task into the array and so
@@ -158,16 +337,25 @@ def label_dataset(
     Raises
     ------
     ValueError
-        If a required variable, a coordinate or a dimension is missing or wrong.
+        If the input supports none of the classes asked for, or a coordinate or a dimension
+        is missing or wrong, or the time axis is empty.
     """
-    config = config or LabelConfig()
-    names = list(required_variables(config)) + [v for v in ("IVT",) if v in ds.data_vars]
+    if grid not in ("input", "canonical"):
+        raise ValueError(f"grid must be 'input' or 'canonical', got {grid!r}")
+    own = input_grid(ds) if grid == "input" else None
+    ds = normalize(ds, variables=variables)
+    plan = plan_labels(ds.data_vars, config, classes)
+    config, names = plan.config, list(plan.variables)
+    if ds.sizes["time"] == 0:
+        raise ValueError("the input's time axis is empty: nothing to label")
     ds = normalize(ds, required=names)[names]
     ds = ds.chunk({"time": config.time_chunk, "lat": -1, "lon": -1})
     lat, lon = ds.lat.values.astype(float), ds.lon.values.astype(float)
     if lat.size < 3 or lon.size < 3:
         raise ValueError(f"grid {lat.size} x {lon.size} is too small to label (need 3 x 3)")
-    token = dask.base.tokenize(ds, config)
+    threshold, note = _ivt_threshold(ds, config)
+    notes = plan.notes + ((note,) if note else ())
+    token = dask.base.tokenize(ds, config, plan.classes)
     blocks, tables, start = [], [], 0
     for size in ds.chunks["time"]:
         times = ds.time.values[start : start + size]
@@ -177,7 +365,9 @@ def label_dataset(
             lat,
             lon,
             config,
+            plan.classes,
             times,
+            threshold,
             *parts,
             dask_key_name=f"label-step-{token}-{start}",
         )
@@ -194,17 +384,47 @@ def label_dataset(
             "flag_values": np.array([0, 1, 2], np.uint8),
             "flag_meanings": " ".join(CLASS_NAMES),
             "source": "climnb.labels.label_dataset",
+            "classes": " ".join(plan.classes),
+            "notes": "; ".join(notes),
         },
     )
-    events = dask.delayed(_concat, pure=True)(tables)
+    events = dask.delayed(_concat, pure=True)(tables, own is not None and own.lon.min() < 0)
+    if own is not None:
+        labels = own.restore(labels)
     log.info(
-        "labelling %d time steps of %d x %d in %d tasks",
+        "labelling %d time steps of %d x %d in %d tasks: %s",
         ds.sizes["time"],
         lat.size,
         lon.size,
         len(blocks),
+        "; ".join(notes),
     )
     return labels, events
+
+
+def _ivt_threshold(ds: xr.Dataset, config: LabelConfig):
+    """The per-grid-point IVT threshold of the transport method (lazy), or None, and a note."""
+    ar = config.ar
+    if ar.method != "transport" or ar.ivt_percentile is None:
+        return None, ""
+    n = ds.sizes["time"]
+    if n < ar.min_series_steps:
+        return None, (
+            f"series of {n} steps is shorter than {ar.min_series_steps}: fixed threshold "
+            f"{ar.ivt_threshold:g} instead of the {ar.ivt_percentile:g}th percentile"
+        )
+    if "IVT" in ds:
+        ivt = ds.IVT
+    elif "IVTU" in ds:
+        ivt = np.hypot(ds.IVTU, ds.IVTV)
+    else:
+        ivt = ds.TMQ * np.hypot(ds.U850, ds.V850)
+    q = ivt.chunk({"time": -1}).quantile(ar.ivt_percentile / 100.0, dim="time")
+    threshold = np.maximum(q, ar.ivt_floor).astype(np.float32)
+    return (
+        threshold.data,
+        f"threshold: {ar.ivt_percentile:g}th percentile of each point's {n} steps",
+    )
 
 
 def compute(*collections, **kwargs):
@@ -215,8 +435,11 @@ def compute(*collections, **kwargs):
     return dask.compute(*collections, optimize_graph=False, **kwargs)
 
 
-def _concat(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    return pd.concat(tables, ignore_index=True).reindex(columns=list(EVENT_COLUMNS))
+def _concat(tables: list[pd.DataFrame], signed_lon: bool = False) -> pd.DataFrame:
+    out = pd.concat(tables, ignore_index=True).reindex(columns=list(EVENT_COLUMNS))
+    if signed_lon:  # the input's convention: -180..180
+        out["lon"] = (out.lon + 180.0) % 360.0 - 180.0
+    return out
 
 
 def save_labelled(ds: xr.Dataset, labels: xr.DataArray, events: pd.DataFrame | None, path):

@@ -1,0 +1,338 @@
+"""Variables as real files name them: CAM5/E3SM, ERA5, MERRA-2, CMIP and generic names, with units.
+
+:data:`QUANTITIES` is the table of accepted names. :func:`canonicalize` renames what it
+recognises to climnb's names (CAM5's, plus ``IVT``/``IVTU``/``IVTV`` for vapour transport),
+picks 850/500/200/1000 hPa out of variables on a pressure-level coordinate (ERA5 ``u``, ``t``,
+``z``; CMIP ``ua``, ``ta``, ``zg``), and converts units to the channel's units:
+
+==========  ================  ============================================================
+climnb      units             accepted names (CAM5/E3SM, ERA5, MERRA-2, CMIP, generic)
+==========  ================  ============================================================
+TMQ         kg m-2            TMQ, tcwv, TQV, IWV, PW, prw, tpw
+IVT         kg m-1 s-1        IVT, ivt
+IVTU/IVTV   kg m-1 s-1        TUQ/TVQ, viwve/viwvn (p71.162/p72.162), UFLXQV/VFLXQV, uIVT/vIVT
+U850/V850   m s-1             U850/V850; u/v, ua/va, U/V at 850 hPa
+UBOT/VBOT   m s-1             UBOT/VBOT, u10/v10, U10M/V10M, uas/vas
+QREFHT      kg kg-1           QREFHT, QV2M, huss
+PS          Pa                PS, sp, ps
+PSL         Pa                PSL, msl, SLP, psl
+T200/T500   K                 T200/T500; t, ta, T at 200/500 hPa
+PRECT       m s-1             PRECT, tp, PRECTOT, PRECTOTCORR, pr
+TS          K                 TS, skt, ts
+TREFHT      K                 TREFHT, t2m, T2M, tas
+Z1000/Z200  m                 Z1000/Z200, H1000; z (geopotential), zg, Z, H at 1000/200 hPa
+ZBOT        m                 ZBOT
+==========  ================  ============================================================
+
+Units are read from each variable's ``units`` attribute and converted with pint (UDUNITS
+spellings through cf-xarray's registry): Pa/hPa, kg m-2/mm of water, m s-1/mm day-1/kg m-2 s-1
+(water density 1000 kg m-3), geopotential m2 s-2 divided by g = 9.80665, and precipitation
+given as an amount (ERA5 ``tp``, metres over the step) divided by one hour, ERA5's accumulation
+period. A variable without ``units`` is taken to be in the channel's units, and the log says so.
+Anything else can be mapped by hand: ``variables={"my_pw": "TMQ"}`` (``--rename my_pw=TMQ``).
+pint is imported only when a unit string differs from the channel's, so canonical files pay
+nothing.
+
+Examples
+--------
+>>> import numpy as np, xarray as xr
+>>> ds = xr.Dataset({"tcwv": (("lat", "lon"), np.full((2, 3), 20.0), {"units": "mm"}),
+...                  "msl": (("lat", "lon"), np.full((2, 3), 1013.0), {"units": "hPa"})})
+>>> out, notes = canonicalize(ds)
+>>> sorted(out.data_vars), float(out.PSL[0, 0]), out.TMQ.attrs["units"]
+(['PSL', 'TMQ'], 101300.0, 'kg m-2')
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from climnb.channels import CHANNELS
+
+__all__ = ["Quantity", "QUANTITIES", "LEVEL_NAMES", "canonicalize", "known_names"]
+
+log = logging.getLogger(__name__)
+
+G = 9.80665  # m s-2, to turn geopotential into geopotential height
+_WATER = 1000.0  # kg m-3
+_ERA5_ACCUMULATION_S = 3600.0  # ERA5's hourly accumulations
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One input quantity: climnb's name and units, and the names files give it.
+
+    Attributes
+    ----------
+    name, units : climnb's name (CAM5's) and units (UDUNITS).
+    aliases : names of variables that hold it directly (levels already selected).
+    on_levels : names of variables on a pressure-level coordinate that hold it at ``level``.
+    level : the pressure level (hPa) to pick from ``on_levels``.
+    long_name : description, for the attributes of the result.
+    """
+
+    name: str
+    units: str
+    aliases: tuple[str, ...]
+    on_levels: tuple[str, ...] = ()
+    level: float | None = None
+    long_name: str = ""
+
+
+_IVT_LONG = "vertically integrated water vapour transport"
+QUANTITIES: tuple[Quantity, ...] = (
+    Quantity("TMQ", "kg m-2", ("TMQ", "tcwv", "TQV", "IWV", "PW", "prw", "tpw")),
+    Quantity("IVT", "kg m-1 s-1", ("IVT", "ivt"), long_name=f"{_IVT_LONG} (magnitude)"),
+    Quantity(
+        "IVTU",
+        "kg m-1 s-1",
+        ("IVTU", "TUQ", "viwve", "p71.162", "UFLXQV", "uIVT", "ivtu"),
+        long_name=f"eastward {_IVT_LONG}",
+    ),
+    Quantity(
+        "IVTV",
+        "kg m-1 s-1",
+        ("IVTV", "TVQ", "viwvn", "p72.162", "VFLXQV", "vIVT", "ivtv"),
+        long_name=f"northward {_IVT_LONG}",
+    ),
+    Quantity("U850", "m s-1", ("U850",), ("u", "ua", "U"), 850.0),
+    Quantity("V850", "m s-1", ("V850",), ("v", "va", "V"), 850.0),
+    Quantity("UBOT", "m s-1", ("UBOT", "u10", "U10M", "uas")),
+    Quantity("VBOT", "m s-1", ("VBOT", "v10", "V10M", "vas")),
+    Quantity("QREFHT", "kg kg-1", ("QREFHT", "QV2M", "huss")),
+    Quantity("PS", "Pa", ("PS", "sp", "ps")),
+    Quantity("PSL", "Pa", ("PSL", "msl", "SLP", "psl")),
+    Quantity("T200", "K", ("T200",), ("t", "ta", "T"), 200.0),
+    Quantity("T500", "K", ("T500",), ("t", "ta", "T"), 500.0),
+    Quantity("PRECT", "m s-1", ("PRECT", "tp", "PRECTOT", "PRECTOTCORR", "pr")),
+    Quantity("TS", "K", ("TS", "skt", "ts")),
+    Quantity("TREFHT", "K", ("TREFHT", "t2m", "T2M", "tas")),
+    Quantity("Z1000", "m", ("Z1000", "H1000"), ("z", "zg", "Z", "H"), 1000.0),
+    Quantity("Z200", "m", ("Z200",), ("z", "zg", "Z", "H"), 200.0),
+    Quantity("ZBOT", "m", ("ZBOT",)),
+)
+_BY_NAME = {q.name: q for q in QUANTITIES}
+_CHANNEL_LONG = {c.name: c.long_name for c in CHANNELS}
+
+#: Names of pressure-level coordinates (besides CF ``axis: Z`` / pressure units).
+LEVEL_NAMES = ("level", "pressure_level", "plev", "lev", "isobaricInhPa", "pressure", "pres")
+_PA_PER = {"pa": 1.0, "hpa": 100.0, "mbar": 100.0, "millibar": 100.0, "millibars": 100.0}
+_PA_PER.update({"mb": 100.0, "hectopascal": 100.0, "hectopascals": 100.0, "pascal": 1.0})
+# spellings pint does not parse, and what they mean
+_ODD_UNITS = {
+    "gpm": "m",
+    "m of water equivalent": "m",
+    "mm/day": "mm day-1",
+    "kg/kg": "1",
+    "kg kg**-1": "1",
+    "kg kg-1": "1",
+    "mb": "hPa",
+    "millibars": "hPa",
+}
+
+
+def known_names(name: str) -> tuple[str, ...]:
+    """The names under which quantity ``name`` is recognised (for error messages)."""
+    q = _BY_NAME.get(name)
+    if q is None:
+        return (name,)
+    levels = tuple(f"{v}@{q.level:g}hPa" for v in q.on_levels)
+    return q.aliases + levels
+
+
+def canonicalize(
+    ds: xr.Dataset, variables: Mapping[str, str] | None = None
+) -> tuple[xr.Dataset, list[str]]:
+    """Rename, pick levels and convert units of the quantities ``ds`` holds.
+
+    Parameters
+    ----------
+    ds : a Dataset with horizontal dimensions already called ``lat`` and ``lon``.
+    variables : extra mapping from the file's names to climnb's (``{"pw": "TMQ"}``); applied
+        first, and wins over the table.
+
+    Returns
+    -------
+    ds : the Dataset with every recognised quantity under climnb's name in climnb's units
+        (attribute ``climnb_source`` says where it came from); variables that were not
+        recognised are kept as they are; variables on levels are kept too.
+    notes : one line per quantity that was renamed, converted or assumed, also logged.
+
+    Raises
+    ------
+    ValueError
+        If ``variables`` names a variable the file lacks or a target climnb does not know, or
+        a unit cannot be converted to the channel's.
+    """
+    ds, notes = _rename_by_hand(ds, variables or {})
+    level_dim = _level_dim(ds)
+    out, used = {}, set()
+    for q in QUANTITIES:
+        found = _find(ds, q, level_dim)
+        if found is None:
+            continue
+        name, source, da = found
+        da, note = _to_units(da, q, source)
+        label = f"{q.name} <- {source}" + (f" ({note})" if note else "")
+        if source != q.name or note:
+            notes.append(label)
+        out[q.name] = da.assign_attrs(climnb_source=label)
+        used.add(name)
+    rest = {k: v for k, v in ds.data_vars.items() if k not in used and k not in out}
+    for note in notes:
+        log.info("input: %s", note)
+    return xr.Dataset({**rest, **out}, coords=ds.coords, attrs=ds.attrs), notes
+
+
+def _rename_by_hand(ds: xr.Dataset, variables: Mapping[str, str]):
+    notes = []
+    for old, new in variables.items():
+        if old not in ds.data_vars:
+            raise ValueError(
+                f"cannot rename {old!r} to {new!r}: the input has no variable {old!r}; it has "
+                f"{', '.join(map(str, ds.data_vars)) or 'no variables'}"
+            )
+        if new not in _BY_NAME:
+            raise ValueError(
+                f"cannot rename {old!r} to {new!r}: climnb knows no quantity {new!r}; it knows "
+                f"{', '.join(_BY_NAME)}"
+            )
+        notes.append(f"renamed {old} -> {new} as asked")
+    clash = [new for old, new in variables.items() if new in ds.data_vars and new != old]
+    ds = ds.drop_vars(clash).rename({o: n for o, n in variables.items() if o != n})
+    return ds, notes
+
+
+def _level_dim(ds: xr.Dataset) -> str | None:
+    """The pressure-level dimension of ``ds``, found by CF attributes then by name."""
+    for dim in ds.dims:
+        coord = ds.coords.get(dim)
+        if coord is None or coord.ndim != 1:
+            continue
+        attrs = coord.attrs
+        units = str(attrs.get("units", "")).strip().lower()
+        cf = attrs.get("axis") == "Z" or attrs.get("standard_name") == "air_pressure"
+        if dim in LEVEL_NAMES or (cf and (units in _PA_PER or not units)):
+            return str(dim)
+    return None
+
+
+def _levels_hpa(coord: xr.DataArray) -> np.ndarray:
+    units = str(coord.attrs.get("units", "")).strip().lower()
+    values = np.asarray(coord.values, dtype=float)
+    if units in _PA_PER:
+        return values * _PA_PER[units] / 100.0
+    guess = 0.01 if np.nanmax(values) > 2000 else 1.0  # Pa (CMIP plev) or hPa (ERA5 level)
+    log.info(
+        "level coordinate %r has no pressure units; taken as %s",
+        coord.name,
+        "Pa" if guess == 0.01 else "hPa",
+    )
+    return values * guess
+
+
+def _find(ds, q: Quantity, level_dim):
+    """``(variable, description, DataArray)`` of quantity ``q`` in ``ds``, or None."""
+    for name in q.aliases:
+        if name in ds.data_vars and (level_dim is None or level_dim not in ds[name].dims):
+            return name, name, ds[name]
+    if level_dim is None or q.level is None:
+        return None
+    for name in q.on_levels:
+        if name in ds.data_vars and level_dim in ds[name].dims:
+            levels = _levels_hpa(ds[level_dim])
+            hit = np.flatnonzero(np.isclose(levels, q.level, atol=0.5))
+            if hit.size == 0:
+                log.warning(
+                    "%s: %s has levels %s hPa, none at %g hPa",
+                    q.name,
+                    name,
+                    levels.tolist(),
+                    q.level,
+                )
+                return None
+            da = ds[name].isel({level_dim: int(hit[0])}, drop=True)
+            return name, f"{name}@{q.level:g}hPa", da
+    return None
+
+
+def _to_units(da: xr.DataArray, q: Quantity, source: str):
+    """``da`` in ``q.units``, and a note saying what was done (empty when nothing was)."""
+    attrs = {
+        "units": q.units,
+        "long_name": q.long_name or _CHANNEL_LONG.get(q.name, da.attrs.get("long_name", q.name)),
+    }
+    raw = da.attrs.get("units")
+    if raw is None or str(raw).strip() == "":
+        return da.assign_attrs(attrs), f"no units given: assumed {q.units}"
+    units = str(raw).strip()
+    if _same(units, q.units):
+        return da.assign_attrs(attrs), ""
+    scale, offset, how = _conversion(units, q, source)
+    out = da * scale + offset if offset else da * scale
+    return out.astype(da.dtype).assign_attrs(attrs), f"{units} -> {q.units}{how}"
+
+
+def _same(units: str, target: str) -> bool:
+    spell = units.replace("**", "").replace("^", "").replace(".", " ").replace("/s", " s-1")
+    return spell == target or units == target
+
+
+def _registry():
+    """cf-xarray's pint registry (UDUNITS spellings); imported only here (about 1 s)."""
+    pint_log = logging.getLogger("pint.util")
+    level = pint_log.level
+    pint_log.setLevel(logging.ERROR)  # cf-xarray redefines a few units on import, noisily
+    try:
+        from cf_xarray.units import units
+    finally:
+        pint_log.setLevel(level)
+    return units
+
+
+def _conversion(units: str, q: Quantity, source: str):
+    """``(scale, offset, how)`` such that ``value * scale + offset`` is in ``q.units``."""
+    ureg = _registry()
+
+    spelled = _ODD_UNITS.get(units, units)
+    try:
+        src = ureg.Quantity(1.0, spelled).units
+    except Exception as err:  # pint raises several kinds of parse error
+        raise ValueError(
+            f"variable {source} ({q.name}) has units {units!r}, which cannot be read; "
+            f"expected {q.units}; set its 'units' attribute or rename it"
+        ) from err
+    g = ureg.Quantity(G, "m s-2")
+    water = ureg.Quantity(_WATER, "kg m-3")
+    hour = ureg.Quantity(_ERA5_ACCUMULATION_S, "s")
+    # physical equivalences tried after a plain conversion: water as mass or depth,
+    # geopotential as height, an accumulated amount as a rate over ERA5's hour
+    routes = [
+        (1.0, ""),
+        (1.0 / water, " (water: 1000 kg m-3)"),
+        (water, " (water: 1000 kg m-3)"),
+        (1.0 / g, " (geopotential / g)"),
+        (1.0 / hour, " (amount over the step, assumed 1 h as in ERA5)"),
+        (water / hour, " (amount over the step, assumed 1 h as in ERA5)"),
+        (1.0 / (water * hour), " (amount over the step, assumed 1 h as in ERA5)"),
+    ]
+    for factor, how in routes:
+        try:
+            if how:
+                zero = (ureg.Quantity(0.0, src) * factor).to(q.units).magnitude
+                one = (ureg.Quantity(1.0, src) * factor).to(q.units).magnitude
+            else:  # a plain conversion, offsets allowed (degC -> K)
+                zero = ureg.Quantity(0.0, src).to(q.units).magnitude
+                one = ureg.Quantity(1.0, src).to(q.units).magnitude
+        except Exception:  # DimensionalityError or an offset unit multiplied
+            continue
+        return float(one - zero), float(zero), how
+    raise ValueError(
+        f"variable {source} ({q.name}) has units {units!r}, which do not convert to "
+        f"{q.units}; fix its 'units' attribute or map another variable to {q.name}"
+    )
