@@ -7,15 +7,15 @@ For each command:
    reference, and the files where the two clean runs already differ are reported (those are
    not expected to be bit-identical, and are left out of the comparison);
 2. ``--kills`` times: start the command into a fresh folder, wait until it has begun writing
-   (the first path appears in its output folder), sleep a seeded random fraction of the clean
+   (the first path appears in its folder), sleep a seeded random fraction of the clean
    run's working time, send SIGKILL to the whole process tree (mpirun and its ranks), then run
    the same command again to completion; a rerun refused because the folder is not empty is
    repeated once with ``--overwrite`` (counted). ``train`` (``--chain``: its runs take
    minutes on a loaded 2-core machine) is killed ``--kills`` times in a row in one folder, each
    restart resuming from what the last one left, at moments drawn over a clean run's whole
    duration, and then run to completion once;
-3. compare every output's SHA-256 with the reference, and count temporary files left behind
-   (``*.tmp`` anywhere in the output folder) after the rerun.
+3. compare every output's SHA-256 with the reference, and count what was left behind after
+   the rerun (``*.tmp`` files and ``*.partial`` folders anywhere in the trial's folder).
 
 What is compared:
 
@@ -181,7 +181,9 @@ def progress(folder: Path) -> str:
 
 
 def leftovers(folder: Path) -> list[str]:
-    return [str(p.relative_to(folder)) for p in folder.rglob("*.tmp")]
+    """Temporary files and half-written folders (``*.tmp``, ``*.partial``) under ``folder``."""
+    found = [*folder.rglob("*.tmp"), *folder.rglob("*.partial")]
+    return sorted(str(p.relative_to(folder)) for p in found)
 
 
 def train_digests(out: Path, stdout: str) -> dict[str, str]:
@@ -226,12 +228,12 @@ def trial(cmd: Command, tally: Tally, env, folder: Path, delay: float | None, re
     """One run into ``folder``: killed after ``delay`` s of work (None: not killed), rerun."""
     where = ""
     if delay is not None:
-        if not start_and_kill(cmd.argv(folder), env, cmd.output(folder), delay):
+        if not start_and_kill(cmd.argv(folder), env, folder, delay):
             tally.missed += 1
         else:
             tally.kills += 1
         where = f" (killed {delay:.2f} s into the work; left {progress(cmd.output(folder))})"
-    done, seconds, work = timed_run(cmd.argv(folder), env, cmd.output(folder))
+    done, seconds, work = timed_run(cmd.argv(folder), env, folder)
     if ref is None and not tally.clean_seconds:  # the first clean run times the command
         tally.clean_seconds, tally.work_seconds = seconds, work
     if done.returncode != 0 and "overwrite" in done.stderr.lower():
@@ -249,7 +251,7 @@ def trial(cmd: Command, tally: Tally, env, folder: Path, delay: float | None, re
             tally.notes.append(f"{folder.name}: differ: {', '.join(diff[:4])}{where}")
         else:
             tally.identical += 1
-        left = leftovers(cmd.output(folder))
+        left = leftovers(folder)
         tally.leftover_tmp += len(left)
         if left:
             tally.notes.append(f"{folder.name}: left behind {left[:3]}")
