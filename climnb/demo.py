@@ -14,8 +14,10 @@ labels (01) -> sample files, stats and staging onto two simulated nodes (02) -> 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
+import re
 import time
 import warnings
 from collections.abc import Iterable
@@ -154,7 +156,8 @@ _WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 def render_html(notebook) -> str:
     """A self-contained HTML page of an executed notebook (an ``nbformat`` node).
 
-    No script is loaded from elsewhere: the page renders offline. What that costs: LaTeX
+    No script is loaded from elsewhere: the page renders offline (BokehJS is inlined by the
+    notebooks, Panel's stylesheets here, from the installed Panel). What that costs: LaTeX
     math in Markdown shows as its TeX source (no MathJax; the notebooks have none), mermaid
     diagrams as their text, and widgets (tqdm's progress bars) as the text of their last
     state (see :func:`static_widgets`) instead of live widgets.
@@ -171,7 +174,35 @@ def render_html(notebook) -> str:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Your element with mimetype", UserWarning)
         body, _ = exporter.from_notebook_node(static_widgets(notebook))
-    return body
+    return _inline_panel_css(body)
+
+
+_PANEL_CSS = re.compile(
+    r'\{"type":"object","name":"ImportedStyleSheet","id":"([^"]+)",'
+    r'"attributes":\{"url":"https://cdn\.holoviz\.org/panel/([^/"]+)/dist/([^"?]+)(\?[^"]*)?"\}\}'
+)
+
+
+def _inline_panel_css(body: str) -> str:
+    """Panel's stylesheets, which the plots' documents import from cdn.holoviz.org, inlined
+    from the installed Panel's own copies (only where its version is the page's)."""
+    try:
+        import panel
+    except ImportError:
+        return body
+    dist = Path(panel.__file__).parent / "dist"
+
+    def inline(m: re.Match) -> str:
+        path = dist / m.group(3)
+        if m.group(2) != panel.__version__ or not path.is_file():
+            return m.group(0)
+        css = json.dumps(path.read_text(encoding="utf-8")).replace("</", "<\\/")
+        return (
+            f'{{"type":"object","name":"InlineStyleSheet","id":"{m.group(1)}",'
+            f'"attributes":{{"css":{css}}}}}'
+        )
+
+    return _PANEL_CSS.sub(inline, body)
 
 
 def static_widgets(notebook):

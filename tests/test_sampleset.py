@@ -391,3 +391,30 @@ def test_samples_killed_then_same_command_resumes(long_toy, tmp_path):
     assert {n: (out / "train" / n).stat().st_ino for n in names} == inodes  # kept
     assert len(list(out.glob("*/data-*.h5"))) > len(names)  # and the rest written after
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clean", "f.nc", "out"]
+
+
+def test_resume_key_follows_inputs_and_options_without_reading_the_data(toy, tmp_path):
+    import xarray as xr
+
+    from climnb.io.sampleset import _run_key
+
+    src = _fields(toy[0], tmp_path / "f.nc")
+    parts = split_steps(None, n=toy[0].sizes["time"])
+
+    def key(ds, **options):
+        return _run_key(
+            ds, ds.truth, "truth", parts, **{"run": 1, "channels": CHANNEL_NAMES, **options}
+        )
+
+    lazy = xr.open_dataset(src)
+    first = key(lazy)
+    assert not lazy.TMQ.variable._in_memory  # a lazily opened file is not read for the key
+    assert key(xr.open_dataset(src)) == first  # the same file: the same key
+    assert key(lazy, run=2) != first and key(lazy, channels=CHANNEL_NAMES[:8]) != first
+    loaded = xr.open_dataset(src).load()
+    before = key(loaded)
+    loaded["TMQ"][0, 0, 0] += 1  # data in memory: the values count
+    assert key(loaded) != before
+    _fields(toy[0], tmp_path / "f2.nc")
+    (tmp_path / "f2.nc").replace(src)  # the same name, rewritten: another file
+    assert key(xr.open_dataset(src)) != first

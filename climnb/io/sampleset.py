@@ -559,14 +559,27 @@ def _run_key(ds, labels, label_name, parts, *, run: int, channels: Sequence[str]
     import dask
     from dask.base import tokenize
 
+    def token(var) -> str:
+        if var.chunks is not None or getattr(var.variable, "_in_memory", True):
+            return tokenize(var)  # dask: names from path + mtime; in memory: the values
+        # lazily read from a file without dask: tokenize would read it all; its identity
+        source = var.encoding.get("source")
+        if not source:
+            raise ValueError(f"{var.name}: lazily read from an unknown file")
+        st = os.stat(source)
+        return tokenize(var.name, var.shape, str(var.dtype), source, st.st_size, st.st_mtime_ns)
+
     try:
         with dask.config.set({"tokenize.ensure-deterministic": True}):
-            token = tokenize(ds[list(channels)], labels)
-    except (RuntimeError, TypeError, ValueError) as err:
+            tokens = [token(ds[c]) for c in channels] + [
+                token(labels),
+                tokenize(ds.coords.to_dataset()),
+            ]
+    except (OSError, RuntimeError, TypeError, ValueError) as err:
         log.warning("inputs have no deterministic token (%s): a killed run will start over", err)
         return None
     h = hashlib.sha256()
-    h.update(json.dumps([token, str(label_name), run, list(channels)]).encode())
+    h.update(json.dumps([tokens, str(label_name), run, list(channels)]).encode())
     for idx in parts:
         h.update(np.asarray(idx, np.int64).tobytes() + b"|")
     return h.hexdigest()
