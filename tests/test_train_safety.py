@@ -134,7 +134,9 @@ def test_resume_after_a_damaged_checkpoint_continues_from_the_one_before(
     result = train(_config(samples, out, max_steps=5))
     assert list(result.history.step) == [1, 2, 3, 4, 5]  # 1-2 restored, 3-5 trained again
     np.testing.assert_allclose(result.history.loss.iloc[:3], first.history.loss.iloc[:3], rtol=1e-5)
-    assert latest(out / "checkpoints").name == "ckpt-00000005.npz"
+    ckpt = load_checkpoint(latest(out / "checkpoints"))
+    assert ckpt.path.name == "ckpt-00000005.npz"
+    assert (ckpt.state["epoch"], ckpt.state["step_in_epoch"]) == (0, 5)  # counts on after resume
 
 
 def test_non_finite_weights_are_never_checkpointed(tmp_path):

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from climnb.train.config import TrainConfig
+from climnb.train.loop import train
 
 HELP = "train Tiramisu or DeepLabv3+ on sample files, data-parallel with Horovod"
 EXAMPLE = (
@@ -128,8 +129,6 @@ def _read_config_file(path: str) -> dict:
 
 
 def run(args) -> int:
-    from climnb.train.loop import train
-
     config = config_from_args(args)
 
     def progress(record):

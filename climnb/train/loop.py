@@ -329,7 +329,7 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     )
     stopped = False
     for epoch in range(run.epoch, config.epochs):
-        skip, run.step_in_epoch = run.step_in_epoch, 0
+        skip = run.step_in_epoch  # resumed inside this epoch: its batches done so far
         batches = _batches(data.train, data.stats, config, epoch).take(steps)
         for x, y, _ in batches.skip(skip):
             record, stop = run.step(x, y, epoch)
