@@ -5,8 +5,12 @@ whose rivers' truth is each river's connected region of generated IVT >= 250 kg 
 physical rule that none of the recipes is built from; see climnb.synthetic):
 
 * quality at toy (96 x 144) and full (768 x 1152) size over >= 50 steps from several seeds, for
-  every recipe: ``default`` and ``paper`` on the 16 CAM5 channels, ``ivt`` (the transport rule)
-  on the 16 channels plus the IVT components: pixel IoU per class and event recall /
+  every recipe on the inputs of ``ROWS``: ``default`` on the 16 channels plus the IVT
+  components (transport rule on IVT), on the 16 channels alone (transport rule on the proxy
+  TMQ x |V850|) and on the channels without winds (TMQ rules, rivers only); ``paper`` on the
+  16 channels; ``ivt`` on the 16 channels plus the IVT components. The truth comes from seeds
+  100-104; the proxy threshold was chosen on seeds 1000-1007 (``ARConfig.proxy_threshold``).
+  Pixel IoU per class and event recall /
   precision (bars: IoU >= 0.85 for both classes at full size), and the river pixels within
   15 degrees of the equator (bar: none);
 * agreement with an independent detector, IPART's THR method on the same IVT fields
@@ -14,9 +18,10 @@ physical rule that none of the recipes is built from; see climnb.synthetic):
   unless ``--ipart-full``): pixel IoU
   of each recipe's rivers with IPART's, and matched events (a river is matched when half of
   its pixels are river in the other mask) (bar: IoU >= 0.6);
-* seconds per full-size step on one core (target <= 0.5 s), next to a baseline measured in the
-  same run: one ``np.percentile`` plus one ``scipy.ndimage.label`` of the grid, the least a
-  percentile-and-components labeller must spend;
+* seconds per full-size step on one core (issue 16's target: <= 0.05 s), each run paired
+  with a baseline run (one ``np.percentile`` plus one ``scipy.ndimage.label`` of the grid,
+  the least a percentile-and-components labeller must spend), and the median ratio of the
+  pairs, which a shared machine's load skews far less than the seconds;
 * the 1-worker vs 2-worker speed-up of ``label_dataset`` through dask (threads and processes)
   on a series read lazily from NetCDF;
 * peak memory (RSS) of labelling a lazily opened series of NetCDF files to NetCDF, for a short
@@ -63,11 +68,26 @@ TARGETS = {
     "full": {"tropical_cyclone": 0.85, "atmospheric_river": 0.85},
 }
 RECIPES = ("default", "paper", "ivt")
+#: The rows of the quality tables: (recipe, input). Inputs: ``ivt`` the 16 channels plus the
+#: IVT components; ``winds`` the 16 channels (TMQ and 850 hPa winds: the proxy); ``tmq`` the
+#: 16 channels without any wind (rivers from TMQ alone; no storms, which need winds).
+ROWS = (
+    ("default", "ivt"),
+    ("default", "winds"),
+    ("default", "tmq"),
+    ("paper", "winds"),
+    ("ivt", "ivt"),
+)
+_WINDS = ("U850", "V850", "UBOT", "VBOT")
 
 
-def _inputs(ds: xr.Dataset, recipe: str) -> xr.Dataset:
-    """What a recipe sees: the 16 channels, plus the IVT components for the transport rule."""
-    names = list(CHANNEL_NAMES) + (["IVTU", "IVTV"] if recipe == "ivt" else [])
+def _inputs(ds: xr.Dataset, given: str) -> xr.Dataset:
+    """What a row's detector sees (see ``ROWS``)."""
+    names = list(CHANNEL_NAMES)
+    if given == "ivt":
+        names += ["IVTU", "IVTV"]
+    elif given == "tmq":
+        names = [n for n in names if n not in _WINDS]
     return ds[names]
 
 
@@ -80,12 +100,13 @@ def datasets(shape, steps: int, seeds: int):
         )
 
 
-def quality(data, recipe: str) -> tuple[pd.DataFrame, list[np.ndarray]]:
-    """Scores of one recipe over all series, and its label arrays (one per series)."""
+def quality(data, recipe: str, given: str) -> tuple[pd.DataFrame, list[np.ndarray], str]:
+    """Scores of one recipe on one kind of input over all series, its label arrays (one per
+    series) and the plan's notes (what the detector was fed)."""
     config = LabelConfig.recipe(recipe)
     labels, truth, found, true, arrays = [], [], [], [], []
     for seed, (ds, events) in enumerate(data):
-        lab, ev = compute(*label_dataset(_inputs(ds, recipe), config), scheduler="sync")
+        lab, ev = compute(*label_dataset(_inputs(ds, given), config), scheduler="sync")
         # distinct times per seed so that events of different seeds never meet
         shift = pd.Timedelta(days=365 * seed)
         labels.append(lab.assign_coords(time=lab.time + shift))
@@ -96,12 +117,18 @@ def quality(data, recipe: str) -> tuple[pd.DataFrame, list[np.ndarray]]:
     table = score(
         xr.concat(labels, "time"), xr.concat(truth, "time"), pd.concat(found), pd.concat(true)
     )
-    return table, arrays
+    return table, arrays, lab.attrs["notes"]
 
 
-def print_quality(name, shape, recipe, table, steps, seeds, tropical_pixels):
-    print(f"\n{name} {shape[0]} x {shape[1]}, recipe {recipe}: {steps} steps from {seeds} seeds")
+def print_quality(name, shape, recipe, given, notes, table, steps, seeds, tropical_pixels):
+    print(
+        f"\n{name} {shape[0]} x {shape[1]}, recipe {recipe} on input '{given}': {steps} steps "
+        f"from {seeds} seeds\n  ({notes})"
+    )
     for cls, row in table.iterrows():
+        if cls == "tropical_cyclone" and given == "tmq":
+            print(f"  {cls:<18} not labelled (no winds in the input)")
+            continue
         target = TARGETS[name][cls]
         ok = row.iou >= target and row.recall >= 0.95 and row.precision >= 0.95
         print(
@@ -158,29 +185,44 @@ def ipart_agreement(data, arrays_by_recipe, max_steps: int) -> None:
         )
 
 
-def step_speed(repeat: int = 5) -> float:
-    ds, _ = make_dataset(n_time=2, n_lat=FULL_SHAPE[0], n_lon=FULL_SHAPE[1], seed=7)
-    names = required_variables()
+def step_speed(repeat: int = 15) -> float:
+    """Seconds per full-size step on one core, each run paired with a baseline run.
+
+    The baseline (one ``np.percentile`` plus one ``ndimage.label`` of the grid, the least a
+    percentile-and-components labeller must spend) runs right before each labelled step, so
+    both see the same load; the ratio of each pair is the figure that survives a shared
+    machine. Issue 16's unloaded figures were 0.008 s for the baseline and 0.15 s per step
+    (about 19x); its target of 0.05 s per step is about 6x the baseline.
+    """
+    ds, _ = make_dataset(n_time=2, n_lat=FULL_SHAPE[0], n_lon=FULL_SHAPE[1], seed=7, ivt=True)
     lat, lon = ds.lat.values, ds.lon.values
-    steps = [{k: ds[k].values[t] for k in names} for t in range(2)]
-    label_step(steps[0], lat, lon)  # warm up
-    times = []
-    for i in range(repeat):
-        start = time.perf_counter()
-        label_step(steps[i % 2], lat, lon)
-        times.append(time.perf_counter() - start)
-    tmq = steps[0]["TMQ"]
-    start = time.perf_counter()
-    for _ in range(repeat):
-        ndimage.label(tmq > np.percentile(tmq, 95))
-    base = (time.perf_counter() - start) / repeat
-    best, median = min(times), float(np.median(times))
-    print(
-        f"\nfull-size step on one core: best {best:.3f} s, median {median:.3f} s "
-        f"(target <= 0.5 s: {'OK' if median <= 0.5 else 'SLOW'}); baseline percentile + "
-        f"ndimage.label {base:.3f} s, ratio {median / base:.1f}x"
-    )
-    return median
+    inputs = {
+        "TMQ + 850 hPa winds (proxy transport)": list(required_variables()),
+        "with IVTU/IVTV (transport)": [*required_variables(), "IVTU", "IVTV"],
+    }
+    print(f"\nfull-size step on one core ({repeat} runs, each after a baseline run):")
+    medians = {}
+    for name, names in inputs.items():
+        steps = [{k: ds[k].values[t] for k in names} for t in range(2)]
+        label_step(steps[0], lat, lon)  # warm up
+        times, base = [], []
+        for i in range(repeat):
+            tmq = steps[i % 2]["TMQ"]
+            start = time.perf_counter()
+            ndimage.label(tmq > np.percentile(tmq, 95))
+            base.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            label_step(steps[i % 2], lat, lon)
+            times.append(time.perf_counter() - start)
+        ratio = np.median(np.array(times) / np.array(base))
+        medians[name] = float(np.median(times))
+        print(
+            f"  {name:<38} median {np.median(times):.3f} s (best {min(times):.3f}), baseline "
+            f"median {np.median(base):.4f} s; ratio (median of pairs) {ratio:.1f}x "
+            f"(~{ratio * 0.008:.3f} s at the unloaded baseline of 0.008 s; target <= 0.05 s: "
+            f"{'OK' if ratio * 0.008 <= 0.05 else 'SLOW'})"
+        )
+    return medians
 
 
 def scaling(paths: list[Path]) -> None:
@@ -283,7 +325,8 @@ def pictures(folder: Path, shape=TOY_SHAPE, steps: int = 3, seed: int = 100) -> 
             0
         ].values
         == 2,
-        "climnb default": compute(*label_dataset(_inputs(ds, "default")))[0].values == 2,
+        "climnb default (TMQ + winds)": compute(*label_dataset(_inputs(ds, "winds")))[0].values
+        == 2,
         "IPART THR": ipart_reference.ipart_rivers(ds),
     }
     folder.mkdir(parents=True, exist_ok=True)
@@ -337,10 +380,13 @@ def main(argv=None):
         data = list(datasets(shape, args.steps, args.seeds))
         steps = sum(ds.sizes["time"] for ds, _ in data)
         arrays = {}
-        for recipe in recipes:
-            table, arrays[recipe] = quality(data, recipe)
-            tropical = _tropical_pixels(data, arrays[recipe])
-            print_quality(name, shape, recipe, table, steps, args.seeds, tropical)
+        for recipe, given in ROWS:
+            if recipe not in recipes:
+                continue
+            table, found, notes = quality(data, recipe, given)
+            arrays[f"{recipe}/{given}"] = found
+            tropical = _tropical_pixels(data, found)
+            print_quality(name, shape, recipe, given, notes, table, steps, args.seeds, tropical)
         if name == "toy" or args.ipart_full:
             ipart_agreement(data, arrays, args.ipart_steps)
     step_speed()

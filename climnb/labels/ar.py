@@ -2,8 +2,9 @@
 
 Two methods (``ARConfig.method``; ``"auto"`` picks the first the input allows).
 
-**Transport** (:func:`transport_rivers`), when the input has IVT or its components: the river
-is the IVT object itself, as in IVT-based catalogues:
+**Transport** (:func:`transport_rivers`), when the input has IVT or its components, or TMQ and
+850 hPa winds (the proxy ``TMQ * |V850|``, thresholded at ``proxy_threshold``, 250 / 0.7): the
+river is the IVT object itself, as in IVT-based catalogues:
 
 1. IVT >= ``ivt_threshold`` (250 kg m-1 s-1, the fixed threshold of Rutz et al. 2014 and of
    many catalogues since), or, for a series long enough, IVT above the ``ivt_percentile``
@@ -47,7 +48,7 @@ import numpy as np
 import pandas as pd
 from scipy import ndimage
 
-from climnb.labels.components import label_components, label_max, measure
+from climnb.labels.components import label_components, label_max, label_pixels, measure
 from climnb.labels.config import ARConfig
 from climnb.labels.sphere import EARTH_RADIUS_KM
 
@@ -66,17 +67,6 @@ def ivt_magnitude(fields: Mapping[str, np.ndarray]) -> np.ndarray | None:
     if {"TMQ", "U850", "V850"} <= set(fields):
         return fields["TMQ"] * np.hypot(fields["U850"], fields["V850"])
     return None
-
-
-def _poleward(fields, lat) -> np.ndarray | None:
-    """Poleward vapour transport (kg m-1 s-1; northward in the north, southward in the south)."""
-    if "IVTV" in fields:
-        v = fields["IVTV"]
-    elif "IVT" not in fields and {"TMQ", "V850"} <= set(fields):
-        v = fields["TMQ"] * fields["V850"]
-    else:
-        return None
-    return v * np.sign(np.asarray(lat, dtype=v.dtype))[:, None]
 
 
 def river_strength(fields: Mapping[str, np.ndarray], lat: np.ndarray, config: ARConfig):
@@ -106,30 +96,78 @@ def transport_rivers(
     """Rivers as IVT objects (the transport method; see the module's docstring).
 
     ``threshold`` (kg m-1 s-1, a number or a (lat, lon) field such as a per-grid-point
-    percentile) defaults to ``config.ivt_threshold``. Returns what :func:`detect_rivers` does.
+    percentile) defaults to ``config.ivt_threshold``, or ``config.proxy_threshold`` when the
+    fields hold no IVT and the proxy is used. Returns what :func:`detect_rivers` does.
     """
     ivt = ivt_magnitude(fields)
     if ivt is None:
         raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
-    threshold = config.ivt_threshold if threshold is None else threshold
-    above = (ivt >= threshold) & ~_tropics(lat, ivt.shape, config)
+    if threshold is None:
+        true_ivt = "IVT" in fields or {"IVTU", "IVTV"} <= set(fields)
+        threshold = config.ivt_threshold if true_ivt else config.proxy_threshold
+    above = ivt >= threshold
+    above[np.abs(np.asarray(lat, dtype=float)) < config.exclude_tropics_deg] = False
     if exclude is not None:
         above &= ~exclude
     labels, n = label_components(above, periodic=periodic, connectivity=config.connectivity)
-    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2)
+    # every step below touches only the labelled pixels, not the whole grid
+    where, idx = label_pixels(labels)
+    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
     lo, hi = config.ivt_lat_band
     keep = (
         (shapes.length_km >= config.ivt_min_length_km)
         & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
         & shapes.lat.abs().between(lo, hi)
     ).to_numpy()
-    poleward = _poleward(fields, lat)
-    if poleward is not None and config.ivt_min_poleward is not None:
-        mean = _label_mean(poleward, labels, n)[shapes.label.to_numpy().astype(int)]
-        keep = keep & (mean >= config.ivt_min_poleward)
-    labels, n = _relabel(labels, shapes.label.to_numpy().astype(int)[keep])
-    log.debug("%d IVT objects, %d rivers", len(shapes), n)
-    return labels > 0, _describe(labels, n, lat, lon, fields)
+    candidates = shapes.label.to_numpy().astype(int)
+    if config.ivt_min_poleward is not None and keep.any():
+        poleward = _poleward_at(fields, lat, where, labels.shape[1])
+        if poleward is not None:
+            total = np.bincount(idx, weights=poleward, minlength=n + 1)
+            mean = total / np.maximum(np.bincount(idx, minlength=n + 1), 1)
+            keep = keep & (mean[candidates] >= config.ivt_min_poleward)
+    kept = candidates[keep]
+    lut = np.zeros(n + 1, np.int32)
+    lut[kept] = np.arange(1, kept.size + 1)
+    new = lut[idx]
+    inside = new > 0
+    where, idx = where[inside], new[inside]
+    mask = np.zeros(labels.shape, bool)
+    mask.ravel()[where] = True
+    log.debug("%d IVT objects, %d rivers", len(shapes), kept.size)
+    if kept.size == 0:
+        return mask, _describe(np.zeros(labels.shape, np.int32), 0, lat, lon, fields)
+    rivers = shapes[keep].assign(label=np.arange(1, kept.size + 1)).reset_index(drop=True)
+    return mask, rivers.assign(
+        max_ivt=_max_at(ivt.ravel()[where], idx, kept.size),
+        max_wind=_max_at(
+            np.hypot(fields["U850"].ravel()[where], fields["V850"].ravel()[where]),
+            idx,
+            kept.size,
+        )
+        if "U850" in fields and "V850" in fields
+        else np.nan,
+    )
+
+
+def _poleward_at(fields, lat, where: np.ndarray, ncol: int) -> np.ndarray | None:
+    """Poleward vapour transport (kg m-1 s-1; northward in the north, southward in the south)
+    at the flat indices ``where``, or None when the meridional transport is not known."""
+    if "IVTV" in fields:
+        v = fields["IVTV"].ravel()[where]
+    elif "IVT" not in fields and {"TMQ", "V850"} <= set(fields):
+        v = fields["TMQ"].ravel()[where] * fields["V850"].ravel()[where]
+    else:
+        return None
+    sign = np.sign(np.asarray(lat, dtype=v.dtype))
+    return v * sign[where // ncol]
+
+
+def _max_at(values: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    """Maximum of ``values`` per label 1..n of ``idx`` (as floats)."""
+    out = np.full(n + 1, -np.inf)
+    np.maximum.at(out, idx, values.astype(float))
+    return out[1:]
 
 
 def _damping(lat, config: ARConfig) -> np.ndarray:

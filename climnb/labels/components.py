@@ -34,9 +34,9 @@ import numpy as np
 import pandas as pd
 from scipy import ndimage
 
-from climnb.labels.sphere import cell_area_km2, great_circle_km, unit_vectors
+from climnb.labels.sphere import cell_area_km2, great_circle_km
 
-__all__ = ["label_components", "measure", "label_max", "MEASURE_COLUMNS"]
+__all__ = ["label_components", "measure", "label_pixels", "label_max", "MEASURE_COLUMNS"]
 
 MEASURE_COLUMNS = ("label", "n_pixels", "area_km2", "lat", "lon", "length_km", "width_km")
 
@@ -106,9 +106,11 @@ def measure(
     lon: np.ndarray,
     *,
     min_area_km2: float = 0.0,
+    pixels: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Area, centroid, length and width of each component with area >= ``min_area_km2``.
 
+    ``pixels`` may pass :func:`pixels` of ``labels`` when the caller has them already.
     Returns a DataFrame with the columns of :data:`MEASURE_COLUMNS` (one row per component,
     ordered by label; ``lon`` in 0..360).
     """
@@ -116,21 +118,30 @@ def measure(
         return pd.DataFrame({c: pd.Series(dtype=float) for c in MEASURE_COLUMNS})
     lat = np.asarray(lat, dtype=float)
     lon = np.asarray(lon, dtype=float)
-    flat = labels.ravel()
-    where = np.flatnonzero(flat)
-    idx = flat[where]
-    r, c = np.divmod(where, labels.shape[1])
+    where, idx = pixels if pixels is not None else label_pixels(labels)
+    ncol = labels.shape[1]
+    r = where // ncol
     w = cell_area_km2(lat, lon)[r]
     area = np.bincount(idx, weights=w, minlength=n + 1)
     count = np.bincount(idx, minlength=n + 1)
-    xyz = unit_vectors(lat[r], lon[c])
+    keep = np.flatnonzero(area >= min_area_km2)
+    keep = keep[(keep > 0) & (count[keep] > 0)]
+    if keep.size < n:  # the shapes of the small components are not needed: leave them out
+        sel = np.zeros(n + 1, bool)
+        sel[keep] = True
+        m = sel[idx]
+        where, idx, r, w = where[m], idx[m], r[m], w[m]
+    c = where - r * ncol
+    # unit vectors from per-row and per-column tables (the same values as unit_vectors, with
+    # the trigonometry done once per row and column rather than once per pixel)
+    phi, lam = np.radians(lat), np.radians(lon)
+    cp = np.cos(phi)
+    xyz = np.stack([cp[r] * np.cos(lam)[c], cp[r] * np.sin(lam)[c], np.sin(phi)[r]], axis=-1)
     centre = np.stack(
         [np.bincount(idx, weights=w * xyz[:, k], minlength=n + 1) for k in range(3)], axis=1
     )
     clat = np.degrees(np.arctan2(centre[:, 2], np.hypot(centre[:, 0], centre[:, 1])))
     clon = np.degrees(np.arctan2(centre[:, 1], centre[:, 0])) % 360.0
-    keep = np.flatnonzero(area >= min_area_km2)
-    keep = keep[(keep > 0) & (count[keep] > 0)]
     order = np.argsort(idx, kind="stable")
     bounds = np.searchsorted(idx[order], np.arange(n + 2))
     length = np.array(
@@ -148,6 +159,13 @@ def measure(
             "width_km": area[keep] / length_safe,
         }
     )
+
+
+def label_pixels(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Flat indices of the labelled pixels and their labels (one pass over the grid)."""
+    flat = labels.ravel()
+    where = np.flatnonzero(flat)
+    return where, flat[where]
 
 
 def label_max(values: np.ndarray, labels: np.ndarray, index: np.ndarray) -> np.ndarray:

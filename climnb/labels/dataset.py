@@ -107,9 +107,10 @@ def _river_plan(have: set[str], config: LabelConfig):
     ar = config.ar
     transport = [v for v in (("IVTU", "IVTV"), ("IVT",)) if set(v) <= have]
     proxy = {"TMQ", "U850", "V850"} <= have
-    if ar.method in ("auto", "transport") and (transport or (ar.method == "transport" and proxy)):
+    if ar.method in ("auto", "transport") and (transport or proxy):
         names = transport[0] if transport else ("TMQ", "U850", "V850")
-        thr = f"IVT >= {ar.ivt_threshold:g} kg m-1 s-1" + (
+        level = ar.ivt_threshold if transport else ar.proxy_threshold
+        thr = f"IVT >= {level:g} kg m-1 s-1" + (
             f" or the {ar.ivt_percentile:g}th percentile of each point" if ar.ivt_percentile else ""
         )
         src = "+".join(names) if transport else "the proxy TMQ x |V850|"
@@ -230,7 +231,7 @@ def label_step(
     if _AR in classes:
         kwargs = dict(periodic=periodic, exclude=storm_mask)
         if config.ar.method == "transport":
-            kwargs["exclude"] = _surroundings(storm_mask, lat, config.ar.storm_buffer_km)
+            kwargs["exclude"] = _surroundings(storm_mask, lat, config.ar.storm_buffer_km, storms)
             river_mask, rivers = transport_rivers(
                 fields, lat, lon, config.ar, threshold=ivt_threshold, **kwargs
             )
@@ -253,14 +254,31 @@ def label_step(
     return labels, events.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
 
 
-def _surroundings(storm_mask: np.ndarray, lat: np.ndarray, buffer_km: float) -> np.ndarray:
+def _surroundings(
+    storm_mask: np.ndarray, lat: np.ndarray, buffer_km: float, storms=()
+) -> np.ndarray:
     """The storms' masks grown by ``buffer_km``: their circulation, where the strong transport
-    is the storm's own (the grid's latitude spacing sets the step)."""
+    is the storm's own (the grid's latitude spacing sets the step).
+
+    Each storm is grown in its own box, ``steps`` pixels larger than the storm on every side:
+    a growth by ``steps`` cannot reach farther, and within the box it gives what growing the
+    whole grid would (each pixel's path back to the storm stays inside the box).
+    """
     if buffer_km <= 0 or not storm_mask.any():
         return storm_mask
     step_km = abs(float(lat[1] - lat[0])) * np.pi * 6371.0 / 180.0
     steps = int(np.ceil(buffer_km / step_km))
-    return ndimage.binary_dilation(storm_mask, iterations=steps)
+    if not storms:
+        return ndimage.binary_dilation(storm_mask, iterations=steps)
+    out = storm_mask.copy()
+    for s in storms:
+        if not s.rows.size:
+            continue
+        box = tuple(
+            slice(max(int(i.min()) - steps, 0), int(i.max()) + steps + 1) for i in (s.rows, s.cols)
+        )
+        out[box] |= ndimage.binary_dilation(storm_mask[box], iterations=steps)
+    return out
 
 
 _EMPTY_STORMS = pd.DataFrame(
@@ -275,6 +293,9 @@ def _fill_missing(fields):
     out, missing = {}, None
     for name, f in fields.items():
         f = np.asarray(f)
+        if np.isfinite(f.sum()):  # one read of the field; NaN or inf would make the sum so
+            out[name] = f
+            continue
         bad = ~np.isfinite(f)
         if bad.any():
             if bad.all():

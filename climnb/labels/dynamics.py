@@ -42,11 +42,26 @@ def vorticity(u: np.ndarray, v: np.ndarray, lat: np.ndarray, lon: np.ndarray) ->
     dtype = np.result_type(u, v, np.float32)
     cos = np.cos(phi).astype(dtype)[:, None]
     dv_dlam = _ddlon(np.asarray(v, dtype), lam)
-    ducos_dphi = np.gradient(np.asarray(u, dtype) * cos, phi, axis=-2).astype(dtype, copy=False)
+    ducos_dphi = _ddlat(np.asarray(u, dtype) * cos, phi)
     with np.errstate(divide="ignore", invalid="ignore"):
         zeta = (dv_dlam - ducos_dphi) / (dtype.type(_R_M) * cos)
     zeta[..., np.abs(cos[:, 0]) < 1e-6, :] = np.nan
     return zeta
+
+
+def _ddlat(f: np.ndarray, phi: np.ndarray) -> np.ndarray:
+    """``np.gradient(f, phi, axis=-2)`` (second order inside, first order at the ends) in
+    ``f``'s own precision when the latitudes are evenly spaced; np.gradient's uneven-spacing
+    formula otherwise."""
+    step = np.diff(phi)
+    if phi.size < 3 or np.ptp(step) > 1e-6 * abs(step[0]):
+        return np.gradient(f, phi, axis=-2).astype(f.dtype, copy=False)
+    out = np.empty_like(f)
+    np.subtract(f[..., 2:, :], f[..., :-2, :], out=out[..., 1:-1, :])
+    out[..., 1:-1, :] *= f.dtype.type(1.0 / (phi[2] - phi[0]))
+    out[..., 0, :] = (f[..., 1, :] - f[..., 0, :]) * f.dtype.type(1.0 / step[0])
+    out[..., -1, :] = (f[..., -1, :] - f[..., -2, :]) * f.dtype.type(1.0 / step[-1])
+    return out
 
 
 def _ddlon(f: np.ndarray, lam: np.ndarray) -> np.ndarray:

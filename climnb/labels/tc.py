@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import ndimage
 
 from climnb.labels.components import label_components
 from climnb.labels.config import TCConfig
@@ -102,7 +101,11 @@ def find_centres(
     """Storm centres ``(row, col, vorticity, min_psl)`` that pass every TECA-style check."""
     grid = _Grid(lat, lon, periodic)
     hemi = np.where(grid.lat < 0, -1.0, 1.0).astype(np.float32)[:, None]
-    zeta = np.nan_to_num(vorticity(fields["U850"], fields["V850"], lat, lon) * hemi, nan=0.0)
+    zeta = vorticity(fields["U850"], fields["V850"], lat, lon)
+    zeta *= hemi
+    bad = ~np.isfinite(zeta).all(axis=1)  # NaN in the rows at the poles
+    if bad.any():
+        zeta[bad] = np.nan_to_num(zeta[bad], nan=0.0)
     rows, cols = _vorticity_maxima(zeta, grid, config)
     checks = _Checks(fields, grid, config)
     centres: list[tuple[int, int, float, float]] = []
@@ -116,15 +119,37 @@ def find_centres(
 
 
 def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig):
-    """Rows and columns of local maxima above the threshold, strongest first."""
-    half = grid.cells(config.vorticity_window_deg / 2)
-    peak = ndimage.maximum_filter(
-        zeta,
-        size=(2 * half[0] + 1, 2 * half[1] + 1),
-        mode=("nearest", "wrap" if grid.periodic else "nearest"),
-    )
+    """Rows and columns of local maxima above the threshold, strongest first.
+
+    A pixel is a maximum when no pixel of its window (``vorticity_window_deg``; rows clipped
+    at the poles, columns wrapped on a global grid) is larger: what comparing ``zeta`` with
+    its ``maximum_filter`` gives. Only pixels above ``min_vorticity`` can be maxima (about
+    0.3 % of the synthetic full-size grid), and only those that are also the largest of
+    their 3 x 3 neighbours (a few dozen), so only their windows are looked at, instead of
+    filtering the whole grid.
+    """
+    hr, hc = grid.cells(config.vorticity_window_deg / 2)
+    n_row, n_col = zeta.shape
     near = np.abs(grid.lat) <= config.max_abs_lat
-    rows, cols = np.nonzero((zeta == peak) & (zeta >= config.min_vorticity) & near[:, None])
+    rows, cols = np.nonzero(zeta >= config.min_vorticity)
+    keep = near[rows]
+    rows, cols = rows[keep], cols[keep]
+    values = zeta[rows, cols]
+    for dr in (-1, 0, 1):  # the largest of their 3 x 3 neighbours
+        for dc in (-1, 0, 1):
+            r = np.clip(rows + dr, 0, n_row - 1)
+            c = (cols + dc) % n_col if grid.periodic else np.clip(cols + dc, 0, n_col - 1)
+            keep = values >= zeta[r, c]
+            rows, cols, values = rows[keep], cols[keep], values[keep]
+    keep = np.zeros(rows.size, bool)
+    for k, (i, j) in enumerate(zip(rows, cols, strict=True)):  # and of their window
+        band = zeta[max(i - hr, 0) : i + hr + 1]
+        if grid.periodic:
+            window = np.take(band, np.arange(j - hc, j + hc + 1), axis=1, mode="wrap")
+        else:
+            window = band[:, max(j - hc, 0) : j + hc + 1]
+        keep[k] = values[k] >= window.max()
+    rows, cols = rows[keep], cols[keep]  # row-major order, as np.nonzero gives
     order = np.argsort(-zeta[rows, cols])
     return rows[order], cols[order]
 
@@ -134,10 +159,10 @@ class _Checks:
 
     def __init__(self, fields, grid: _Grid, config: TCConfig):
         self.psl, self.grid, self.config = fields["PSL"], grid, config
-        self.tavg = _zonal_anomaly((fields["T200"] + fields["T500"]) / 2)
+        self.tavg = _ZonalAnomaly(lambda k: (fields["T200"][k] + fields["T500"][k]) / 2)
         self.thick = None
         if config.thickness_rise_m is not None:
-            self.thick = _zonal_anomaly(fields["Z200"] - fields["Z1000"])
+            self.thick = _ZonalAnomaly(lambda k: fields["Z200"][k] - fields["Z1000"][k])
 
     def __call__(self, r: int, c: int) -> bool:
         grid, cfg = self.grid, self.config
@@ -157,6 +182,25 @@ class _Checks:
 def _zonal_anomaly(field: np.ndarray) -> np.ndarray:
     """``field`` minus the median of its latitude row: removes the equator-to-pole gradient."""
     return field - np.median(field, axis=1, keepdims=True)
+
+
+class _ZonalAnomaly:
+    """:func:`_zonal_anomaly` of ``field(index)``, computed only where it is indexed.
+
+    The checks look at a few boxes and rings around candidate centres, so the row medians
+    are computed for the rows they touch (and kept), not for the whole grid.
+    """
+
+    def __init__(self, field):
+        self.field, self.median = field, {}
+
+    def __getitem__(self, key):
+        rows = np.broadcast_to(np.asarray(key[0]), np.broadcast_shapes(*map(np.shape, key)))
+        for r in np.unique(rows):
+            if r not in self.median:
+                self.median[r] = np.median(self.field(int(r)))
+        values = self.field(key)
+        return values - np.vectorize(self.median.__getitem__, otypes=[values.dtype])(rows)
 
 
 def _pressure_minimum(psl, grid: _Grid, i: int, j: int, deg: float) -> tuple[int, int]:
