@@ -265,7 +265,7 @@ def _last(text: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def bench(cmd: Command, root: Path, kills: int, rng, env, chain: bool) -> Tally:
+def bench(cmd: Command, root: Path, kills: int, rng, env, chain: bool, repeat: bool) -> Tally:
     tally = Tally(cmd.name, chain=chain)
     base = root / cmd.name
     base.mkdir(parents=True, exist_ok=True)
@@ -273,8 +273,11 @@ def bench(cmd: Command, root: Path, kills: int, rng, env, chain: bool) -> Tally:
     if ref is None:
         tally.notes.insert(0, "the clean run failed; nothing to compare with")
         return tally
-    again = trial(cmd, tally, env, base / "clean-b", None, None, set())
-    tally.unstable = compare(ref, again or {}, set())
+    if repeat:
+        again = trial(cmd, tally, env, base / "clean-b", None, None, set())
+        tally.unstable = compare(ref, again or {}, set())
+    else:
+        tally.notes.append("one clean run only (--no-repeat): reproducibility not checked")
     tally.completed = 0
     if not chain:  # each kill in a fresh folder, then a rerun there
         for k in range(kills):
@@ -290,6 +293,7 @@ def bench(cmd: Command, root: Path, kills: int, rng, env, chain: bool) -> Tally:
         else:
             tally.missed += 1
         left.append(progress(cmd.output(folder)).split(", newest ")[-1])
+        print(f"  {cmd.name} kill {len(left)} at {delay:.1f} s: left {left[-1]}", flush=True)
     tally.notes.append("after each kill: " + "; ".join(left))
     trial(cmd, tally, env, folder, None, ref, set(tally.unstable))
     return tally
@@ -379,6 +383,12 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", help="work folder (kept); default a temporary one, removed")
     parser.add_argument("--train-ranks", type=int, default=None, help="default 2 with Horovod")
     parser.add_argument(
+        "--no-repeat",
+        dest="repeat",
+        action="store_false",
+        help="one clean run instead of two (skips the reproducibility check)",
+    )
+    parser.add_argument(
         "--chain",
         nargs="*",
         default=("train",),
@@ -414,7 +424,8 @@ def main(argv=None) -> int:
         if cmd.name not in args.only:
             continue
         t = time.perf_counter()
-        tally = bench(cmd, root, kills, rng, mpi if cmd.mpi else plain, cmd.name in args.chain)
+        env = mpi if cmd.mpi else plain
+        tally = bench(cmd, root, kills, rng, env, cmd.name in args.chain, args.repeat)
         tallies.append(tally)
         runs = 1 if tally.chain else tally.kills + tally.missed
         mode = "in a row in one folder, then one rerun" if tally.chain else "each in a fresh folder"
