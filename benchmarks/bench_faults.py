@@ -355,13 +355,16 @@ def make_data(data: Path, n_time: int, stage_shape: str, env) -> None:
 
     data.mkdir(parents=True, exist_ok=True)
     fields, big = data / "fields.nc", data / "stage-fields.nc"
-    for argv in (
+    steps = [
         ["synth", "--out", str(fields), "--n-time", str(n_time), "--seed", "5"],
         ["samples", "--input", str(fields), "--out", str(data / "samples"), "--seed", "0"],
-        # staging copies bytes: larger files give its kills a longer window to land in
-        ["synth", "--out", str(big), "--n-time", "40", "--shape", stage_shape, "--seed", "6"],
-        ["samples", "--input", str(big), "--out", str(data / "stage-source"), "--seed", "0"],
-    ):
+    ]
+    if stage_shape:  # staging copies bytes: larger files give its kills a longer window
+        steps += [
+            ["synth", "--out", str(big), "--n-time", "40", "--shape", stage_shape, "--seed", "6"],
+            ["samples", "--input", str(big), "--out", str(data / "stage-source"), "--seed", "0"],
+        ]
+    for argv in steps:
         done = run([PYTHON, "-m", "climnb", *argv], env)
         if done.returncode:
             sys.exit(f"climnb {argv[0]} failed:\n{done.stderr}")
@@ -409,7 +412,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
     plain, mpi = environment(False), environment(True)
     t0 = time.perf_counter()
-    make_data(root / "data", n_time, args.stage_shape, plain)
+    make_data(root / "data", n_time, args.stage_shape if "stage" in args.only else "", plain)
     print(
         f"data: {n_time} toy steps (96 x 144), staging source "
         f"{len(list((root / 'data/stage-source/train').glob('data-*.h5')))} training files of "
