@@ -11,9 +11,10 @@ For each command:
    run's working time, send SIGKILL to the whole process tree (mpirun and its ranks), then run
    the same command again to completion; a rerun refused because the folder is not empty is
    repeated once with ``--overwrite`` (counted). ``train`` (``--chain``: its runs take
-   minutes on a loaded 2-core machine) is killed ``--kills`` times in a row in one folder, each
-   restart resuming from what the last one left, at moments drawn over a clean run's whole
-   duration, and then run to completion once;
+   minutes on a loaded 2-core machine) is killed again and again in one folder, each restart
+   resuming from what the last one left, at moments drawn over a clean run's whole duration;
+   when a restart ends before its kill, that chain is complete (rerun once more to read its
+   result) and the next kills start a new chain, until ``--kills`` kills have landed;
 3. compare every output's SHA-256 with the reference, and count what was left behind after
    the rerun (``*.tmp`` files and ``*.partial`` folders anywhere in the trial's folder).
 
@@ -79,6 +80,7 @@ class Tally:
     clean_seconds: float = 0.0
     work_seconds: float = 0.0
     chain: bool = False
+    chains: int = 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,18 +286,27 @@ def bench(cmd: Command, root: Path, kills: int, rng, env, chain: bool, repeat: b
             delay = float(rng.uniform(0.0, tally.work_seconds))
             trial(cmd, tally, env, base / f"kill-{k:02d}", delay, ref, set(tally.unstable))
         return tally
-    # one folder killed again and again (each restart resumes), then run to completion
-    folder, left = base / "chain", []
-    for _ in range(kills):
+    # one folder killed again and again (each restart resumes) until a restart ends before its
+    # kill: that chain is complete and compared, and the next kills start a new chain
+    chains, folder, left, attempts = 0, base / "chain-00", [], 0
+    while tally.kills < kills and attempts < 3 * kills:
+        attempts += 1
         delay = float(rng.uniform(0.0, tally.clean_seconds))  # from the start: restarts resume
         if start_and_kill(cmd.argv(folder), env, None, delay):
             tally.kills += 1
-        else:
-            tally.missed += 1
-        left.append(progress(cmd.output(folder)).split(", newest ")[-1])
-        print(f"  {cmd.name} kill {len(left)} at {delay:.1f} s: left {left[-1]}", flush=True)
-    tally.notes.append("after each kill: " + "; ".join(left))
-    trial(cmd, tally, env, folder, None, ref, set(tally.unstable))
+            left.append(progress(cmd.output(folder)).split(", newest ")[-1])
+            print(f"  {cmd.name} {folder.name} kill at {delay:.1f} s: left {left[-1]}", flush=True)
+            continue
+        tally.missed += 1
+        trial(cmd, tally, env, folder, None, ref, set(tally.unstable))
+        chains += 1
+        folder = base / f"chain-{chains:02d}"
+    if left:
+        tally.notes.append("after each kill: " + "; ".join(left))
+    if folder.exists():
+        trial(cmd, tally, env, folder, None, ref, set(tally.unstable))
+        chains += 1
+    tally.chains = chains
     return tally
 
 
@@ -430,8 +441,12 @@ def main(argv=None) -> int:
         env = mpi if cmd.mpi else plain
         tally = bench(cmd, root, kills, rng, env, cmd.name in args.chain, args.repeat)
         tallies.append(tally)
-        runs = 1 if tally.chain else tally.kills + tally.missed
-        mode = "in a row in one folder, then one rerun" if tally.chain else "each in a fresh folder"
+        runs = tally.chains if tally.chain else tally.kills + tally.missed
+        mode = (
+            f"in a row, {tally.chains} chain(s) each resumed to the end"
+            if tally.chain
+            else "each in a fresh folder"
+        )
         print(
             f"\n{cmd.name} ({mode}): kills {tally.kills} (missed: ended before the kill "
             f"{tally.missed}), reruns completed {tally.completed}/{runs}, "
