@@ -12,7 +12,8 @@ For each command:
    the same command again to completion; a rerun refused because the folder is not empty is
    repeated once with ``--overwrite`` (counted). ``train`` (``--chain``: its runs take
    minutes on a loaded 2-core machine) is killed again and again in one folder, each restart
-   resuming from what the last one left, at moments drawn over a clean run's whole duration;
+   resuming from what the last one left, at moments drawn over a clean run's working phase
+   (counted from the process start, after the clean run's start-up time);
    when a restart ends before its kill, that chain is complete (rerun once more to read its
    result) and the next kills start a new chain, until ``--kills`` kills have landed;
 3. compare every output's SHA-256 with the reference, and count what was left behind after
@@ -288,22 +289,24 @@ def bench(cmd: Command, root: Path, kills: int, rng, env, chain: bool, repeat: b
         return tally
     # one folder killed again and again (each restart resumes) until a restart ends before its
     # kill: that chain is complete and compared, and the next kills start a new chain
-    chains, folder, left, attempts = 0, base / "chain-00", [], 0
+    chains, folder, left, attempts, pending = 0, base / "chain-00", [], 0, False
     while tally.kills < kills and attempts < 3 * kills:
         attempts += 1
-        delay = float(rng.uniform(0.0, tally.clean_seconds))  # from the start: restarts resume
+        # from the start of the process, within the clean run's working phase (after startup)
+        delay = float(rng.uniform(tally.clean_seconds - tally.work_seconds, tally.clean_seconds))
         if start_and_kill(cmd.argv(folder), env, None, delay):
             tally.kills += 1
+            pending = True
             left.append(progress(cmd.output(folder)).split(", newest ")[-1])
             print(f"  {cmd.name} {folder.name} kill at {delay:.1f} s: left {left[-1]}", flush=True)
             continue
         tally.missed += 1
         trial(cmd, tally, env, folder, None, ref, set(tally.unstable))
         chains += 1
-        folder = base / f"chain-{chains:02d}"
+        folder, pending = base / f"chain-{chains:02d}", False
     if left:
         tally.notes.append("after each kill: " + "; ".join(left))
-    if folder.exists():
+    if pending:  # the last chain's kills, then the run to the end
         trial(cmd, tally, env, folder, None, ref, set(tally.unstable))
         chains += 1
     tally.chains = chains
