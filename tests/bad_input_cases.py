@@ -1,0 +1,991 @@
+"""The bad-input table: every ``climnb`` subcommand given inputs a user could give it by mistake.
+
+Each :class:`Case` builds its inputs in a folder of its own and returns the command line; the
+command is then run in-process through :func:`climnb.cli.main` (the folder as working
+directory, stdout/stderr captured) and :func:`judge` checks what a careful tool does:
+
+* exit status 2;
+* exactly one error line on stderr, ``climnb COMMAND: error: ...``, naming the file (or the
+  option) and the problem (a case's ``names`` must all appear, its ``keyword`` must match);
+* no file changed: every file under the folder hashed before and after, nothing added (no
+  output, no temporary file, no new folder), nothing removed.
+
+Used by ``tests/test_bad_input.py`` (one test per case) and ``benchmarks/bench_reliability.py``
+(tried / handled, and the list of the unhandled ones). ``owner`` says whose area a case is in,
+so that an unhandled case goes to the right person.
+
+Some cases need root (a small or read-only tmpfs mounted over a folder: as root, file
+permissions do not stop reads or writes); they raise :class:`Unavailable` elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["CASES", "Case", "Golden", "Outcome", "Unavailable", "judge", "make_golden", "run_case"]
+
+# the owners' areas (branches) this session; "lead" where nobody is working on it
+SAMPLESET, TRAINING, REALDATA, PANGEO, LEAD = "sampleset", "training", "realdata", "pangeo", "lead"
+
+N_TIME = 40  # 5 days of toy steps: enough for a split by time blocks with 24 h gaps
+# a small Tiramisu so that a case that is not refused trains one step in seconds
+TRAIN_CONFIG = {"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "threads": 1}
+TRAIN_FLAGS = ["--epochs", "1", "--max-steps", "1", "--batch-size", "2", "--threads", "1"]
+
+
+class Unavailable(Exception):
+    """The case cannot be set up on this machine (for example: no permission to mount)."""
+
+
+@dataclass(frozen=True)
+class Golden:
+    """Correct inputs, made once and copied into each case's folder.
+
+    fields : toy NetCDF fields with ``truth`` (``climnb synth``, 40 steps, 96 x 144).
+    samples : ``climnb samples`` of them: train/, validation/, test/, stats.h5.
+    bundle : a model bundle (one 1x1 convolution: predicts in milliseconds).
+    """
+
+    fields: Path
+    samples: Path
+    bundle: Path
+
+
+def make_golden(root: str | os.PathLike) -> Golden:
+    """Make the golden inputs in ``root`` with climnb's own commands."""
+    from climnb.cli import main
+
+    root = Path(root)
+    fields, samples = root / "fields.nc", root / "samples"
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = main(["synth", "--out", str(fields), "--n-time", str(N_TIME), "--seed", "3"])
+        assert rc == 0, "climnb synth failed"
+        rc = main(["samples", "--input", str(fields), "--out", str(samples), "--seed", "0"])
+        assert rc == 0, "climnb samples failed"
+    return Golden(fields, samples, _pointwise_bundle(root / "bundle", samples))
+
+
+def _pointwise_bundle(path: Path, samples: Path) -> Path:
+    import keras
+    import numpy as np
+
+    from climnb.bundle import save_bundle
+    from climnb.io.stats import read_stats
+
+    stats = read_stats(samples / "stats.h5")
+    inp = keras.Input((None, None, len(stats.channels)))
+    model = keras.Model(inp, keras.layers.Conv2D(3, 1)(inp))
+    return save_bundle(
+        model,
+        path,
+        channels=stats.channels,
+        minval=stats.minval,
+        maxval=stats.maxval,
+        name="pointwise",
+        preset="test",
+        stride=16,
+        extra={"note": np.float64(0).item()},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Building a case's inputs
+# ---------------------------------------------------------------------------------------------
+
+
+class Ctx:
+    """A case's folder, the golden inputs, and helpers that make bad copies of them."""
+
+    def __init__(self, folder: Path, golden: Golden, stack: contextlib.ExitStack):
+        self.d, self.g, self.stack = folder, golden, stack
+
+    def p(self, name: str) -> str:
+        return str(self.d / name)
+
+    # --- NetCDF fields ---
+    def fields(self, name: str = "fields.nc", change: Callable | None = None) -> str:
+        """The golden fields copied to ``name``, or rewritten after ``change(ds) -> ds``."""
+        target = self.d / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if change is None:
+            shutil.copyfile(self.g.fields, target)
+        else:
+            import xarray as xr
+
+            with xr.open_dataset(self.g.fields) as ds:
+                out = change(ds.load())
+            for v in out.variables.values():
+                v.encoding = {}  # the golden file's (uint8 truth, ...) would undo the change
+            out.to_netcdf(target)
+        return str(target)
+
+    # --- sample sets ---
+    def samples(self, name: str = "samples") -> Path:
+        target = self.d / name
+        shutil.copytree(self.g.samples, target)
+        return target
+
+    def first(self, folder: Path, part: str = "train") -> Path:
+        return sorted((folder / part).glob("data-*.h5"))[0]
+
+    def text(self, name: str, content: str | bytes) -> str:
+        target = self.d / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (target.write_bytes if isinstance(content, bytes) else target.write_text)(content)
+        return str(target)
+
+    def truncate(self, path: str | Path, keep: float = 0.5) -> str:
+        data = Path(path).read_bytes()
+        Path(path).write_bytes(data[: int(len(data) * keep)])
+        return str(path)
+
+    def dir(self, name: str) -> str:
+        (self.d / name).mkdir(parents=True, exist_ok=True)
+        return str(self.d / name)
+
+    def config(self, name: str = "config.json", **extra) -> str:
+        return self.text(name, json.dumps({**TRAIN_CONFIG, **extra}))
+
+    # --- file systems that refuse writes (root is not stopped by chmod) ---
+    def _mount(self, folder: Path, options: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() != 0 or shutil.which("mount") is None:
+            raise Unavailable("mounting a tmpfs needs root")
+        cmd = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            raise Unavailable(f"cannot mount a tmpfs: {done.stderr.strip()}")
+        self.stack.callback(subprocess.run, ["umount", "-l", str(folder)], capture_output=True)
+
+    def full_disk(self, name: str = "fulldisk") -> Path:
+        """A 64 KiB tmpfs filled to the last byte by a file ``filler``."""
+        folder = self.d / name
+        self._mount(folder, "size=64k,mode=0755")
+        f = open(folder / "filler", "wb", buffering=0)
+        try:
+            while f.write(b"\0" * 4096):
+                pass
+        except OSError:  # ENOSPC: full
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                f.close()
+        return folder
+
+    def read_only(self, name: str = "rofs", files: dict[str, Path] | None = None) -> Path:
+        """A read-only tmpfs holding copies of ``files`` (name -> source)."""
+        folder = self.d / name
+        self._mount(folder, "size=128m,mode=0755")
+        for target, source in (files or {}).items():
+            copy = shutil.copytree if Path(source).is_dir() else shutil.copyfile
+            copy(source, folder / target)
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        return folder
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input.
+
+    id : readable test id, ``command-what``.
+    owner : whose area the fix lies in (branch name; ``lead`` where nobody's).
+    build : ``build(ctx) -> argv`` makes the inputs in ``ctx.d`` and returns the command line.
+    names : strings the error line must contain (file names, options); ``a|b``: either.
+    keyword : regular expression (case-insensitive) the error line must match: the problem.
+    """
+
+    id: str
+    owner: str
+    build: Callable[[Ctx], list[str]]
+    names: tuple[str, ...]
+    keyword: str
+
+    @property
+    def command(self) -> str:
+        return self.id.split("-", 1)[0]
+
+
+CASES: list[Case] = []
+
+
+def case(id: str, owner: str, names: tuple[str, ...] | str, keyword: str):
+    names = (names,) if isinstance(names, str) else names
+
+    def register(build):
+        CASES.append(Case(id, owner, build, names, keyword))
+        return build
+
+    return register
+
+
+def _label(c: Ctx, *argv: str) -> list[str]:
+    return ["label", *argv, "--no-progress"]
+
+
+def _drop(*names):
+    return lambda ds: ds.drop_vars(list(names))
+
+
+def _set(var, value, where=(0, 0, 0)):
+    def change(ds):
+        ds[var] = ds[var].astype("float32" if var != "truth" else "float64")
+        ds[var][where] = value
+        return ds
+
+    return change
+
+
+NO_FILE = r"no such|not found|does not exist|missing|cannot find"
+NOT_NETCDF = r"netcdf|not a|unreadable|cannot read|cannot open|format|corrupt|truncat|hdf"
+NOT_DIR = r"director|folder"
+NO_WRITE = r"writ|read-only|read only|permission|not a directory"
+NO_SPACE = r"space|full|disk|quota|writ"
+SAME = r"input|same|overwrit"
+
+# --- label (realdata) --------------------------------------------------------------------------
+
+
+@case("label-out-equals-input", REALDATA, "fields.nc", SAME)
+def _(c):
+    f = c.fields()
+    return _label(c, f, "--out", f)
+
+
+@case("label-events-equals-input", REALDATA, "fields.nc", SAME)
+def _(c):
+    f = c.fields()
+    return _label(c, f, "--out", c.p("labels.nc"), "--events", f)
+
+
+@case("label-events-equals-out", REALDATA, "labels.nc", r"same|events|overwrit|both")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("labels.nc"), "--events", c.p("labels.nc"))
+
+
+@case("label-out-is-directory", REALDATA, "outdir", NOT_DIR)
+def _(c):
+    return _label(c, c.fields(), "--out", c.dir("outdir"))
+
+
+@case("label-out-under-a-file", REALDATA, "plainfile", NO_WRITE + "|" + NOT_DIR)
+def _(c):
+    c.text("plainfile", "a regular file\n")
+    return _label(c, c.fields(), "--out", c.p("plainfile/labels.nc"))
+
+
+@case("label-out-read-only", REALDATA, "rofs", NO_WRITE)
+def _(c):
+    ro = c.read_only("rofs", {"fields.nc": c.g.fields})
+    return _label(c, str(ro / "fields.nc"), "--out", str(ro / "labels.nc"))
+
+
+@case("label-disk-full", REALDATA, "labels.nc", NO_SPACE)
+def _(c):
+    return _label(c, c.fields(), "--out", str(c.full_disk() / "labels.nc"))
+
+
+@case("label-input-missing", REALDATA, "nothere.nc", NO_FILE)
+def _(c):
+    return _label(c, c.p("nothere.nc"), "--out", c.p("labels.nc"))
+
+
+@case("label-input-empty-file", REALDATA, "empty.nc", NOT_NETCDF + "|empty")
+def _(c):
+    return _label(c, c.text("empty.nc", b""), "--out", c.p("labels.nc"))
+
+
+@case("label-input-not-netcdf", REALDATA, "notes.nc", NOT_NETCDF)
+def _(c):
+    return _label(c, c.text("notes.nc", "time,TMQ\n0,1\n"), "--out", c.p("labels.nc"))
+
+
+@case("label-input-truncated", REALDATA, "fields.nc", NOT_NETCDF)
+def _(c):
+    return _label(c, c.truncate(c.fields(), 0.4), "--out", c.p("labels.nc"))
+
+
+@case("label-input-is-directory", REALDATA, "indir", NOT_DIR + "|" + NOT_NETCDF)
+def _(c):
+    return _label(c, c.dir("indir"), "--out", c.p("labels.nc"))
+
+
+@case("label-no-fields", REALDATA, "fields.nc", r"missing|lacks|no variable|need|none of")
+def _(c):
+    from climnb.channels import CHANNEL_NAMES
+
+    return _label(c, c.fields(change=_drop(*CHANNEL_NAMES)), "--out", c.p("labels.nc"))
+
+
+@case("label-variable-wrong-dims", REALDATA, ("fields.nc", "PSL"), r"dimension|shape")
+def _(c):
+    def change(ds):
+        ds["PSL"] = ds.PSL.expand_dims(level=[850.0, 500.0]).transpose("time", "level", ...)
+        return ds
+
+    return _label(c, c.fields(change=change), "--out", c.p("labels.nc"))
+
+
+@case("label-variable-text-dtype", REALDATA, ("fields.nc", "TMQ"), r"dtype|type|numeric|number")
+def _(c):
+    def change(ds):
+        ds["TMQ"] = ds.TMQ.astype(int).astype(str)
+        return ds
+
+    return _label(c, c.fields(change=change), "--out", c.p("labels.nc"))
+
+
+@case("label-empty-time-axis", REALDATA, "fields.nc", r"time|empty|no step")
+def _(c):
+    return _label(c, c.fields(change=lambda ds: ds.isel(time=slice(0, 0))), "--out", c.p("l.nc"))
+
+
+@case("label-workers-zero", REALDATA, "--workers", r"at least|positive")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("labels.nc"), "--workers", "0")
+
+
+@case("label-percentile-over-100", REALDATA, "percentile", r"0|100|range|between")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("labels.nc"), "--ar-percentile", "150")
+
+
+# --- samples (sampleset) -------------------------------------------------------------------------
+
+
+def _samples(c: Ctx, inputs, out, *argv) -> list[str]:
+    inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+    return ["samples", "--input", *inputs, "--out", out, *argv]
+
+
+@case("samples-out-equals-input", SAMPLESET, "fields.nc", SAME + "|" + NOT_DIR)
+def _(c):
+    f = c.fields()
+    return _samples(c, f, f)
+
+
+@case("samples-out-is-a-file", SAMPLESET, "plainfile", NOT_DIR)
+def _(c):
+    return _samples(c, c.fields(), c.text("plainfile", "not a folder\n"))
+
+
+@case("samples-out-not-empty", SAMPLESET, "samples", r"overwrite|not empty|exist|already")
+def _(c):
+    return _samples(c, c.fields(), str(c.samples()), "--seed", "1")
+
+
+@case("samples-out-under-a-file", SAMPLESET, "plainfile", NO_WRITE + "|" + NOT_DIR)
+def _(c):
+    c.text("plainfile", "a regular file\n")
+    return _samples(c, c.fields(), c.p("plainfile/samples"))
+
+
+@case("samples-out-read-only", SAMPLESET, "rofs", NO_WRITE)
+def _(c):
+    return _samples(c, c.fields(), str(c.read_only() / "samples"))
+
+
+@case("samples-disk-full", SAMPLESET, "fulldisk", NO_SPACE)
+def _(c):
+    return _samples(c, c.fields(), str(c.full_disk() / "samples"))
+
+
+@case("samples-input-missing", SAMPLESET, "nothere.nc", NO_FILE)
+def _(c):
+    return _samples(c, c.p("nothere.nc"), c.p("samples"))
+
+
+@case("samples-input-truncated", SAMPLESET, "fields.nc", NOT_NETCDF)
+def _(c):
+    return _samples(c, c.truncate(c.fields(), 0.4), c.p("samples"))
+
+
+@case("samples-no-label-variable", SAMPLESET, ("fields.nc", "truth"), r"label")
+def _(c):
+    return _samples(c, c.fields(change=_drop("truth")), c.p("samples"))
+
+
+@case("samples-missing-channel", SAMPLESET, ("fields.nc", "PSL"), r"lack|missing|no variable")
+def _(c):
+    return _samples(c, c.fields(change=_drop("PSL")), c.p("samples"))
+
+
+@case("samples-label-value-7", SAMPLESET, "fields.nc", r"label|class")
+def _(c):
+    return _samples(c, c.fields(change=_set("truth", 7)), c.p("samples"))
+
+
+@case("samples-label-value-negative", SAMPLESET, "fields.nc", r"label|class")
+def _(c):
+    return _samples(c, c.fields(change=_set("truth", -1)), c.p("samples"))
+
+
+@case("samples-label-value-fraction", SAMPLESET, "fields.nc", r"label|class|integer")
+def _(c):
+    return _samples(c, c.fields(change=_set("truth", 1.5)), c.p("samples"))
+
+
+@case("samples-nan-in-field", SAMPLESET, ("fields.nc", "TMQ"), r"nan|finite")
+def _(c):
+    return _samples(c, c.fields(change=_set("TMQ", float("nan"))), c.p("samples"))
+
+
+@case("samples-inf-in-field", SAMPLESET, ("fields.nc", "PSL"), r"inf|finite")
+def _(c):
+    return _samples(c, c.fields(change=_set("PSL", float("inf"))), c.p("samples"))
+
+
+@case("samples-gap-too-long", SAMPLESET, "gap", r"too few|too short|gap")
+def _(c):
+    return _samples(c, c.fields(), c.p("samples"), "--gap-hours", "1000")
+
+
+@case("samples-same-input-twice", SAMPLESET, "fields.nc", r"time|same|duplicate|twice")
+def _(c):
+    f = c.fields()
+    return _samples(c, [f, f], c.p("samples"))
+
+
+@case("samples-run-negative", SAMPLESET, "run", r"negative|at least|positive|>= ?0")
+def _(c):
+    return _samples(c, c.fields(), c.p("samples"), "--run", "-1")
+
+
+# --- stage (sampleset) ---------------------------------------------------------------------------
+
+
+def _stage(c: Ctx, source, dest, *argv) -> list[str]:
+    base = ["--ranks-per-node", "1", "--samples-per-rank", "4", "--no-mpi"]
+    return ["stage", "--source", str(source), "--dest", str(dest), *base, *argv]
+
+
+@case("stage-source-missing", SAMPLESET, "nothere", NO_FILE + "|" + NOT_DIR)
+def _(c):
+    return _stage(c, c.p("nothere"), c.p("node{node}"))
+
+
+@case("stage-source-empty", SAMPLESET, "emptydir", r"no sample|empty|nothing")
+def _(c):
+    return _stage(c, c.dir("emptydir"), c.p("node{node}"))
+
+
+@case("stage-source-is-a-file", SAMPLESET, "plainfile", NOT_DIR)
+def _(c):
+    return _stage(c, c.text("plainfile", "x\n"), c.p("node{node}"))
+
+
+@case("stage-dest-equals-source", SAMPLESET, "train", SAME + "|source")
+def _(c):
+    train = c.samples() / "train"
+    return _stage(c, train, train)
+
+
+@case("stage-dest-under-a-file", SAMPLESET, "plainfile", NO_WRITE + "|" + NOT_DIR)
+def _(c):
+    c.text("plainfile", "x\n")
+    return _stage(c, c.samples() / "train", c.p("plainfile/node{node}"))
+
+
+@case("stage-dest-read-only", SAMPLESET, "rofs", NO_WRITE)
+def _(c):
+    return _stage(c, c.samples() / "train", str(c.read_only() / "node{node}"))
+
+
+@case("stage-disk-full", SAMPLESET, "fulldisk", NO_SPACE)
+def _(c):
+    return _stage(c, c.samples() / "train", str(c.full_disk() / "node{node}"))
+
+
+@case("stage-truncated-source-file", SAMPLESET, "data-", r"truncat|corrupt|digest|checksum|size")
+def _(c):
+    s = c.samples()
+    c.truncate(c.first(s))
+    return _stage(c, s / "train", c.p("node{node}"))
+
+
+@case("stage-stats-missing", SAMPLESET, "nostats.h5", NO_FILE)
+def _(c):
+    return _stage(c, c.samples() / "train", c.p("node{node}"), "--stats", c.p("nostats.h5"))
+
+
+@case("stage-stats-not-hdf5", SAMPLESET, "bad.h5", r"stat|hdf|readable|corrupt")
+def _(c):
+    bad = c.text("bad.h5", "not statistics\n")
+    return _stage(c, c.samples() / "train", c.p("node{node}"), "--stats", bad)
+
+
+@case("stage-samples-per-rank-zero", SAMPLESET, "per-rank|per_rank", r"at least|positive")
+def _(c):
+    argv = _stage(c, c.samples() / "train", c.p("node{node}"))
+    argv[argv.index("--samples-per-rank") + 1] = "0"
+    return argv
+
+
+@case("stage-ranks-per-node-zero", SAMPLESET, "ranks-per-node|ranks_per_node", r"at least|positive")
+def _(c):
+    argv = _stage(c, c.samples() / "train", c.p("node{node}"))
+    argv[argv.index("--ranks-per-node") + 1] = "0"
+    return argv
+
+
+@case("stage-nodes-zero", SAMPLESET, "nodes", r"at least|positive")
+def _(c):
+    return _stage(c, c.samples() / "train", c.p("node{node}"), "--nodes", "0")
+
+
+@case("stage-two-nodes-without-placeholder", SAMPLESET, "{node}", r"dest|contain")
+def _(c):
+    return _stage(c, c.samples() / "train", c.p("local"), "--nodes", "2")
+
+
+# --- train (training) ----------------------------------------------------------------------------
+
+
+def _train(c: Ctx, data, *argv, out: str = "run") -> list[str]:
+    flags = list(TRAIN_FLAGS)
+    for i in range(0, len(argv) - 1):  # a case's value for a flag replaces the default
+        if argv[i] in flags and argv[i].startswith("--"):
+            j = flags.index(argv[i])
+            del flags[j : j + 2]
+    cfg = [] if "--config" in argv else ["--config", c.config()]
+    return ["train", "--data", str(data), "--out", c.p(out), *cfg, *flags, *argv]
+
+
+def _h5(path: Path, edit: Callable) -> None:
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        edit(f)
+
+
+@case("train-batch-size-zero", TRAINING, "batch", r"at least|positive")
+def _(c):
+    return _train(c, c.samples(), "--batch-size", "0")
+
+
+@case("train-batch-size-negative", TRAINING, "batch", r"at least|positive")
+def _(c):
+    return _train(c, c.samples(), "--batch-size", "-2")
+
+
+@case("train-epochs-zero", TRAINING, "epochs", r"at least|positive")
+def _(c):
+    return _train(c, c.samples(), "--epochs", "0")
+
+
+@case("train-batch-larger-than-data", TRAINING, "batch", r"files|too few|smaller")
+def _(c):
+    return _train(c, c.samples(), "--batch-size", "64")
+
+
+@case("train-data-missing", TRAINING, "nothere", NO_FILE + "|no sample|not a director")
+def _(c):
+    return _train(c, c.p("nothere"))
+
+
+@case("train-data-empty", TRAINING, "emptydir", r"no sample|empty")
+def _(c):
+    return _train(c, c.dir("emptydir"))
+
+
+@case("train-stats-missing", TRAINING, "stats.h5", NO_FILE)
+def _(c):
+    s = c.samples()
+    (s / "stats.h5").unlink()
+    return _train(c, s)
+
+
+@case("train-stats-not-hdf5", TRAINING, "stats.h5", r"readable|hdf|corrupt|statistic")
+def _(c):
+    s = c.samples()
+    (s / "stats.h5").write_text("not statistics\n")
+    return _train(c, s)
+
+
+@case("train-stats-channel-order", TRAINING, "stats.h5", r"channel|order")
+def _(c):
+    s = c.samples()
+
+    def reverse(f):
+        g = f["climate"]
+        g.attrs["channels"] = g.attrs["channels"][::-1]
+        for name in ("minval", "maxval", "mean", "sqmean"):
+            g[name][...] = g[name][...][::-1]
+
+    _h5(s / "stats.h5", reverse)
+    return _train(c, s)
+
+
+@case("train-stats-nan", TRAINING, "stats.h5", r"nan|finite")
+def _(c):
+    s = c.samples()
+
+    def nan(f):
+        f["climate/maxval"][3] = float("nan")
+
+    _h5(s / "stats.h5", nan)
+    return _train(c, s)
+
+
+@case("train-stats-wrong-length", TRAINING, "stats.h5", r"values|channel|length|shape")
+def _(c):
+    s = c.samples()
+
+    def shorten(f):
+        g = f["climate"]
+        for name in ("minval", "maxval", "mean", "sqmean"):
+            values = g[name][...][:15]
+            del g[name]
+            g.create_dataset(name, data=values)
+
+    _h5(s / "stats.h5", shorten)
+    return _train(c, s)
+
+
+@case("train-sample-nan", TRAINING, "data-", r"nan|finite|digest|checksum|manifest|changed")
+def _(c):
+    s = c.samples()
+
+    def nan(f):
+        f["climate/data"][5, 5, 0] = float("nan")
+
+    for path in (s / "train").glob("data-*.h5"):  # every one: a step reads only a batch
+        _h5(path, nan)
+    return _train(c, s)
+
+
+@case(
+    "train-sample-flipped-bytes", TRAINING, "data-", r"digest|checksum|manifest|corrupt|not finite"
+)
+def _(c):
+    from climnb.io.samples import inspect_sample
+
+    s = c.samples()
+    for path in (s / "train").glob("data-*.h5"):
+        offset = inspect_sample(path).data_offset
+        with open(path, "r+b") as f:  # the exponent bytes of 64 values: magnitudes up to 1e38
+            for k in range(64):
+                f.seek(offset + 4 * k * 97 + 3)
+                f.write(b"\x7e")
+    return _train(c, s)
+
+
+@case("train-sample-label-value-7", TRAINING, "data-", r"label|class|digest|checksum|manifest")
+def _(c):
+    s = c.samples()
+
+    def seven(f):
+        f["climate/labels_0"][10, 10] = 7
+
+    for path in (s / "train").glob("data-*.h5"):
+        _h5(path, seven)
+    return _train(c, s)
+
+
+@case("train-sample-float64-data", TRAINING, "data-", r"float32|dtype|digest|checksum|manifest")
+def _(c):
+    s = c.samples()
+
+    def widen(f):
+        data = f["climate/data"][...].astype("float64")
+        del f["climate/data"]
+        f["climate"].create_dataset("data", data=data)
+
+    _h5(c.first(s), widen)
+    return _train(c, s)
+
+
+@case("train-sample-wrong-grid", TRAINING, "data-", r"grid|shape|digest|checksum|manifest")
+def _(c):
+    s = c.samples()
+
+    def shrink(f):
+        data, labels = f["climate/data"][::2, ::2], f["climate/labels_0"][::2, ::2]
+        del f["climate/data"], f["climate/labels_0"]
+        f["climate"].create_dataset("data", data=data)
+        f["climate"].create_dataset("labels_0", data=labels)
+
+    _h5(sorted((s / "train").glob("data-*.h5"))[-1], shrink)
+    return _train(c, s)
+
+
+@case("train-sample-truncated", TRAINING, "data-", r"truncat|corrupt|digest|checksum|size")
+def _(c):
+    s = c.samples()
+    c.truncate(sorted((s / "train").glob("data-*.h5"))[-1], 0.6)
+    return _train(c, s)
+
+
+@case("train-sample-empty-file", TRAINING, "data-", r"truncat|corrupt|empty|readable|digest")
+def _(c):
+    s = c.samples()
+    c.first(s).write_bytes(b"")
+    return _train(c, s)
+
+
+@case("train-config-missing", TRAINING, "nothere.json", NO_FILE)
+def _(c):
+    return _train(c, c.samples(), "--config", c.p("nothere.json"))
+
+
+@case("train-config-not-json", TRAINING, "bad.json", r"json|parse|decode|invalid")
+def _(c):
+    return _train(c, c.samples(), "--config", c.text("bad.json", "epochs: 3\n"))
+
+
+@case("train-config-unknown-key", TRAINING, ("cfg.json", "epoch"), r"unknown")
+def _(c):
+    return _train(c, c.samples(), "--config", c.config("cfg.json", epoch=3))
+
+
+@case("train-out-is-a-file", TRAINING, "plainfile", NOT_DIR)
+def _(c):
+    c.text("plainfile", "a regular file\n")
+    return _train(c, c.samples(), out="plainfile")
+
+
+@case("train-out-equals-data", TRAINING, "samples", SAME + "|data")
+def _(c):
+    return _train(c, c.samples(), out="samples")
+
+
+@case("train-learning-rate-negative", TRAINING, "learning|lr", r"positive|negative|> ?0")
+def _(c):
+    return _train(c, c.samples(), "--lr", "-0.1")
+
+
+# --- predict (pangeo) ----------------------------------------------------------------------------
+
+
+def _predict(c: Ctx, *inputs, out: str | None = None, model: str | None = None, extra=()):
+    model = model or str(c.g.bundle)
+    out = out or c.p("pred.nc")
+    return ["predict", "--model", model, *map(str, inputs), "--out", out, "--no-progress", *extra]
+
+
+@case("predict-out-equals-input", PANGEO, "fields.nc", SAME)
+def _(c):
+    f = c.fields()
+    return _predict(c, f, out=f)
+
+
+@case("predict-out-is-directory", PANGEO, "outdir", NOT_DIR)
+def _(c):
+    return _predict(c, c.fields(), out=c.dir("outdir"))
+
+
+@case("predict-out-under-a-file", PANGEO, "plainfile", NO_WRITE + "|" + NOT_DIR)
+def _(c):
+    c.text("plainfile", "x\n")
+    return _predict(c, c.fields(), out=c.p("plainfile/pred.nc"))
+
+
+@case("predict-disk-full", PANGEO, "pred.nc", NO_SPACE)
+def _(c):
+    return _predict(c, c.fields(), out=str(c.full_disk() / "pred.nc"))
+
+
+@case("predict-model-missing", PANGEO, "nomodel", NO_FILE + "|bundle")
+def _(c):
+    return _predict(c, c.fields(), model=c.p("nomodel"))
+
+
+@case("predict-model-bad-metadata", PANGEO, "badbundle", r"metadata|bundle|json")
+def _(c):
+    b = c.d / "badbundle"
+    shutil.copytree(c.g.bundle, b)
+    from climnb.bundle import META_FILE
+
+    (b / META_FILE).write_text("{ not json")
+    return _predict(c, c.fields(), model=str(b))
+
+
+@case("predict-input-missing", PANGEO, "nothere.nc", NO_FILE)
+def _(c):
+    return _predict(c, c.p("nothere.nc"))
+
+
+@case("predict-input-not-netcdf", PANGEO, "notes.nc", NOT_NETCDF)
+def _(c):
+    return _predict(c, c.text("notes.nc", "hello\n"))
+
+
+@case("predict-input-lacks-channel", PANGEO, ("fields.nc", "PSL"), r"lack|missing")
+def _(c):
+    return _predict(c, c.fields(change=_drop("PSL")))
+
+
+@case("predict-sample-truncated", PANGEO, "data-", r"truncat|corrupt|readable")
+def _(c):
+    s = c.samples()
+    return _predict(c, c.truncate(c.first(s, "test"), 0.5))
+
+
+@case("predict-batch-size-zero", PANGEO, "batch", r"at least|positive")
+def _(c):
+    return _predict(c, c.fields(), extra=("--batch-size", "0"))
+
+
+@case("predict-input-empty-folder", PANGEO, "emptydir", r"no sample|no .*files?|empty|netcdf")
+def _(c):
+    return _predict(c, c.dir("emptydir"))
+
+
+# --- synth and demo (lead) -----------------------------------------------------------------------
+
+
+@case("synth-out-is-directory", LEAD, "outdir", NOT_DIR)
+def _(c):
+    return ["synth", "--out", c.dir("outdir"), "--n-time", "2"]
+
+
+@case("synth-out-under-a-file", LEAD, "plainfile", NO_WRITE + "|" + NOT_DIR)
+def _(c):
+    c.text("plainfile", "x\n")
+    return ["synth", "--out", c.p("plainfile/f.nc"), "--n-time", "2"]
+
+
+@case("synth-negative-storms", LEAD, "n_tc", r"negative|at least|>= ?0")
+def _(c):
+    return ["synth", "--out", c.p("f.nc"), "--n-time", "2", "--n-tc", "-1"]
+
+
+@case("synth-disk-full", LEAD, "f.nc", NO_SPACE)
+def _(c):
+    return ["synth", "--out", str(c.full_disk() / "f.nc"), "--n-time", "2"]
+
+
+@case("demo-notebooks-missing", LEAD, "nonotebooks", NO_FILE + "|no (numbered )?notebook")
+def _(c):
+    return ["demo", "--notebooks", c.p("nonotebooks"), "--reports", c.p("reports")]
+
+
+@case("demo-only-unknown-prefix", LEAD, "99", r"no (numbered )?notebook|match|unknown")
+def _(c):
+    nb = c.dir("notebooks")
+    Path(nb, "00_quickstart.ipynb").write_text('{"cells": [], "nbformat": 4}')
+    return ["demo", "--notebooks", nb, "--reports", c.p("reports"), "--only", "99"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running and judging
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What a command did: exit status (``None`` if it raised), output, files changed."""
+
+    argv: list[str]
+    status: int | None
+    stdout: str
+    stderr: str
+    raised: str = ""
+    changed: list[str] = field(default_factory=list)
+
+
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \S+ (DEBUG|INFO|WARNING) ")
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every path under ``folder`` (hidden ones too): SHA-256 of files, ``dir`` for folders."""
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(root, d), folder)] = "dir"
+        for f in files:
+            path = os.path.join(root, f)
+            h = hashlib.sha256()
+            with contextlib.suppress(OSError), open(path, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+            out[os.path.relpath(path, folder)] = h.hexdigest()
+    return out
+
+
+def _diff(before: dict, after: dict) -> list[str]:
+    added = [f"+{p}" for p in sorted(set(after) - set(before))]
+    removed = [f"-{p}" for p in sorted(set(before) - set(after))]
+    modified = [f"~{p}" for p in sorted(set(before) & set(after)) if before[p] != after[p]]
+    return added + removed + modified
+
+
+def run_case(case: Case, folder: str | os.PathLike, golden: Golden) -> Outcome:
+    """Build ``case`` in ``folder`` (made empty), run it in-process there, return the outcome.
+
+    Raises :class:`Unavailable` when the case cannot be set up here.
+    """
+    from climnb.cli import main
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    cwd = os.getcwd()
+    with contextlib.ExitStack() as stack:
+        argv = case.build(Ctx(folder, golden, stack))
+        before = snapshot(folder)
+        out, err, raised, status = io.StringIO(), io.StringIO(), "", None
+        os.chdir(folder)
+        try:
+            with (
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(err),
+                warnings.catch_warnings(record=True),
+            ):
+                status = main(argv)
+        except SystemExit as exit_:
+            status = exit_.code if isinstance(exit_.code, int) else 1
+        except BaseException as exc:  # noqa: BLE001 - an escaped exception is the finding
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raised = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        finally:
+            os.chdir(cwd)
+        changed = _diff(before, snapshot(folder))
+    return Outcome(argv, status, out.getvalue(), err.getvalue(), raised, changed)
+
+
+def error_lines(outcome: Outcome) -> list[str]:
+    """stderr's lines that are not log records of level WARNING or below."""
+    return [ln for ln in outcome.stderr.splitlines() if ln.strip() and not _LOG_LINE.match(ln)]
+
+
+def judge(case: Case, outcome: Outcome) -> list[str]:
+    """What is wrong with how the command handled the case (empty: handled)."""
+    problems = []
+    if outcome.raised:
+        problems.append(f"raised {outcome.raised.splitlines()[-1][:200]}")
+    elif outcome.status != 2:
+        problems.append(f"exit status {outcome.status}, expected 2")
+    lines = error_lines(outcome)
+    if not outcome.raised:
+        if len(lines) != 1:
+            problems.append(f"{len(lines)} lines on stderr, expected one: {lines[:3]}")
+        text = lines[0] if lines else ""
+        if lines and not text.startswith(f"climnb {case.command}: error: "):
+            problems.append(f"error line does not start 'climnb {case.command}: error:'")
+        missing = [
+            n for n in case.names if not any(a in text.lower() for a in n.lower().split("|"))
+        ]
+        if lines and missing:
+            problems.append(f"error line does not name {missing}: {text[:300]}")
+        if lines and not re.search(case.keyword, text, re.IGNORECASE):
+            problems.append(f"error line does not say /{case.keyword}/: {text[:300]}")
+    if outcome.changed:
+        problems.append(f"files changed: {outcome.changed[:6]}")
+    return problems
