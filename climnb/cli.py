@@ -8,6 +8,7 @@ automatically, so adding a step to the workflow never means editing this file.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import pkgutil
@@ -52,9 +53,39 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         return int(args._run(args) or 0)
-    except (ValueError, FileNotFoundError, KeyError) as err:
-        print(f"climnb {args.command}: error: {err}", file=sys.stderr)
+    except OSError as err:  # a full disk, a read-only folder, a path under a file, ...
+        print(f"climnb {args.command}: error: {_os_error(err)}", file=sys.stderr)
         return 2
+    except (ValueError, KeyError) as err:
+        print(f"climnb {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        return 2
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+_OS_PROBLEMS = {
+    errno.ENOSPC: "no space left on the device (disk full)",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system: cannot write there",
+    errno.EACCES: "permission denied: cannot write or read there",
+    errno.EPERM: "permission denied: cannot write or read there",
+    errno.ENOTDIR: "a path component is a file, not a directory",
+    errno.EISDIR: "is a directory; give a file name",
+    errno.EEXIST: "already exists (as a file where a directory is needed?)",
+    errno.ENOENT: "no such file or directory",
+}
+
+
+def _os_error(err: OSError) -> str:
+    """One line naming the path and the problem of an operating-system error."""
+    problem = _OS_PROBLEMS.get(err.errno, err.strerror or _one_line(err))
+    paths = [p for p in (err.filename, err.filename2) if p]
+    if not paths:
+        return _one_line(err) if str(err) else problem
+    return f"{' -> '.join(map(str, paths))}: {problem}"
 
 
 if __name__ == "__main__":

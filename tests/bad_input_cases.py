@@ -847,6 +847,44 @@ def _(c):
     return _predict(c, c.dir("emptydir"))
 
 
+# --- tracks (pangeo) -----------------------------------------------------------------------------
+
+
+def _tracks(*argv) -> list[str]:
+    return ["tracks", *map(str, argv)]
+
+
+@case("tracks-input-missing", PANGEO, "nothere.nc", NO_FILE)
+def _(c):
+    return _tracks(c.p("nothere.nc"), "--out", c.p("tracks.nc"))
+
+
+@case("tracks-input-not-netcdf", PANGEO, "notes.nc", NOT_NETCDF)
+def _(c):
+    return _tracks(c.text("notes.nc", "hello\n"), "--out", c.p("tracks.nc"))
+
+
+@case("tracks-out-equals-input", PANGEO, "fields.nc", SAME)
+def _(c):
+    f = c.fields()
+    return _tracks(f, "--out", f)
+
+
+@case("tracks-out-is-directory", PANGEO, "outdir", NOT_DIR)
+def _(c):
+    return _tracks(c.fields(), "--out", c.dir("outdir"))
+
+
+@case("tracks-no-class-mask", PANGEO, ("fields.nc", "truth"), r"no class mask|mask")
+def _(c):
+    return _tracks(c.fields(change=_drop("truth")), "--out", c.p("tracks.nc"))
+
+
+@case("tracks-csv-equals-out", PANGEO, "tracks.nc", SAME + "|csv")
+def _(c):
+    return _tracks(c.fields(), "--out", c.p("tracks.nc"), "--csv", c.p("tracks.nc"))
+
+
 # --- synth and demo (lead) -----------------------------------------------------------------------
 
 

@@ -16,22 +16,11 @@ ENGINEER = {"sampleset": "A", "training": "B", "realdata": "C", "pangeo": "E", "
 # Cases the code did not handle when the table was last run (`benchmarks/bench_reliability.py
 # --xfail` lists them); strict, so that a fix makes its case fail until its entry goes.
 UNHANDLED = {
-    "synth-out-is-directory": "raised IsADirectoryError: Is a directory",
-    "synth-out-under-a-file": "raised FileExistsError: File exists",
-    "synth-disk-full": "raised PermissionError: Permission denied",
-    "predict-out-equals-input": "exit status 0, expected 2 (pangeo not merged here)",
-    "predict-out-is-directory": "raised IsADirectoryError (pangeo not merged here)",
-    "predict-out-under-a-file": "raised FileExistsError (pangeo not merged here)",
-    "predict-disk-full": "raised PermissionError (pangeo not merged here)",
     "predict-input-lacks-channel": "error line does not name fields.nc",
-    "predict-batch-size-zero": "range() arg 3 must not be zero: names no option",
-    "label-disk-full": "raised PermissionError: Permission denied",
     "label-no-fields": "error line does not name fields.nc",
     "label-variable-wrong-dims": "error line does not name fields.nc",
     "label-variable-text-dtype": "raised TypeError: ufunc 'isfinite' not supported",
     "label-empty-time-axis": "error line does not name fields.nc",
-    "samples-out-under-a-file": "raised FileExistsError: File exists",
-    "samples-out-read-only": "raised OSError: Read-only file system",
     "samples-disk-full": "raised OSError: No space left on device",
     "samples-missing-channel": "KeyError 'PSL': names no file",
     "samples-label-value-7": "names the sample being written, not the input fields.nc",
@@ -41,15 +30,12 @@ UNHANDLED = {
     "samples-inf-in-field": "names the sample being written, not fields.nc and PSL",
     "samples-same-input-twice": "two time steps map to the same file name: names no file",
     "samples-run-negative": "exit status 0, expected 2 (files data-...--1.h5)",
-    "stage-dest-under-a-file": "raised NotADirectoryError: Not a directory",
-    "stage-dest-read-only": "raised OSError: Read-only file system",
     "stage-disk-full": "raised OSError: No space left on device",
     "stage-truncated-source-file": "exit status 0, expected 2",
     "stage-stats-missing": "exit status 0, expected 2 (--stats file ignored)",
     "stage-stats-not-hdf5": "exit status 0, expected 2",
     "stage-nodes-zero": "exit status 0, expected 2",
     "train-sample-label-value-7": "TensorFlow traceback from the input pipeline",
-    "train-out-is-a-file": "raised NotADirectoryError: Not a directory",
     "train-out-equals-data": "exit status 0, expected 2",
 }
 
