@@ -45,6 +45,27 @@ def test_committed_without_outputs_and_with_parameters(notebook):
     assert code.index(tagged[0]) == 0, "parameters come before any other code"
 
 
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
+def test_papermill_lists_every_parameter_with_its_type(notebook):
+    """`papermill --help-notebook` shows every name the parameters cell sets, typed."""
+    import ast
+
+    import papermill
+
+    nb = nbformat.read(notebook, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    assigned = [
+        t.id
+        for node in ast.parse(cell.source).body
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Name)
+    ]
+    listed = papermill.inspect_notebook(str(notebook))
+    assert assigned == list(listed), "one parameter per line, each a plain name"
+    untyped = [k for k, v in listed.items() if v["inferred_type_name"] in ("None", "Unknown")]
+    assert not untyped, f"give these a type (annotation or '# type: ...'): {untyped}"
+
+
 @pytest.mark.notebook
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
 def test_notebook_executes(notebook, workdir, tmp_path):
