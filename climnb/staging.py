@@ -66,6 +66,7 @@ from climnb.atomic import atomic_path
 from climnb.io.manifest import Entry, Manifest, sha256_file
 from climnb.io.samples import SAMPLE_GLOB, SampleError
 from climnb.io.sampleset import STATS_NAME, SampleSet, StagedSet, resolve_folder
+from climnb.io.stats import read_stats
 
 __all__ = [
     "StagingConfig",
@@ -332,7 +333,7 @@ def stage(
     source = comm.bcast(source, root=0)
     if isinstance(source, Exception):
         raise source
-    n_nodes = config.n_nodes or comm.size
+    n_nodes = comm.size if config.n_nodes is None else config.n_nodes
     mine = [n for n in range(n_nodes) if _owner(n, comm.size) == comm.rank]
     plan = plan_staging(
         [r[0] for r in source.train],
@@ -344,6 +345,31 @@ def stage(
         extra=[r[0:3:2] for r in source.extra],
         validation=[r[0:3:2] for r in source.validation],
     )
+    made = _new_folders(config, mine)
+    try:
+        counts = _stage_stores(config, comm, mine, plan, source, read, progress)
+    except BaseException:  # a full disk, bad bytes, ...: no empty folder of ours stays behind
+        for d in made:
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only when empty: files staged before stay for the rerun
+        raise
+    counts["seconds"] = time.perf_counter() - t0
+    return _total(comm.allgather(counts), plan, n_nodes)
+
+
+def _new_folders(config: StagingConfig, mine) -> list[Path]:
+    """The store folders (and their parents) of ``mine`` that do not exist yet, deepest
+    first."""
+    made = set()
+    for n in mine:
+        for d in config.stores(n):
+            while not d.exists() and d != d.parent:
+                made.add(d)
+                d = d.parent
+    return sorted(made, key=lambda d: len(d.parts), reverse=True)
+
+
+def _stage_stores(config, comm, mine, plan, source, read, progress) -> dict:
     stores = _claim_stores(config, comm, mine)
     rows = source.rows()
     have = {
@@ -359,8 +385,7 @@ def stage(
     for (n, d), ranks in stores.items():
         _finish_store(d, plan, n, ranks, source, config)
     counts["files_skipped"] = sum(len(have[k] & plan.needs(k[0], stores[k])) for k in have)
-    counts["seconds"] = time.perf_counter() - t0
-    return _total(comm.allgather(counts), plan, n_nodes)
+    return counts
 
 
 def _list_source(config: StagingConfig) -> _Source | Exception:
@@ -373,7 +398,8 @@ def _list_source(config: StagingConfig) -> _Source | Exception:
         validation = _rows(ss, "validation") if "validation" in ss.splits else []
         stats = Path(config.stats) if config.stats else ss.stats_path
         extra = []
-        if stats.is_file():
+        if config.stats or stats.is_file():  # a stats file given must be there and readable
+            read_stats(stats).check_channels(ss.channels, where=str(stats))
             m = ss.manifest(pool)
             known = m.stats[1].sha256 if m and m.stats and not config.stats else None
             extra = [(STATS_NAME, str(stats), stats.stat().st_size, known, _identity(stats, known))]
@@ -390,11 +416,19 @@ def _list_source(config: StagingConfig) -> _Source | Exception:
 
 
 def _rows(ss: SampleSet, split: str | None) -> list:
+    """(name, path, size, sha256, identity) of each file of ``split``; a file whose size is not
+    its manifest's (truncated or rewritten) is refused before anything is staged."""
     m = ss.manifest(split)
     rows = []
     for f in ss.files(split):
-        sha = m.files[f.name].sha256 if m and f.name in m.files else None
+        entry = m.files.get(f.name) if m else None
+        sha = entry.sha256 if entry else None
         size = f.stat().st_size
+        if entry and size != entry.bytes:
+            raise SampleError(
+                f"{f}: {size} bytes, its manifest says {entry.bytes}: truncated or changed "
+                "since it was written; not staged"
+            )
         rows.append((f.name, str(f), size, sha, _identity(f, sha)))
     return rows
 
@@ -550,8 +584,13 @@ def _check_digest(buf: np.ndarray, row) -> str | None:
 
 
 def _write_local(folder: Path, name: str, buf: np.ndarray, row) -> None:
-    with atomic_path(folder / name) as tmp, open(tmp, "wb") as f:
-        f.write(memoryview(buf[:-_DIGEST]))
+    try:
+        with atomic_path(folder / name) as tmp, open(tmp, "wb") as f:
+            f.write(memoryview(buf[:-_DIGEST]))
+    except OSError as err:  # a full disk: name the file (a failed write does not)
+        if err.filename is None:
+            raise OSError(err.errno, err.strerror, str(folder / name)) from err
+        raise
     digest = buf[-_DIGEST:].tobytes().hex()
     Manifest.append(folder, name, Entry(int(buf.size - _DIGEST), digest, source=row[4]))
 

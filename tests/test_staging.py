@@ -493,3 +493,33 @@ def test_opening_a_staged_set_verifies_what_the_rank_reads(split_set, tmp_path, 
     with pytest.raises(SampleError, match=f"{path.name}: content"):
         StagedSet.open(cfg.dest, node=0, local_rank=1)
     assert StagedSet.for_rank(cfg.dest, rank=1, local_size=2, verify=False).files("train")
+
+
+def test_a_truncated_source_file_is_refused_before_anything_is_staged(shared, tmp_path):
+    """Every source file's size is checked against its manifest, drawn for a rank or not."""
+    import shutil
+
+    source = tmp_path / "train"
+    shutil.copytree(shared, source)
+    last = sorted(source.glob("data-*.h5"))[-1]
+    last.write_bytes(last.read_bytes()[:1000])
+    cfg = StagingConfig(source=str(source), dest=str(tmp_path / "local" / "node{node}"))
+    with pytest.raises(SampleError, match=f"{last.name}: 1000 bytes.*truncated"):
+        stage(cfg)
+    assert not (tmp_path / "local").exists()
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [({"n_nodes": 0}, "n_nodes must be at least 1"), ({"stats": "nothere.h5"}, "no such file")],
+)
+def test_bad_options_are_refused(shared, tmp_path, kw, match):
+    with pytest.raises(ValueError, match=match):
+        stage(config(shared, tmp_path, **kw))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_killed_before_its_first_file_leaves_no_empty_folder(shared, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        stage(config(shared, tmp_path / "local"), read=CountingRead(fail_after=0))
+    assert list(tmp_path.iterdir()) == []

@@ -44,12 +44,16 @@ def run(args) -> int:
 
     from tqdm.auto import tqdm
 
-    from climnb.io.netcdf import open_dataset
+    from climnb.io.netcdf import expand_paths, open_dataset
     from climnb.io.samples import SampleError
     from climnb.io.sampleset import check_output, write_sample_set
 
     out = Path(args.out)
     check_output(out, overwrite=args.overwrite)  # before any work
+    files = [Path(f).resolve() for f in expand_paths(args.input)]
+    twice = next((f for i, f in enumerate(files) if f in files[:i]), None)
+    if twice is not None:  # its time steps would clash
+        raise SampleError(f"{twice}: given twice in --input (the same time steps twice)")
     ds = open_dataset(args.input)  # lazily, one time step per chunk
     name = args.labels or next((v for v in ("labels", "truth") if v in ds), None)
     if name is None or name not in ds:

@@ -150,6 +150,38 @@ def check_values(path, data: np.ndarray, labels: np.ndarray) -> None:
             )
 
 
+def source_of(var) -> str:
+    """The file an xarray variable was read from, for error messages (``the data set`` for
+    data made in memory; the first file of several joined along time)."""
+    return str(var.encoding.get("source") or "the data set")
+
+
+def _check_step(ds, labels, channels, i: int, data, lab, name: str) -> None:
+    """Refuse time step ``i`` of the input before it is written as ``name``: non-finite
+    fields, labels that are not class indices; name the input file, the variable and the
+    time."""
+    t = ds.time.values[i] if "time" in ds.coords else None
+    if isinstance(t, np.datetime64):
+        t = np.datetime64(t, "s")
+    when = f"time step {i}" if t is None else f"time {t}"
+    when += f" (sample {name})"
+    bad = ~np.isfinite(data)
+    if bad.any():
+        y, x, c = (int(j) for j in np.argwhere(bad)[0])
+        var = ds[channels[c]]
+        raise SampleError(
+            f"{source_of(var)}: variable {channels[c]} holds non-finite value(s) at {when}, "
+            f"e.g. {data[y, x, c]} at (lat, lon) index ({y}, {x}); fields must be finite"
+        )
+    ok = np.isin(lab, np.arange(len(CLASS_NAMES)))
+    if not ok.all():
+        raise SampleError(
+            f"{source_of(labels)}: label variable {labels.name} at {when}: labels outside "
+            f"0..{len(CLASS_NAMES) - 1}: value {lab[~ok].flat[0]} ({int((~ok).sum())} "
+            "pixel(s)); labels must be class indices 0, 1 or 2"
+        )
+
+
 def write_sample(
     path: PathLike,
     data: np.ndarray,
@@ -246,7 +278,7 @@ def write_samples(
         labels = ds[labels]
     missing = [c for c in channels if c not in ds]
     if missing:
-        raise SampleError(f"data set lacks channel(s) {', '.join(missing)}")
+        raise SampleError(f"{source_of(labels)}: lacks channel(s) {', '.join(missing)}")
     fields = ds[list(channels)].to_dataarray("channel").transpose("time", "lat", "lon", "channel")
     labels = labels.transpose("time", "lat", "lon")
     if labels.shape != fields.shape[:3]:
@@ -267,10 +299,12 @@ def write_samples(
             if progress is not None:
                 progress(1)
             continue
+        data, lab = fields[i].values, labels[i].values
+        _check_step(ds, labels, channels, i, data, lab, name)
         entry = _write(
             path,
-            fields[i].values,
-            labels[i].values,
+            data,
+            lab,
             channels=channels,
             time=ds.time.values[i] if has_time else None,
             lat=lat,

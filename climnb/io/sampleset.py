@@ -63,7 +63,14 @@ import numpy as np
 
 from climnb.channels import CHANNEL_NAMES
 from climnb.io.manifest import MANIFEST_NAME, Entry, Manifest, ManifestError, sha256_file
-from climnb.io.samples import SAMPLE_GLOB, SampleError, inspect_sample, sample_names, write_samples
+from climnb.io.samples import (
+    SAMPLE_GLOB,
+    SampleError,
+    inspect_sample,
+    sample_names,
+    source_of,
+    write_samples,
+)
 from climnb.io.split import SPLITS, Split, split_files, split_steps
 from climnb.io.stats import STATS_NAME, Stats, compute_stats, read_stats, write_stats
 
@@ -476,6 +483,8 @@ def write_sample_set(
     progress : called with 1 after each file written and each file summarised.
     """
     out = Path(out)
+    if run < 0:
+        raise SampleError(f"run must be >= 0 (the N of data-...-N.h5), got {run}")
     _clean_leftovers(out)
     check_output(out, overwrite=overwrite)
     label_name = labels if isinstance(labels, str) else labels.name
@@ -483,6 +492,9 @@ def write_sample_set(
         if labels not in ds:
             raise SampleError(f"data set has no label variable {labels!r}")
         labels = ds[labels]
+    missing = [c for c in channels if c not in ds]
+    if missing:
+        raise SampleError(f"{source_of(labels)}: lacks channel(s) {', '.join(missing)}")
     if ds.sizes.get("time", 0) == 0:
         raise SampleError("the data have no time steps: nothing to write")
     has_time = "time" in ds.coords
@@ -500,9 +512,9 @@ def write_sample_set(
     resume = tmp.is_dir()
     if resume:
         log.warning("%s: resuming the interrupted run in %s", out, tmp)
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / _RUN_RECORD).write_text(json.dumps({"key": key, "out": str(out)}))
     try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / _RUN_RECORD).write_text(json.dumps({"key": key, "out": str(out)}))
         for split, idx in zip(SPLITS, parts, strict=True):
             (tmp / split).mkdir(exist_ok=True)
             if len(idx):
@@ -520,7 +532,13 @@ def write_sample_set(
     except SampleError:  # bad input: a rerun cannot succeed with it, nothing worth keeping
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    # anything else (a kill, Ctrl-C, a full disk) leaves ``tmp`` for the rerun to resume
+    except OSError as err:  # a full disk, ...: keep finished files for the rerun, if any
+        if not any(tmp.glob(f"*/{SAMPLE_GLOB}")):
+            shutil.rmtree(tmp, ignore_errors=True)
+        if err.filename is None:  # a failed write does not name its file
+            raise OSError(err.errno, err.strerror, str(tmp)) from err
+        raise
+    # a kill or Ctrl-C (and a full disk once files are written) leaves ``tmp`` to resume
     (tmp / _RUN_RECORD).unlink()
     _swap(tmp, out)
     ss = SampleSet.open(out)
