@@ -289,9 +289,12 @@ def _open_one(path: str, chunks) -> xr.Dataset:
     if os.path.isdir(path) and not zarr:
         raise ValueError(f"{path}: is a directory, not a NetCDF file or Zarr store")
     try:
+        # dask from the start (chunks={} keeps the file's own), so that the arrays' names come
+        # from the path and modification time: the same file gives the same dask token in any
+        # process, which resuming an interrupted `climnb samples` relies on
         if zarr:
-            return xr.open_zarr(path, consolidated=False)
-        return xr.open_dataset(path, chunks=chunks)
+            return xr.open_zarr(path, consolidated=False, chunks=chunks or {})
+        return xr.open_dataset(path, chunks=chunks or {})
     except Exception as err:  # backends raise many kinds (OSError, ValueError, ...)
         kind = "a Zarr store" if zarr else "NetCDF"
         raise ValueError(
