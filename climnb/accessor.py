@@ -52,7 +52,7 @@ class ClimnbAccessor:
         """
         from climnb.labels import label_dataset
 
-        labels, _ = label_dataset(self._ds, config)
+        labels, _ = label_dataset(self._ds, config, grid="canonical")
         return to_caller_grid(cf_coords(labels), self._ds)
 
     def predict(

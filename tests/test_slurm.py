@@ -83,6 +83,7 @@ from climnb.train.config import TrainConfig
 from climnb.train.engines import train_on_engines
 
 config = TrainConfig(data_dir=sys.argv[1], out_dir=sys.argv[2], batch_size=2, max_steps=2,
+                     split_method="random",
                      threads=1, model_overrides={"growth_rate": 6, "initial_filters": 8})
 t0 = time.perf_counter()
 with Engines() as engines:
