@@ -16,11 +16,6 @@ ENGINEER = {"sampleset": "A", "training": "B", "realdata": "C", "pangeo": "E", "
 # Cases the code did not handle when the table was last run (`benchmarks/bench_reliability.py
 # --xfail` lists them); strict, so that a fix makes its case fail until its entry goes.
 UNHANDLED = {
-    "predict-input-lacks-channel": "error line does not name fields.nc",
-    "label-no-fields": "error line does not name fields.nc",
-    "label-variable-wrong-dims": "error line does not name fields.nc",
-    "label-variable-text-dtype": "raised TypeError: ufunc 'isfinite' not supported",
-    "label-empty-time-axis": "error line does not name fields.nc",
     "samples-disk-full": "raised OSError: No space left on device",
     "samples-missing-channel": "KeyError 'PSL': names no file",
     "samples-label-value-7": "names the sample being written, not the input fields.nc",
@@ -35,8 +30,6 @@ UNHANDLED = {
     "stage-stats-missing": "exit status 0, expected 2 (--stats file ignored)",
     "stage-stats-not-hdf5": "exit status 0, expected 2",
     "stage-nodes-zero": "exit status 0, expected 2",
-    "train-sample-label-value-7": "TensorFlow traceback from the input pipeline",
-    "train-out-equals-data": "exit status 0, expected 2",
 }
 
 
