@@ -277,13 +277,13 @@ def plan(config: TrainConfig, size: int, local_size: int | None = None) -> dict[
 
 
 def _check_out_dir(config: TrainConfig) -> None:
-    """Refuse, before any work, a run folder that is the sample set or lies inside it."""
-    out, data = Path(config.out_dir).resolve(), Path(config.data_dir).resolve()
-    if out == data or data in out.parents:
+    """Refuse, before any work, a run folder that is the sample set itself (a folder inside
+    it is fine: the sample set reads only its own files)."""
+    if Path(config.out_dir).resolve() == Path(config.data_dir).resolve():
         raise ValueError(
             f"the run folder {config.out_dir} (--out, out_dir) is the sample set "
-            f"{config.data_dir} (--data, data_dir) or inside it: the checkpoints and the model "
-            "would be written among the samples; give another folder"
+            f"{config.data_dir} (--data, data_dir): the checkpoints, history and model would be "
+            "written among the samples; give another folder"
         )
 
 
