@@ -67,8 +67,8 @@ def open_input(
     """The input as a lazy Dataset on climnb's canonical grid with ``channels`` present.
 
     ``source`` is a Dataset, NetCDF file(s) or glob(s), Zarr store(s), DeepCAM sample files
-    (``*.h5``) or a directory of them. Raises :class:`BundleError` naming the channels the
-    input lacks.
+    (``*.h5``) or a directory of them. Raises :class:`BundleError` naming the input and the
+    channels it lacks.
     """
     if isinstance(source, xr.Dataset):
         ds = source
@@ -83,7 +83,8 @@ def open_input(
     missing = [c for c in channels if c not in ds.data_vars]
     if missing:
         raise BundleError(
-            f"the input lacks channel(s) {', '.join(missing)} that the model was trained on; "
+            f"{_describe(source)}: the input lacks channel(s) {', '.join(missing)} that the "
+            "model was trained on; "
             f"the model needs {', '.join(channels)}; the input has "
             f"{', '.join(map(str, ds.data_vars)) or 'no variables'}"
         )
@@ -283,7 +284,10 @@ def _describe(source) -> str:
         return "the Dataset"
     if isinstance(source, (str, os.PathLike)):
         return str(source)
-    return ", ".join(map(str, source))
+    files = list(map(str, source))
+    if len(files) <= 3:
+        return ", ".join(files)
+    return f"{files[0]} ... {files[-1]} ({len(files)} files)"
 
 
 def _input_grid(source):

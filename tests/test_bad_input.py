@@ -15,15 +15,7 @@ ENGINEER = {"sampleset": "A", "training": "B", "realdata": "C", "pangeo": "E", "
 
 # Cases the code did not handle when the table was last run (`benchmarks/bench_reliability.py
 # --xfail` lists them); strict, so that a fix makes its case fail until its entry goes.
-UNHANDLED = {
-    "predict-input-lacks-channel": "error line does not name fields.nc",
-    "label-no-fields": "error line does not name fields.nc",
-    "label-variable-wrong-dims": "error line does not name fields.nc",
-    "label-variable-text-dtype": "raised TypeError: ufunc 'isfinite' not supported",
-    "label-empty-time-axis": "error line does not name fields.nc",
-    "train-sample-label-value-7": "TensorFlow traceback from the input pipeline",
-    "train-out-equals-data": "exit status 0, expected 2",
-}
+UNHANDLED: dict[str, str] = {}  # none left
 
 
 def _param(case: Case):

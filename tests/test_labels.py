@@ -460,8 +460,9 @@ def test_missing_values_are_background(toy):
         ),
         (lambda ds: ds.assign(TMQ=ds.TMQ.expand_dims(lev=2)), "TMQ has dimensions"),
         (lambda ds: ds.drop_vars("lon"), "'lon' has no coordinate"),
+        (lambda ds: ds.assign(TMQ=ds.TMQ.astype(str)), "TMQ has dtype <U.*expected numbers"),
     ],
-    ids=["missing-var", "missing-lat", "wrong-dims", "no-lon-values"],
+    ids=["missing-var", "missing-lat", "wrong-dims", "no-lon-values", "text-dtype"],
 )
 def test_bad_input_names_the_problem(toy, edit, match):
     ds = toy[0][0].isel(time=slice(0, 1))

@@ -170,9 +170,13 @@ def test_predict_other_grid_conventions(pointwise, data):
     assert predict(pointwise, flipped, grid="canonical").lon.values[0] == 0.0
 
 
-def test_missing_channels_are_named(pointwise, data):
+def test_missing_channels_are_named(pointwise, data, tmp_path):
     with pytest.raises(BundleError, match=r"lacks channel\(s\) PSL, ZBOT"):
         predict(pointwise, data.drop_vars(["PSL", "ZBOT"]))
+    path = tmp_path / "fields.nc"
+    data.drop_vars("PSL").isel(time=slice(0, 1)).to_netcdf(path)
+    with pytest.raises(BundleError, match=rf"^{path}: the input lacks channel\(s\) PSL that"):
+        predict(pointwise, [path])
 
 
 def test_predict_sample_files(pointwise, data, tmp_path):

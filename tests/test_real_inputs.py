@@ -202,5 +202,5 @@ def test_label_refuses_bad_outputs_before_any_work(tmp_path, capsys, fields, mak
 def test_label_refuses_an_empty_time_axis(tmp_path, capsys, fields):
     src = _write(dress(fields, "cam5").isel(time=slice(0, 0)), tmp_path / "empty.nc")
     assert main(["label", str(src), "--out", str(tmp_path / "x.nc")]) == 2
-    assert "time axis is empty" in capsys.readouterr().err
+    assert f"error: {src}: the input's time axis is empty" in capsys.readouterr().err
     assert not (tmp_path / "x.nc").exists()

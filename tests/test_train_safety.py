@@ -152,3 +152,35 @@ def test_non_finite_weights_are_never_checkpointed(tmp_path):
     with pytest.raises(CheckpointError, match="not finite"):
         save_checkpoint(tmp_path, 1, Model(), Optimizer(), {})
     assert not list(tmp_path.iterdir())
+
+
+def test_a_label_out_of_range_is_refused_naming_the_file(samples, tmp_path, capsys):
+    """A hand-written sample file with class 7: one error line naming it, no run folder."""
+    from climnb.io.samples import LABELS
+
+    data = tmp_path / "samples"
+    shutil.copytree(samples, data)
+    for path in data.glob("data-*.h5"):
+        with h5py.File(path, "r+") as f:
+            f[LABELS][10, 10] = 7
+    (tmp_path / "c.json").write_text(
+        '{"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "split_method": "random"}'
+    )
+    argv = ["train", "--data", str(data), "--out", str(tmp_path / "run"), "--threads", "1"]
+    argv += ["--batch-size", "2", "--max-steps", "1", "--config", str(tmp_path / "c.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert str(data) in err and ".h5: climate/labels_0 has values outside 0..2" in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_sample_set_as_run_folder_is_refused_before_any_work(samples, tmp_path):
+    from climnb.train.loop import train
+
+    data = tmp_path / "samples"
+    shutil.copytree(samples, data)
+    before = sorted(p.relative_to(data) for p in data.rglob("*"))
+    with pytest.raises(ValueError, match=r"folder .*samples/\. \(--out, out_dir\) is the sample"):
+        train(_config(data, f"{data}/."))
+    assert sorted(p.relative_to(data) for p in data.rglob("*")) == before

@@ -89,6 +89,13 @@ def _renames(items) -> dict[str, str]:
     return out
 
 
+def _describe(files: list[str]) -> str:
+    """The input files for an error message: all of a few, else the first and the last."""
+    if len(files) <= 3:
+        return ", ".join(files)
+    return f"{files[0]} ... {files[-1]} ({len(files)} files)"
+
+
 def _check_outputs(inputs, out, events) -> None:
     """Refuse, before any work, outputs that would overwrite an input or cannot be written."""
     import os
@@ -118,7 +125,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from climnb.atomic import atomic_path
-    from climnb.io.netcdf import open_dataset
+    from climnb.io.netcdf import expand_paths, open_dataset
     from climnb.labels import label_dataset
 
     if args.workers < 1:
@@ -129,7 +136,10 @@ def run(args) -> int:
     config = _config(args)
     renames = _renames(args.rename)
     ds = open_dataset(args.inputs, variables=renames, canonical=False)
-    labels, events = label_dataset(ds, config, classes=args.classes, variables=renames)
+    try:  # what the input lacks or holds wrongly is found here: name the input files
+        labels, events = label_dataset(ds, config, classes=args.classes, variables=renames)
+    except ValueError as err:
+        raise ValueError(f"{_describe(expand_paths(args.inputs))}: {err}") from None
     labels.attrs["climnb_config"] = json.dumps(config.to_dict())
     if out.suffix == ".zarr":
         table = _write_zarr(labels, events, out, args)

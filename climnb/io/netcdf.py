@@ -17,8 +17,9 @@ Dataset's own grid so that results can be put back on it (:meth:`InputGrid.resto
 * a file without a time dimension gets one of length 1;
 * ``_FillValue``/``missing_value`` become NaN when the file is decoded (xarray does this), and
   values of magnitude 1e30 or more (CAM5's undeclared 1e36 fill) are made NaN too;
-* a missing variable or coordinate, or a variable with the wrong dimensions, raises a
-  ``ValueError`` that names what is missing, what was found and how to map it.
+* a missing variable or coordinate, or a variable with the wrong dimensions or not numeric
+  (text, say), raises a ``ValueError`` that names what is missing, what was found and how to
+  map it.
 
 Examples
 --------
@@ -180,6 +181,10 @@ def _canonical_var(da: xr.DataArray, name: str) -> xr.DataArray:
         raise ValueError(
             f"variable {name} has dimensions {dict(da.sizes)}; expected (time, lat, lon) "
             "(extra dimensions only of length 1)"
+        )
+    if not np.issubdtype(da.dtype, np.number):
+        raise ValueError(
+            f"variable {name} has dtype {da.dtype}; expected numbers (floating point or integer)"
         )
     da = da.squeeze(squeezable, drop=True)
     if "time" not in da.dims:

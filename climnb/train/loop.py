@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ import pandas as pd
 
 from climnb.atomic import atomic_path
 from climnb.bundle import save_bundle
+from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, StagedSet
 from climnb.io.stats import Stats
 from climnb.models import build_model, count_flops
@@ -274,6 +276,35 @@ def plan(config: TrainConfig, size: int, local_size: int | None = None) -> dict[
     }
 
 
+def _check_out_dir(config: TrainConfig) -> None:
+    """Refuse, before any work, a run folder that is the sample set itself (a folder inside
+    it is fine: the sample set reads only its own files)."""
+    if Path(config.out_dir).resolve() == Path(config.data_dir).resolve():
+        raise ValueError(
+            f"the run folder {config.out_dir} (--out, out_dir) is the sample set "
+            f"{config.data_dir} (--data, data_dir): the checkpoints, history and model would be "
+            "written among the samples; give another folder"
+        )
+
+
+def _reading(batches, tf):
+    """Iterate over a pipeline's ``batches``; a sample file the reader refuses (a
+    :class:`SampleError` naming the file, which reaches here wrapped in a TensorFlow error)
+    is raised as itself, without TensorFlow's traceback."""
+    it = iter(batches)
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        except tf.errors.OpError as err:
+            found = re.search(r"SampleError: (.+)", err.message or "")
+            if found is None:
+                raise
+            raise SampleError(found.group(1).strip()) from None
+        yield batch
+
+
 def _batches(files, stats, config: TrainConfig, epoch, *, shuffle=True):
     """This rank's batches of ``files`` (already this rank's own)."""
     pipe = PipelineConfig(
@@ -307,6 +338,7 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     TrainResult with this rank's history; rank 0 also wrote ``history.csv``, the checkpoints and
     the model bundle ``out_dir/model`` (:func:`climnb.bundle.load_bundle` reads it).
     """
+    _check_out_dir(config)
     if config.threads:  # oneDNN's OpenMP pool: must be sized before TensorFlow loads it
         os.environ.setdefault("OMP_NUM_THREADS", str(config.threads))
     tf = import_tf()
@@ -331,7 +363,7 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     for epoch in range(run.epoch, config.epochs):
         skip = run.step_in_epoch  # resumed inside this epoch: its batches done so far
         batches = _batches(data.train, data.stats, config, epoch).take(steps)
-        for x, y, _ in batches.skip(skip):
+        for x, y, _ in _reading(batches.skip(skip), tf):
             record, stop = run.step(x, y, epoch)
             emit(record)
             if stop or run.reached_max:
@@ -523,7 +555,7 @@ class _Run:
         sample = None
         if self.data.validation:
             batches = _batches(self.data.validation, self.data.stats, self.config, 0, shuffle=False)
-            for x, y, _ in batches:
+            for x, y, _ in _reading(batches, tf):
                 pred = tf.argmax(self.model(x, training=False), axis=-1)
                 cm.update(y, pred)
                 if sample is None and self.rank == 0:
