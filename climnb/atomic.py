@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path"]
+__all__ = ["atomic_path", "remove_leftovers"]
 
 
 @contextlib.contextmanager
@@ -41,3 +42,24 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def remove_leftovers(folder: str | os.PathLike) -> list[Path]:
+    """Remove what writes killed in ``folder`` left behind; returns what was removed.
+
+    That is the temporary files of :func:`atomic_path` (``.NAME.XXXXXXXX.tmp``) and the
+    temporary or displaced directories of a directory swap (``.NAME.XXXXXXXX.tmp`` /
+    ``.old``). Call it only where no other process is writing into ``folder`` at the time.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for p in folder.iterdir():
+        if p.name.startswith(".") and p.suffix in (".tmp", ".old"):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed

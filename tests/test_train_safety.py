@@ -139,6 +139,29 @@ def test_resume_after_a_damaged_checkpoint_continues_from_the_one_before(
     assert (ckpt.state["epoch"], ckpt.state["step_in_epoch"]) == (0, 5)  # counts on after resume
 
 
+def test_a_rerun_removes_what_a_killed_run_left_half_written(samples, trained, tmp_path):
+    """kill -9 during a checkpoint or bundle write leaves hidden temporaries (seen in
+    benchmarks/bench_faults.py); the next run removes them before writing anything."""
+    from climnb.train.loop import train
+
+    src, _ = trained
+    out = tmp_path / "run"
+    shutil.copytree(src, out)
+    left = [
+        out / "checkpoints" / ".ckpt-00000004.npz.1a2b3c4d.tmp",
+        out / ".model.5e6f7a8b.tmp",
+        out / ".model.9c0d1e2f.old",
+    ]
+    left[0].write_bytes(b"half a checkpoint")
+    for d in left[1:]:
+        d.mkdir()
+        (d / "model.keras").write_bytes(b"half a model")
+    train(_config(samples, out, max_steps=4))
+    assert not [p for p in left if p.exists()]
+    assert not list(out.rglob(".*.tmp")) and not list(out.rglob(".*.old"))
+    assert (out / "checkpoints" / "ckpt-00000004.npz").exists()
+
+
 def test_non_finite_weights_are_never_checkpointed(tmp_path):
     class Model:
         def get_weights(self):

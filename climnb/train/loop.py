@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from climnb.atomic import atomic_path
+from climnb.atomic import atomic_path, remove_leftovers
 from climnb.bundle import save_bundle
 from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, StagedSet
@@ -435,6 +435,9 @@ class _Run:
         state = None
         if self.rank == 0:  # a STOP left by an earlier run must not end this one
             self.config.stop_file.unlink(missing_ok=True)
+            for folder in (self.checkpoints, Path(self.config.out_dir)):  # a killed run's
+                for p in remove_leftovers(folder):  # half-written checkpoint or bundle
+                    log.info("removed %s, left by an interrupted run", p)
         ckpt = load_latest(self.checkpoints) if self.rank == 0 and self.config.resume else None
         if ckpt is not None:
             state = restore(ckpt, self.model, self.optimizer)
