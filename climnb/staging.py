@@ -67,6 +67,7 @@ from climnb.io.manifest import Entry, Manifest, sha256_file
 from climnb.io.samples import SAMPLE_GLOB, SampleError
 from climnb.io.sampleset import STATS_NAME, SampleSet, StagedSet, resolve_folder
 from climnb.io.stats import read_stats
+from climnb.store import OutputError, check_output
 
 __all__ = [
     "StagingConfig",
@@ -459,10 +460,10 @@ def _claim_stores(config, comm, mine) -> dict[tuple[int, Path], tuple[int, ...]]
             f"dest must contain {{node}} when a process stages {len(mine)} nodes "
             f"({clash[0]} would be written for several nodes)"
         )
-    source = Path(config.source).resolve()
-    inside = [d for _, d in stores if d.resolve() == source or source in d.resolve().parents]
-    if inside:  # a staged folder drops files its ranks do not need: never the source's
-        raise ValueError(f"dest {inside[0]} lies in the source {config.source}: stage elsewhere")
+    bad = _check_dest(config, [d for _, d in stores])
+    bad = next((b for part in comm.allgather(bad) for b in part), None)
+    if bad:  # on every rank: none waits for another that gave up
+        raise OutputError(bad)
     token = comm.bcast(uuid.uuid4().hex[:12] if comm.rank == 0 else None, root=0)
     for _, d in stores:
         d.mkdir(parents=True, exist_ok=True)
@@ -491,6 +492,18 @@ def _claim_stores(config, comm, mine) -> dict[tuple[int, Path], tuple[int, ...]]
                 p.unlink()
                 log.info("%s: removed what a killed run left", p)
     return stores
+
+
+def _check_dest(config: StagingConfig, folders: Sequence[Path]) -> list[str]:
+    """The first problem with this process's staged folders, by the output rule of
+    :func:`climnb.store.check_output` (a folder, never the source, in it or holding it; a
+    staged folder is resumed: what it holds is kept or replaced)."""
+    for d in folders:
+        try:
+            check_output(d, [config.source], kind="folder", option="--dest", overwrite=True)
+        except OutputError as err:
+            return [str(err)]
+    return []
 
 
 def _readers(plan: StagingPlan, missing: dict, size: int) -> dict[int, int]:

@@ -3,11 +3,27 @@
 * :func:`open_fields` opens NetCDF files (and globs) or Zarr stores lazily (dask) on climnb's
   canonical grid; :func:`input_grid` gives the latitude and longitude of the first input as the
   file has them (results go back onto it);
-* :func:`check_output` refuses, before any work starts, an output that is one of the inputs,
-  a directory (other than a Zarr store being replaced), or not writable;
+* :func:`check_output` is the one check of every command's outputs, before any work starts
+  (the rule below);
 * :func:`write` streams a lazy Dataset to NetCDF (``*.nc``) or Zarr (``*.zarr``, Zarr format 3)
   one dask chunk at a time, so memory stays bounded by a few chunks whatever the length of the
   period; the file (or store) appears under its name only when complete.
+
+The output rule (``climnb label``, ``predict``, ``tracks``, ``samples``, ``stage``): a missing
+parent folder is created when the output is written. Refused before any work, with one line
+naming the path (exit status 2):
+
+* an output that is an input, lies inside an input (a Zarr store, a sample folder) or, for a
+  folder output, holds one; two outputs of one command that are the same path;
+* a file output that is an existing directory (a Zarr store is replaced by a ``*.zarr``
+  output), a folder output that is an existing file;
+* an output whose parent is a file, or that cannot be written (permissions, read-only file
+  system);
+* a non-empty folder output without ``--overwrite`` (``climnb samples``; ``climnb stage``
+  resumes in its folders), and with it a folder holding anything the command does not write.
+
+An existing file output is replaced, atomically: the new one appears only when complete, so a
+rerun redoes it and an interrupted run leaves the old one.
 
 Examples
 --------
@@ -28,16 +44,15 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-
-import dask
-import xarray as xr
-from dask.callbacks import Callback
+from typing import TYPE_CHECKING
 
 from climnb.atomic import atomic_path
-from climnb.grid import coord_names
-from climnb.io.netcdf import expand_paths, is_zarr, open_dataset
+
+if TYPE_CHECKING:  # xarray and dask are imported where used: check_output runs without them
+    import xarray as xr
+    from dask.callbacks import Callback
 
 __all__ = ["OutputError", "is_zarr", "expand", "open_fields", "input_grid", "check_output", "write"]
 
@@ -46,12 +61,22 @@ log = logging.getLogger(__name__)
 PathLike = str | os.PathLike
 
 
+def is_zarr(path: PathLike) -> bool:
+    """A Zarr store: a ``*.zarr`` path, or a directory holding Zarr metadata
+    (:func:`climnb.io.netcdf.is_zarr`)."""
+    from climnb.io.netcdf import is_zarr as _is_zarr
+
+    return _is_zarr(path)
+
+
 class OutputError(ValueError):
     """An output path that must not be written (an input, a directory, not writable)."""
 
 
 def expand(paths: PathLike | Sequence[PathLike]) -> list[Path]:
     """Input paths with globs expanded (sorted); raises ``FileNotFoundError`` naming a miss."""
+    from climnb.io.netcdf import expand_paths
+
     return [Path(p) for p in expand_paths(paths)]
 
 
@@ -60,12 +85,18 @@ def open_fields(
 ) -> xr.Dataset:
     """NetCDF files or Zarr stores as one lazy Dataset on the canonical grid (joined along time,
     one time step per chunk; :func:`climnb.io.netcdf.open_dataset`). Errors name the file."""
+    from climnb.io.netcdf import open_dataset
+
     return open_dataset(paths, required=required)
 
 
 def input_grid(paths: PathLike | Sequence[PathLike]) -> xr.Dataset | None:
     """The latitude and longitude coordinates of the first input as stored (names, order,
     -180..180 or 0..360), as a Dataset of coordinates; ``None`` for DeepCAM sample files."""
+    import xarray as xr
+
+    from climnb.grid import coord_names
+
     first = expand(paths)[0]
     if first.suffix == ".h5" or (first.is_dir() and not is_zarr(first)):
         return None
@@ -80,29 +111,51 @@ def input_grid(paths: PathLike | Sequence[PathLike]) -> xr.Dataset | None:
 
 
 def check_output(
-    out: PathLike, inputs: PathLike | Sequence[PathLike] = (), *, option: str = "--out"
+    out: PathLike,
+    inputs: PathLike | Sequence[PathLike] = (),
+    *,
+    kind: str = "file",
+    option: str = "--out",
+    overwrite: bool = False,
+    contents: Collection[str] | None = None,
+    others: Mapping[str, PathLike] | None = None,
+    what: str = "what this command writes",
 ) -> Path:
     """Refuse ``out`` before any work if writing it could destroy an input or must fail.
 
-    Raises :class:`OutputError` (one line, naming the path) when ``out`` is one of ``inputs``
-    (or lies inside an input store), is an existing directory other than a Zarr store to be
-    replaced by a Zarr output, or when its folder cannot be written.
+    The one rule for every output of climnb's commands (label, predict, tracks, samples,
+    stage); see the module docstring. Raises :class:`OutputError`, one line naming the path.
+
+    Parameters
+    ----------
+    out : the output path.
+    inputs : the command's inputs (files, Zarr stores, sample folders).
+    kind : ``"file"`` (a NetCDF/CSV file, or a Zarr store for a ``*.zarr`` name) or
+        ``"folder"`` (a folder the command fills: a sample set, a staged set).
+    option : the command-line option naming ``out``, for the message.
+    overwrite : ``"folder"`` only: a non-empty folder may be written into (replaced or
+        resumed); without it a non-empty folder is refused.
+    contents : ``"folder"`` with ``overwrite``: the names a folder written by the command may
+        hold; anything else in it (an input, say) is refused, as replacing it would delete it.
+    others : the command's other outputs (option -> path): ``out`` must differ from each.
+    what : what a folder output is, for the messages ("a sample set").
     """
+    if kind not in ("file", "folder"):
+        raise ValueError(f"kind must be 'file' or 'folder', got {kind!r}")
     out = Path(out)
     resolved = out.resolve()
-    for p in map(Path, [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs):
-        src = p.resolve()
-        same = resolved == src or (out.exists() and p.exists() and os.path.samefile(out, p))
-        if same:
-            raise OutputError(f"{option} {out} is an input ({p}); refusing to overwrite it")
-        if src.is_dir() and src in resolved.parents:
-            raise OutputError(f"{option} {out} is inside the input {p}; write it elsewhere")
-    if out.is_dir() and not (is_zarr(out) and out.suffix == ".zarr"):
-        raise OutputError(
-            f"{option} {out} is a directory; give a file name ending in .nc, or .zarr for Zarr"
-        )
-    if out.exists() and not out.is_dir() and out.suffix == ".zarr":
-        raise OutputError(f"{option} {out} exists and is not a Zarr store")
+    for other, path in (others or {}).items():
+        if resolved == Path(path).resolve():
+            raise OutputError(f"{option} {out} is the same file as {other}; give another name")
+    if kind == "file":
+        if out.is_dir() and not (is_zarr(out) and out.suffix == ".zarr"):
+            raise OutputError(
+                f"{option} {out} is a directory; give a file name (.nc, or .zarr for Zarr)"
+            )
+        if out.exists() and not out.is_dir() and out.suffix == ".zarr":
+            raise OutputError(f"{option} {out} exists and is not a Zarr store")
+    elif out.exists() and not out.is_dir():
+        raise OutputError(f"{option} {out} exists and is not a directory")
     parent = resolved.parent
     while not parent.exists():
         parent = parent.parent
@@ -110,9 +163,34 @@ def check_output(
         raise OutputError(f"{option} {out}: cannot write in {parent} (not a directory)")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{option} {out}: cannot write in {parent} (permission denied)")
-    if out.exists() and not out.is_dir() and not os.access(out, os.W_OK):
-        raise OutputError(f"{option} {out}: the file exists and is not writable")
+    if out.exists() and not os.access(out, os.W_OK | (os.X_OK if out.is_dir() else 0)):
+        raise OutputError(f"{option} {out}: exists and is not writable")
+    if kind == "folder" and out.is_dir():
+        _check_folder(out, option, overwrite, contents, what)
+    for p in map(Path, [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs):
+        src = p.resolve()
+        if resolved == src or (out.exists() and p.exists() and os.path.samefile(out, p)):
+            raise OutputError(f"{option} {out} is an input ({p}); refusing to overwrite it")
+        if src.is_dir() and src in resolved.parents:
+            raise OutputError(f"{option} {out} is inside the input {p}; write it elsewhere")
+        if kind == "folder" and resolved in src.parents:
+            raise OutputError(f"{option} {out} holds the input {p}; write it elsewhere")
     return out
+
+
+def _check_folder(out: Path, option: str, overwrite: bool, contents, what: str) -> None:
+    names = sorted(p.name for p in out.iterdir())
+    if names and not overwrite:
+        raise OutputError(
+            f"{option} {out} is not empty; use --overwrite to replace {what}, or choose another "
+            "folder"
+        )
+    foreign = [n for n in names if contents is not None and n not in contents]
+    if foreign:
+        raise OutputError(
+            f"{option} {out} holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, "
+            f"not part of {what}; --overwrite replaces only {what}: choose another folder"
+        )
 
 
 def write(
@@ -143,6 +221,9 @@ def write(
     -------
     Path, or ``(Path, *results of also)`` when ``also`` is given.
     """
+    import dask
+    from dask.callbacks import Callback
+
     path = Path(path)
     zarr = path.suffix == ".zarr"
     encoding = {k: dict(v) for k, v in (encoding or {}).items()}
@@ -157,7 +238,7 @@ def write(
         else:
             delayed = ds.to_netcdf(tmp, encoding=encoding, compute=False)
         with dask.config.set(scheduler="threads", num_workers=max(1, workers)):
-            bar = progress if isinstance(progress, Callback) else _Bar(desc, bool(progress))
+            bar = progress if isinstance(progress, Callback) else _bar(desc, bool(progress))
             with bar:
                 _, *results = dask.compute(delayed, *also, optimize_graph=False)
     log.info("wrote %s", path)
@@ -185,24 +266,28 @@ def _target(path: Path, zarr: bool):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-class _Bar(Callback):
+def _bar(desc: str, enabled: bool):
     """A tqdm bar over the tasks of a dask computation (nothing shown when disabled)."""
+    from dask.callbacks import Callback
 
-    def __init__(self, desc: str, enabled: bool):
-        super().__init__()
-        self.desc, self.enabled, self.bar = desc, enabled, None
+    class _Bar(Callback):
+        def __init__(self, desc: str, enabled: bool):
+            super().__init__()
+            self.desc, self.enabled, self.bar = desc, enabled, None
 
-    def _start_state(self, dsk, state):
-        if self.enabled:
-            from tqdm.auto import tqdm
+        def _start_state(self, dsk, state):
+            if self.enabled:
+                from tqdm.auto import tqdm
 
-            total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
-            self.bar = tqdm(total=total, unit="task", desc=self.desc)
+                total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
+                self.bar = tqdm(total=total, unit="task", desc=self.desc)
 
-    def _posttask(self, key, result, dsk, state, worker_id):
-        if self.bar is not None:
-            self.bar.update(1)
+        def _posttask(self, key, result, dsk, state, worker_id):
+            if self.bar is not None:
+                self.bar.update(1)
 
-    def _finish(self, dsk, state, errored):
-        if self.bar is not None:
-            self.bar.close()
+        def _finish(self, dsk, state, errored):
+            if self.bar is not None:
+                self.bar.close()
+
+    return _Bar(desc, enabled)

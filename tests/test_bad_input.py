@@ -74,3 +74,81 @@ def test_judge_sees_success_output_and_leftovers(golden, tmp_path):
     refused = Case("synth-zero", "lead", zero, ("n_time",), "positive")
     outcome = run_case(refused, tmp_path / "refused", golden)
     assert judge(refused, outcome) == [], outcome.stderr
+
+
+# --- the one output rule (climnb.store.check_output), seen through every command that writes ---
+
+_STAGE = ["--ranks-per-node", "1", "--samples-per-rank", "4", "--no-mpi", "--no-progress"]
+WRITERS = {  # command -> (kind of output, argv(ctx, out))
+    "label": ("file", lambda c, out: ["label", c.fields(), "--out", out, "--no-progress"]),
+    "predict": (
+        "file",
+        lambda c, out: ["predict", "--model", str(c.g.bundle), c.fields(), "--out", out],
+    ),
+    "tracks": ("file", lambda c, out: ["tracks", c.fields(), "--out", out]),
+    "samples": ("folder", lambda c, out: ["samples", "--input", c.fields(), "--out", out]),
+    "stage": (
+        "folder",
+        lambda c, out: ["stage", "--source", str(c.samples() / "train"), "--dest", out, *_STAGE],
+    ),
+}
+OPTION = {"stage": "--dest"}
+
+
+def _bad_output(c, command: str, situation: str) -> tuple[str, str]:
+    """(output path, the error line's expected wording) of ``situation``."""
+    kind = WRITERS[command][0]
+    if situation == "under-a-file":
+        c.text("plainfile", "a regular file\n")
+        return c.p("plainfile/sub/out"), r"cannot write in \S*plainfile \(not a directory\)"
+    if situation == "wrong-kind":
+        if kind == "file":
+            return c.dir("outdir"), r"outdir is a directory; give a file name"
+        return c.text("plainfile", "x\n"), r"plainfile exists and is not a directory"
+    if situation == "is-an-input" and command == "stage":  # the source folder
+        return str(c.d / "samples" / "train"), r"train is an input \(\S*train\); refusing"
+    if situation == "is-an-input":
+        return c.p("fields.nc"), r"fields.nc is an input \(\S*fields.nc\); refusing"
+    if situation == "holds-an-input":  # a folder output with the input in it
+        return str(c.d), rf"{c.d} is not empty; use --overwrite"
+    raise AssertionError(situation)
+
+
+RULE_CASES = [
+    (command, situation)
+    for command, (kind, _) in WRITERS.items()
+    for situation in ("under-a-file", "wrong-kind", "is-an-input", "holds-an-input")
+    if (command, situation) not in {("samples", "is-an-input"), ("stage", "holds-an-input")}
+    and not (kind == "file" and situation == "holds-an-input")
+]
+
+
+@pytest.mark.parametrize("command,situation", RULE_CASES)
+def test_one_output_rule_for_every_command(command, situation, golden, tmp_path):
+    """The same bad output gets the same refusal, worded alike, from every command (before
+    the one rule, label said "folder ... does not exist" under a file, stage a bare OSError)."""
+    kind, argv = WRITERS[command]
+    expected = []
+
+    def build(c):
+        out, wording = _bad_output(c, command, situation)
+        expected.append(wording)
+        return argv(c, out)
+
+    names = (OPTION.get(command, "--out"),)
+    outcome = run_case(Case(f"{command}-{situation}", "lead", build, names, "."), tmp_path, golden)
+    problems = judge(Case(f"{command}-{situation}", "lead", build, names, expected[0]), outcome)
+    assert not problems, "\n".join(problems) + f"\nstderr:\n{outcome.stderr}"
+
+
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_a_missing_parent_folder_is_created(command, golden, tmp_path):
+    """The rule's one kindness: ``--out new/sub/x`` makes ``new/sub`` (label refused it)."""
+    kind, argv = WRITERS[command]
+    name = {"file": "new/sub/out.nc", "folder": "new/sub/out"}[kind]
+    name += "{node}" if command == "stage" else ""  # stage's --dest pattern: node 0 here
+    ctx = Case("ok", "lead", lambda c: argv(c, c.p(name)), (), ".")
+    outcome = run_case(ctx, tmp_path, golden)
+    assert outcome.status == 0 and not outcome.raised, outcome.stderr + outcome.raised
+    made = tmp_path / name.replace("{node}", "0")
+    assert made.is_file() if kind == "file" else any(made.iterdir())

@@ -184,10 +184,10 @@ def test_open_dataset_names_a_file_that_is_not_netcdf(tmp_path):
         (lambda src, d: ["--out", str(src)], "is an input"),
         (lambda src, d: ["--out", str(d / "x.nc"), "--events", str(d / "x.nc")], "same file"),
         (lambda src, d: ["--out", str(d)], "is a directory"),
-        (lambda src, d: ["--out", str(d / "no" / "x.nc")], "does not exist"),
+        (lambda src, d: ["--out", str(src / "x.nc")], "not a directory"),  # missing: made
         (lambda src, d: ["--out", str(d / "x.nc"), "--events", str(src)], "is an input"),
     ],
-    ids=["out-is-input", "events-is-out", "out-is-dir", "no-folder", "events-is-input"],
+    ids=["out-is-input", "events-is-out", "out-is-dir", "under-a-file", "events-is-input"],
 )
 def test_label_refuses_bad_outputs_before_any_work(tmp_path, capsys, fields, make_argv, message):
     src = _write(dress(fields, "cam5"), tmp_path / "fields.nc")

@@ -155,9 +155,9 @@ def test_one_process_needs_node_placeholder(shared, tmp_path):
     with pytest.raises(ValueError, match=r"\{node\}"):
         stage(cfg)
     before = sorted(shared.iterdir())
-    with pytest.raises(ValueError, match="lies in the source"):
+    with pytest.raises(ValueError, match="is inside the input"):  # the one output rule
         stage(StagingConfig(source=str(shared), dest=str(shared / "n{node}"), n_nodes=1))
-    with pytest.raises(ValueError, match="lies in the source"):
+    with pytest.raises(ValueError, match="is an input"):
         stage(StagingConfig(source=str(shared), dest=str(shared), n_nodes=1))
     assert sorted(shared.iterdir()) == before
 

@@ -1,8 +1,9 @@
 """``climnb label``: heuristic TC/AR labels for NetCDF files as they come (CAM5, ERA5, MERRA-2).
 
-Output paths are checked before any work: an output equal to an input, the event table equal
-to the output, an output that is a directory or in a folder that does not exist or cannot be
-written are refused with a one-line error (exit status 2), so an input is never overwritten.
+Output paths are checked before any work by the output rule of :mod:`climnb.store`: an output
+equal to an input, the event table equal to the output, an output that is a directory, under a
+file or cannot be written are refused with a one-line error (exit status 2), so an input is
+never overwritten; a missing parent folder is created.
 """
 
 from __future__ import annotations
@@ -97,28 +98,13 @@ def _describe(files: list[str]) -> str:
 
 
 def _check_outputs(inputs, out, events) -> None:
-    """Refuse, before any work, outputs that would overwrite an input or cannot be written."""
-    import os
-    from pathlib import Path
+    """Refuse, before any work, outputs that would overwrite an input or cannot be written
+    (the output rule of :func:`climnb.store.check_output`)."""
+    from climnb.store import check_output, expand
 
-    from climnb.io.netcdf import expand_paths
-
-    sources = {Path(p).resolve() for p in expand_paths(inputs)}
-    for flag, path in (("--out", out), ("--events", events)):
-        resolved = path.resolve()
-        if resolved in sources:
-            raise ValueError(f"{flag} {path} is an input; refusing to overwrite it")
-        if any(src.is_dir() and src in resolved.parents for src in sources):
-            raise ValueError(f"{flag} {path} is inside an input store; write it elsewhere")
-        if path.is_dir() and not (flag == "--out" and path.suffix == ".zarr"):
-            raise ValueError(f"{flag} {path} is a directory; give a file name")
-        folder = resolved.parent
-        if not folder.is_dir():
-            raise ValueError(f"{flag} {path}: folder {folder} does not exist")
-        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-            raise ValueError(f"{flag} {path}: not writable")
-    if out.resolve() == events.resolve():
-        raise ValueError(f"--events {events} is the same file as --out")
+    sources = expand(inputs)
+    check_output(out, sources)
+    check_output(events, sources, option="--events", others={"--out": out})
 
 
 def run(args) -> int:

@@ -49,8 +49,8 @@ def run(args) -> int:
     from climnb.io.sampleset import check_output, write_sample_set
 
     out = Path(args.out)
-    check_output(out, overwrite=args.overwrite)  # before any work
     files = [Path(f).resolve() for f in expand_paths(args.input)]
+    check_output(out, overwrite=args.overwrite, inputs=files, option="--out")  # before any work
     twice = next((f for i, f in enumerate(files) if f in files[:i]), None)
     if twice is not None:  # its time steps would clash
         raise SampleError(f"{twice}: given twice in --input (the same time steps twice)")

@@ -28,7 +28,7 @@ def run(args) -> int:
     inputs = expand(args.inputs)
     out = check_output(args.out, inputs)
     if args.csv:
-        check_output(args.csv, [*inputs, out], option="--csv")
+        check_output(args.csv, inputs, option="--csv", others={"--out": out})
     ds = open_fields(inputs)
     names = [args.variable] if args.variable else ["prediction", "labels", "truth"]
     name = next((n for n in names if n in ds.data_vars), None)

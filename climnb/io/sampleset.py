@@ -546,26 +546,32 @@ def write_sample_set(
     return ss
 
 
-def check_output(out: PathLike, *, overwrite: bool = False) -> None:
-    """Refuse ``out`` for a new sample set before any work: a file; a non-empty folder unless
+def check_output(
+    out: PathLike,
+    *,
+    overwrite: bool = False,
+    inputs: PathLike | Sequence[PathLike] = (),
+    option: str = "out",
+) -> None:
+    """Refuse ``out`` for a new sample set before any work, by the output rule of
+    :func:`climnb.store.check_output` for a folder: a file; a non-empty folder unless
     ``overwrite``; and, even then, a folder holding anything but a sample set (an input
-    file, say), which replacing the set would delete."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise SampleError(f"{out}: exists and is not a directory")
-    if not out.is_dir() or not any(out.iterdir()):
-        return
-    if not overwrite:
-        raise SampleError(
-            f"{out}: not empty; use overwrite=True (climnb samples --overwrite) to replace the "
-            "whole sample set"
+    file, say), which replacing the set would delete. Raises :class:`SampleError`."""
+    from climnb.store import OutputError
+    from climnb.store import check_output as check
+
+    try:
+        check(
+            out,
+            inputs,
+            kind="folder",
+            option=option,
+            overwrite=overwrite,
+            contents=(*SPLITS, STATS_NAME),
+            what="a sample set",
         )
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in (*SPLITS, STATS_NAME))
-    if foreign:
-        raise SampleError(
-            f"{out}: holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not "
-            "part of a sample set; --overwrite replaces only a sample set: choose another --out"
-        )
+    except OutputError as err:
+        raise SampleError(str(err)) from None
 
 
 _RUN_RECORD = ".run.json"  # in the folder beside OUT while a run writes it: its key
