@@ -94,8 +94,50 @@ def open_input(
 
 
 def _is_samples(path: PathLike) -> bool:
+    """A DeepCAM sample file, or a folder that :class:`climnb.io.sampleset.SampleSet` opens."""
+    from climnb.io.sampleset import SAMPLE_GLOB, SPLITS
+
     p = Path(path)
-    return p.suffix == ".h5" or (p.is_dir() and p.suffix != ".zarr" and any(p.glob("data-*.h5")))
+    if p.suffix == ".h5":
+        return True
+    if not p.is_dir() or p.suffix == ".zarr":
+        return False
+    return any(p.glob(SAMPLE_GLOB)) or any((p / s).is_dir() for s in SPLITS)
+
+
+def _sample_files(paths: Sequence[PathLike]) -> list[tuple[Path, str | None]]:
+    """(file, SHA-256 its manifest records) of every sample file to read, in time order within
+    each input; ``None`` where the folder has no manifest (a foreign download).
+
+    Folders are read through :class:`climnb.io.sampleset.SampleSet` (a split set: all its
+    splits; a flat folder: its files). A file its folder's manifest does not list, or whose
+    size is not the manifest's, is refused here, before any work; the content is hashed
+    against the manifest when the file is read (:func:`_read_data`).
+    """
+    from climnb.io.samples import SampleError
+    from climnb.io.sampleset import SampleSet
+
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            ss = SampleSet.open(p)
+            parts = [(ss.manifest(s), ss.files(s)) for s in ss.splits or (None,)]
+        else:
+            parts = [(SampleSet(p.parent).manifest(), [p])]
+        mine = []
+        for m, files in parts:
+            for f in files:
+                entry = m.files.get(f.name) if m is not None else None
+                if m is not None and entry is None:
+                    raise SampleError(f"{f}: not listed in the manifest of {f.parent}")
+                if entry is not None and f.stat().st_size != entry.bytes:
+                    raise SampleError(
+                        f"{f}: {f.stat().st_size} bytes, its manifest says {entry.bytes}: "
+                        "truncated or changed since it was written"
+                    )
+                mine.append((f, entry.sha256 if entry is not None else None))
+        out += sorted(mine, key=lambda fe: fe[0].name) if p.is_dir() else mine
+    return out
 
 
 def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
@@ -104,13 +146,11 @@ def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
     import dask.array as dsa
     import h5py
 
-    from climnb.io.samples import inspect_sample, list_samples
+    from climnb.io.samples import inspect_sample
 
-    files = []
-    for p in map(Path, paths):
-        files += list_samples(p) if p.is_dir() else [p]
-    first = inspect_sample(files[0])
-    infos = [first] + [inspect_sample(f, shape=first.shape) for f in files[1:]]
+    files = _sample_files(paths)
+    first = inspect_sample(files[0][0])
+    infos = [first] + [inspect_sample(f, shape=first.shape) for f, _ in files[1:]]
     h, w = first.shape
     for info in infos[1:]:
         if info.channels != first.channels:
@@ -120,8 +160,8 @@ def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
     read = dask.delayed(_read_data, pure=True)
     data = dsa.stack(
         [
-            dsa.from_delayed(read(info.path), (h, w, len(first.channels)), np.float32)
-            for info in infos
+            dsa.from_delayed(read(info.path, sha), (h, w, len(first.channels)), np.float32)
+            for info, (_, sha) in zip(infos, files, strict=True)
         ]
     )
     variables = {
@@ -136,9 +176,18 @@ def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
     return xr.Dataset(variables, coords=coords)
 
 
-def _read_data(path: Path) -> np.ndarray:
-    from climnb.io.samples import read_sample
+def _read_data(path: Path, sha256: str | None = None) -> np.ndarray:
+    """The channels of a sample file; first its SHA-256 against the manifest's, if known."""
+    from climnb.io.manifest import sha256_file
+    from climnb.io.samples import SampleError, read_sample
 
+    if sha256 is not None:
+        got = sha256_file(path)
+        if got != sha256:
+            raise SampleError(
+                f"{path}: content changed since it was written (SHA-256 {got[:12]}..., "
+                f"manifest {sha256[:12]}...): corrupt or modified file"
+            )
     return read_sample(path)[0]
 
 

@@ -188,6 +188,49 @@ def test_predict_sample_files(pointwise, data, tmp_path):
     assert pred.file.size == data.sizes["time"]
 
 
+@pytest.fixture()
+def sample_set(toy, tmp_path):
+    from climnb.io.sampleset import write_sample_set
+
+    ds, _ = toy
+    return ds, write_sample_set(ds, "truth", tmp_path / "set", method="random", seed=1)
+
+
+def test_predict_reads_sample_sets_through_sampleset(pointwise, sample_set, stats):
+    """A split set's root, a split folder and files given one by one: the same predictions
+    as from the fields at those times (one owner of the layout: SampleSet)."""
+    ds, ss = sample_set
+    for source, files in [
+        (ss.root, sorted(ss.files(None), key=lambda f: f.name)),
+        (ss.folder("train"), ss.files("train")),
+        ([str(f) for f in ss.files("test")], ss.files("test")),
+    ]:
+        pred = predict(pointwise, source)
+        assert pred.file.values.tolist() == [str(f) for f in files]
+        want = predict(pointwise, ds.sel(time=pred.time.values))
+        xr.testing.assert_equal(pred.drop_vars("file"), want)
+
+
+def test_predict_checks_sample_files_against_their_manifest(pointwise, sample_set):
+    from climnb.io.samples import SampleError
+
+    _, ss = sample_set
+    victim = ss.files("train")[1]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte in the middle of the fields, same size
+    victim.write_bytes(bytes(data))
+    pred = predict(pointwise, ss.folder("train"))  # lazy: size and listing are fine
+    with pytest.raises(SampleError, match=f"{victim}: content changed since it was written"):
+        pred.compute()
+    victim.write_bytes(bytes(data[:-100]))  # truncated: refused before any work
+    with pytest.raises(SampleError, match=f"{victim}: {len(data) - 100} bytes, its manifest"):
+        predict(pointwise, ss.folder("train"))
+    stray = ss.folder("train") / "data-2100-01-01-00-1.h5"
+    stray.write_bytes(ss.files("test")[0].read_bytes())
+    with pytest.raises(SampleError, match=f"{stray}: not listed in the manifest"):
+        predict(pointwise, [stray])
+
+
 def test_fixed_size_network_is_rebuilt_for_other_grids(data, stats, tmp_path):
     from climnb.models import build_model
 
