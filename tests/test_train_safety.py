@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import zipfile
 
@@ -207,3 +208,81 @@ def test_the_sample_set_as_run_folder_is_refused_before_any_work(samples, tmp_pa
     with pytest.raises(ValueError, match=r"folder .*samples/\. \(--out, out_dir\) is the sample"):
         train(_config(data, f"{data}/."))
     assert sorted(p.relative_to(data) for p in data.rglob("*")) == before
+
+
+# --- one rank's bad file stops every rank (climnb.train.together) ---------------------------
+
+_SETTINGS = {"model_overrides": SMALL, "read_workers": 0}
+
+
+def _mpirun_train(tmp_path, env, *argv, timeout=240):
+    """``mpirun -np 2 climnb train ARGV``: (exit status, {rank: stderr}); a run still going
+    after ``timeout`` seconds (ranks waiting for each other) is killed and fails the test."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    logs = tmp_path / "logs"
+    (tmp_path / "settings.json").write_text(json.dumps(_SETTINGS))
+    cmd = ["mpirun", "-np", "2", "--bind-to", "none", "--output-filename", str(logs)]
+    cmd += [sys.executable, "-m", "climnb", "train", *argv, "--out", str(tmp_path / "run")]
+    cmd += ["--epochs", "1", "--batch-size", "2", "--threads", "1"]
+    cmd += ["--config", str(tmp_path / "settings.json")]
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail(f"the ranks still ran after {timeout} s: one waits for the other")
+    errs = {int(f.parent.name.split(".")[1]): f.read_text() for f in logs.glob("*/rank.*/stderr")}
+    return code, errs
+
+
+def _shared_set(tmp_path):
+    from climnb.io.sampleset import write_sample_set
+
+    ds, _ = make_dataset(n_time=40, seed=8)
+    return write_sample_set(ds, "truth", tmp_path / "shared")
+
+
+@pytest.mark.mpi
+@pytest.mark.horovod
+def test_a_bad_staged_file_on_rank_1_stops_both_ranks_naming_it(tmp_path, mpi_env):
+    from climnb.io.sampleset import StagedSet
+    from climnb.staging import StagingConfig, stage
+
+    ss = _shared_set(tmp_path)
+    pattern = str(tmp_path / "local" / "node{node}")
+    stage(StagingConfig(str(ss.root), pattern, n_nodes=2, ranks_per_node=1, samples_per_rank=4))
+    victim = StagedSet.open(pattern, node=1).files("train")[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size: only the hash sees it
+    victim.write_bytes(bytes(data))
+    argv = ["--data", str(ss.root), "--staged", pattern, "--ranks-per-node", "1"]
+    code, errs = _mpirun_train(tmp_path, mpi_env, *argv)
+    assert code != 0
+    assert set(errs) == {0, 1}, errs
+    for rank, err in errs.items():  # both say which rank and which file, in one line
+        line = [ln for ln in err.splitlines() if ln.startswith("climnb train: error")]
+        assert len(line) == 1 and f"rank 1 of 2: {victim}" in line[0], (rank, err[-2000:])
+    assert not (tmp_path / "run" / "model").exists()
+
+
+@pytest.mark.mpi
+@pytest.mark.horovod
+def test_a_file_failing_during_a_step_aborts_every_rank(tmp_path, mpi_env):
+    ss = _shared_set(tmp_path)
+    shard = sorted(ss.files("train"))[1::2]  # rank 1's files (climnb.pipeline.shard_files)
+    for f in shard:  # a damaged HDF5 header, same size: found only when the reader opens it
+        data = bytearray(f.read_bytes())
+        data[0:8] = b"garbage!"
+        f.write_bytes(bytes(data))
+    code, errs = _mpirun_train(tmp_path, mpi_env, "--data", str(ss.root))
+    assert code != 0
+    line = [ln for ln in errs.get(1, "").splitlines() if ln.startswith("climnb train: error")]
+    assert len(line) == 1, errs
+    assert "(rank 1 of 2)" in line[0] and "aborting every rank" in line[0]
+    assert any(str(f) in line[0] for f in shard), line[0]
+    assert not (tmp_path / "run" / "model").exists()

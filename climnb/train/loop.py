@@ -47,6 +47,7 @@ from climnb.staging import StagingConfig, stage
 from climnb.train import optim
 from climnb.train.checkpoint import latest, load_latest, restore, save_checkpoint
 from climnb.train.config import TrainConfig
+from climnb.train.together import abort_on_failure, all_ok
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ OnRecord = Callable[[Record], None]
 
 class NonFiniteError(ValueError):
     """The loss or the weights stopped being finite; training stopped, nothing was saved."""
+
+    collective = True  # every rank raises it at the same step (climnb.train.together)
 
 
 @dataclass
@@ -211,7 +214,7 @@ def _stage_first(config: TrainConfig, hvd, rank: int, size: int, local_size: int
             heads.Free()
     elif rank == 0:
         log.info("rank 0 for every node: %s", stage(staging).summary)
-    hvd.broadcast_object(None, root_rank=0)  # everyone waits for the staging
+    # everyone waits for the staging in the caller's all_ok, which also reports its errors
 
 
 def _mpi():
@@ -338,6 +341,11 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     TrainResult with this rank's history; rank 0 also wrote ``history.csv``, the checkpoints and
     the model bundle ``out_dir/model`` (:func:`climnb.bundle.load_bundle` reads it).
     """
+    with abort_on_failure():  # one rank's error stops every rank (climnb.train.together)
+        return _train(config, on_record)
+
+
+def _train(config: TrainConfig, on_record: OnRecord | None) -> TrainResult:
     _check_out_dir(config)
     if config.threads:  # oneDNN's OpenMP pool: must be sized before TensorFlow loads it
         os.environ.setdefault("OMP_NUM_THREADS", str(config.threads))
@@ -347,8 +355,9 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     rank, size = hvd.rank(), hvd.size()
     emit = on_record or (lambda record: None)
     if config.stage_first:
-        _stage_first(config, hvd, rank, size, hvd.local_size())
-    data = _Data.prepare(config, rank, size, hvd.local_size())
+        all_ok(hvd, lambda: _stage_first(config, hvd, rank, size, hvd.local_size()))
+    # every rank opens and verifies its files, then all go on, or all stop naming the file
+    data = all_ok(hvd, lambda: _Data.prepare(config, rank, size, hvd.local_size()))
     steps = _steps_per_epoch(hvd.allgather_object(len(data.train)), config.batch_size)
     run = _Run(config, data, hvd, tf, total_steps=_total_steps(config, steps))
     log.info(
