@@ -100,3 +100,31 @@ def test_stage_first_then_train_in_one_command(tmp_path, mpi_env):
     assert [len(s.files("train")) for s in staged] == [4, 4]
     staged[0].verify()  # the copies match the source manifest's digests
     assert len((out / "history.csv").read_text().splitlines()) == 1 + 2  # 4 files, batch 2
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_stage_on_engines_two_engines_on_one_simulated_node(tmp_path, mpi_environ):
+    """Two engines (two training ranks) on one node: the node is staged once, by its first
+    engine, with both ranks' files; no second node appears (it did when node n was staged by
+    engine n % engines, the engines counting as nodes)."""
+    ipp = pytest.importorskip("ipyparallel")
+    from climnb.staging import stage_on_engines
+
+    shared, local = tmp_path / "shared", tmp_path / "local"
+    ds, _ = make_dataset(n_time=40, seed=8)
+    write_sample_set(ds, "truth", shared)
+    pattern = str(local / "node{node}")
+    cfg = StagingConfig(str(shared), pattern, ranks_per_node=2, samples_per_rank=3)
+    cluster = ipp.Cluster(engines="mpi", n=2, log_level=40)
+    client = cluster.start_and_connect_sync()
+    try:
+        report = stage_on_engines(client[:], cfg)
+    finally:
+        cluster.stop_cluster_sync()
+    assert sorted(p.name for p in local.iterdir()) == ["node0"]
+    ranks = [StagedSet.for_rank(pattern, rank=r, local_size=2) for r in (0, 1)]
+    assert [r.node for r in ranks] == [0, 0] and [len(r.files("train")) for r in ranks] == [3, 3]
+    needed = {f.name for r in ranks for f in r.files("train") + r.files("validation")}
+    assert report.files_written == len(needed) + 1  # and stats.h5
+    assert report.max_reads_per_file == 1
