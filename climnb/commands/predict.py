@@ -19,8 +19,8 @@ def add_arguments(parser):
         "inputs",
         nargs="+",
         metavar="INPUT",
-        help="NetCDF files or globs, Zarr stores (*.zarr), DeepCAM sample files (*.h5) or a "
-        "directory of them",
+        help="NetCDF files or globs, Zarr stores (*.zarr), DeepCAM sample files (*.h5), a folder "
+        "of them or a sample set (checked against its manifests)",
     )
     parser.add_argument(
         "--out",
