@@ -136,6 +136,8 @@ def _sample_files(paths: Sequence[PathLike]) -> list[tuple[Path, str | None]]:
                         "truncated or changed since it was written"
                     )
                 mine.append((f, entry.sha256 if entry is not None else None))
+        if not mine:
+            raise SampleError(f"{p}: no sample files in it or its split folders")
         out += sorted(mine, key=lambda fe: fe[0].name) if p.is_dir() else mine
     return out
 

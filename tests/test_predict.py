@@ -229,6 +229,10 @@ def test_predict_checks_sample_files_against_their_manifest(pointwise, sample_se
     stray.write_bytes(ss.files("test")[0].read_bytes())
     with pytest.raises(SampleError, match=f"{stray}: not listed in the manifest"):
         predict(pointwise, [stray])
+    empty = ss.root.parent / "empty"
+    (empty / "test").mkdir(parents=True)  # a split folder, but no files
+    with pytest.raises(SampleError, match=f"{empty}: no sample files"):
+        predict(pointwise, empty)
 
 
 def test_fixed_size_network_is_rebuilt_for_other_grids(data, stats, tmp_path):
