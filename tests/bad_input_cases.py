@@ -837,6 +837,23 @@ def _(c):
     return _predict(c, c.truncate(c.first(s, "test"), 0.5))
 
 
+@case("predict-sample-set-flipped-bytes", PANGEO, "data-", r"content changed|corrupt")
+def _(c):
+    s = c.samples()
+    victim = c.first(s, "test")
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size: only the manifest's SHA-256 sees it
+    victim.write_bytes(bytes(data))
+    return _predict(c, s / "test")
+
+
+@case("predict-sample-set-stray-file", PANGEO, "data-2100", r"not listed|manifest")
+def _(c):
+    s = c.samples()
+    shutil.copyfile(c.first(s, "test"), s / "test" / "data-2100-01-01-00-1.h5")
+    return _predict(c, s)
+
+
 @case("predict-batch-size-zero", PANGEO, "batch", r"at least|positive")
 def _(c):
     return _predict(c, c.fields(), extra=("--batch-size", "0"))
