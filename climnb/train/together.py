@@ -87,12 +87,13 @@ def _abort(err: BaseException) -> None:
         flush=True,
     )
     log.debug("rank %d failed", rank, exc_info=err)
-    try:
-        from mpi4py import MPI
-    except ImportError:
-        MPI = None
-    if MPI is not None and MPI.Is_initialized() and MPI.COMM_WORLD.size == size:
-        MPI.COMM_WORLD.Abort(2)
+    if hvd.mpi_enabled():  # Horovod over MPI (not Gloo: mpi4py would start MPI of its own)
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            MPI = None
+        if MPI is not None and MPI.Is_initialized() and MPI.COMM_WORLD.size == size:
+            MPI.COMM_WORLD.Abort(2)
     with contextlib.suppress(Exception):  # Gloo: the others see this rank's links close
         hvd.shutdown()
     os._exit(2)
