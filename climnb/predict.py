@@ -43,11 +43,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import dask
+import h5py
 import numpy as np
 import xarray as xr
 
 from climnb.bundle import Bundle, BundleError, load_bundle
 from climnb.grid import cf_coords, to_caller_grid
+from climnb.io.manifest import sha256_file
+from climnb.io.samples import SampleError, inspect_sample, read_sample
+from climnb.io.sampleset import SAMPLE_GLOB, SPLITS, SampleSet
 
 __all__ = ["predict", "predict_batch", "open_input", "pad_fields"]
 
@@ -95,8 +99,6 @@ def open_input(
 
 def _is_samples(path: PathLike) -> bool:
     """A DeepCAM sample file, or a folder that :class:`climnb.io.sampleset.SampleSet` opens."""
-    from climnb.io.sampleset import SAMPLE_GLOB, SPLITS
-
     p = Path(path)
     if p.suffix == ".h5":
         return True
@@ -114,9 +116,6 @@ def _sample_files(paths: Sequence[PathLike]) -> list[tuple[Path, str | None]]:
     size is not the manifest's, is refused here, before any work; the content is hashed
     against the manifest when the file is read (:func:`_read_data`).
     """
-    from climnb.io.samples import SampleError
-    from climnb.io.sampleset import SampleSet
-
     out = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -144,11 +143,7 @@ def _sample_files(paths: Sequence[PathLike]) -> list[tuple[Path, str | None]]:
 
 def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
     """DeepCAM sample files as a lazy (dask) Dataset, one time step per file."""
-    import dask
     import dask.array as dsa
-    import h5py
-
-    from climnb.io.samples import inspect_sample
 
     files = _sample_files(paths)
     first = inspect_sample(files[0][0])
@@ -180,9 +175,6 @@ def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
 
 def _read_data(path: Path, sha256: str | None = None) -> np.ndarray:
     """The channels of a sample file; first its SHA-256 against the manifest's, if known."""
-    from climnb.io.manifest import sha256_file
-    from climnb.io.samples import SampleError, read_sample
-
     if sha256 is not None:
         got = sha256_file(path)
         if got != sha256:
