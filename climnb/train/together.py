@@ -13,8 +13,11 @@ that raises on its own leaves the others waiting in the next collective for ever
   engines: there :func:`climnb.train.engines.train_on_engines` reports the failed engine's
   error and stops the engines.
 
-Errors every rank raises together (:class:`RankError`, a non-finite loss) need no abort: the
-ranks stop side by side and the caller reports them as usual.
+Errors marked ``collective`` (:class:`RankError`, a non-finite loss), which every rank raises
+at the same point, need no abort: the ranks stop side by side and the caller reports them as
+usual. Any other error once Horovod runs with several ranks aborts the job, even one that every
+rank would raise (a batch too large for the files, say): a rank cannot know whether the others
+raised it too or wait for it in a collective; the one line it writes still says what is wrong.
 """
 
 from __future__ import annotations
