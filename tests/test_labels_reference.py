@@ -119,6 +119,12 @@ def test_river_agreement_map_colours_the_overlap():
     values = overlap.data["agreement"].values
     assert values[2, 3] == 1 and values[5, 10] == 2 and values[3, 7] == 3  # ours, ref, both
     assert np.isnan(values[0, 0])
+    anomaly = da["ivt"] - 100.0
+    three = river_agreement(da["ivt"], da["ours"], da["ref"], anomaly=anomaly, dropped=da["ref"])
+    assert len(three) == 3
+    kinds = [type(e).__name__ for e in three[2]]
+    assert kinds == ["Image", "Contours", "Contours"]  # anomaly, IVT = 250, the dropped outline
+    assert three[2].get(0).vdims[0].name == "anomaly"
 
 
 def test_oversized_candidates_are_those_over_the_area_bound():
@@ -131,3 +137,13 @@ def test_oversized_candidates_are_those_over_the_area_bound():
     assert big.values[0, 20:50].all() and not big.values[0, 60:64].any()
     assert not big.values[0, :20].any()
     assert reference.oversized_candidates(da, max_area=1e12).values.sum() == 0
+
+
+@needs_ipart
+def test_ipart_reads_north_to_south_latitudes():
+    ds, _ = make_dataset(n_time=4, seed=5, ivt=True)
+    kernel = (2, 2)
+    found = reference.ipart_detect(ds, kernel=kernel)
+    flipped = reference.ipart_detect(ds.isel(lat=slice(None, None, -1)), kernel=kernel)
+    np.testing.assert_array_equal(flipped.rivers.values, found.rivers.values)
+    assert found.rivers.values.any()

@@ -166,8 +166,9 @@ def ipart_detect(
 
     Parameters
     ----------
-    ds : (time, lat, lon) IVT and its components in kg m-1 s-1, latitudes ascending, global
-        longitudes (IPART is told the grid is zonally cyclic).
+    ds : (time, lat, lon) IVT and its components in kg m-1 s-1 on a global grid (IPART is told
+        it is zonally cyclic), such as :func:`climnb.io.netcdf.open_dataset` returns; latitudes
+        from north to south are sorted (the result is then south to north).
     kernel : THR half lengths ``(steps, cells)``; default :func:`thr_kernel`, IPART's own
         96 hours and 4.5 degrees. A series shorter than the kernel's 2 x steps + 1 is logged:
         its reconstruction then follows slow systems less than IPART's would.
@@ -189,6 +190,8 @@ def ipart_detect(
         raise KeyError(
             f"IPART needs IVT and its components: missing {missing}; found {sorted(ds.data_vars)}"
         )
+    if ds.lat.values[0] > ds.lat.values[-1]:  # IPART's geometry expects south to north
+        ds = ds.sortby("lat")
     steps, cells = kernel or thr_kernel(ds)
     n_time = ds.sizes["time"]
     if n_time < 2 * steps + 1:

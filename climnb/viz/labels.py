@@ -86,14 +86,19 @@ def river_agreement(
     time: int = 0,
     threshold: float = 250.0,
     names: tuple[str, str] = ("climnb", "IPART"),
+    anomaly: xr.DataArray | None = None,
+    dropped: xr.DataArray | None = None,
     width: int = 480,
     height: int = 240,
 ) -> hv.Layout:
     """Side-by-side maps of one step: IVT with its ``threshold`` contour, and where two river
-    masks agree (green) or only ``ours`` (orange) or only ``reference`` (blue) has a river.
+    masks agree (green) or only ``ours`` (orange) or only ``reference`` (blue) has a river;
+    with ``anomaly`` (the reference's IVT anomaly, e.g. IPART's THR anomaly) a third map of it,
+    with the outline of ``dropped`` (e.g. :func:`climnb.labels.reference.oversized_candidates`)
+    in magenta.
 
-    ``ours`` may hold class ids (rivers are 2) or booleans; ``reference`` booleans; all three
-    are (time, lat, lon) on the same grid.
+    ``ours`` may hold class ids (rivers are 2) or booleans; ``reference`` booleans; all are
+    (time, lat, lon) on the same grid.
     """
     step = {k: da.isel(time=time) for k, da in (("ivt", ivt), ("a", ours), ("b", reference))}
     a = step["a"] == 2 if step["a"].dtype != bool else step["a"]
@@ -116,4 +121,20 @@ def river_agreement(
         f"orange: {ours_name} only, blue: {ref_name} only, green: both; line: IVT = {threshold:g}"
     )
     image = image.opts(cmap="YlGnBu", colorbar=True, width=width, height=height, title="IVT")
-    return (image * edge + (overlap * edge).opts(title=title)).cols(1)
+    layout = image * edge + (overlap * edge).opts(title=title)
+    if anomaly is not None:
+        field = anomaly.isel(time=time).rename("anomaly")
+        shown = hv.Image(field, kdims=["lon", "lat"], vdims=["anomaly"]).opts(
+            cmap="RdBu_r", clim=(-500, 500), colorbar=True, width=width, height=height
+        )
+        shown = shown * edge
+        name = f"{ref_name}'s IVT anomaly"
+        if dropped is not None:
+            mask = dropped.isel(time=time).astype(np.float32).rename("dropped")
+            outline = hv.Image(mask, kdims=["lon", "lat"], vdims=["dropped"])
+            shown = shown * hv.operation.contours(outline, levels=[0.5], filled=False).opts(
+                color="magenta", line_width=1.5
+            )
+            name += "; magenta: dropped as too large"
+        layout = layout + shown.opts(title=name)
+    return layout.cols(1)
