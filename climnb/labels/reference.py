@@ -103,7 +103,9 @@ def load_ipart():
         When IPART (or networkx / scikit-image, which it needs) is not installed; the message
         names the install command.
     """
-    if "mpl_toolkits.basemap" not in sys.modules:
+    try:  # a real basemap, where installed, is left alone
+        import mpl_toolkits.basemap  # noqa: F401
+    except ImportError:
         stub = types.ModuleType("mpl_toolkits.basemap")
         stub.Basemap = None
         sys.modules["mpl_toolkits.basemap"] = stub
