@@ -20,7 +20,8 @@ physical rule that none of the recipes is built from; see climnb.synthetic):
   (3 steps): pixel IoU of each recipe's rivers with IPART's, matched events (a river is
   matched when half of its pixels are river in the other mask) (bar: IoU >= 0.6), and why
   they differ (``scores.agreement``: IoU over IVT >= 250 pixels, IPART-only area under 250,
-  IPART rivers that never reach 250, our area IPART's reconstruction absorbs);
+  IPART rivers that never reach 250, our area IPART's reconstruction absorbs, the globe's
+  share of IPART candidates over its area bound, which it drops whole);
 * seconds per full-size step on one core (issue 16's target: <= 0.05 s), each run paired
   with a baseline run (one ``np.percentile`` plus one ``scipy.ndimage.label`` of the grid,
   the least a percentile-and-components labeller must spend), and the median ratio of the
@@ -35,10 +36,12 @@ physical rule that none of the recipes is built from; see climnb.synthetic):
 
 How the figures could mislead: the truth is still synthetic (one generator's idea of rivers and
 storms; real rivers have fronts, orography and tropical moisture plumes it lacks); the
-synthetic rivers live 9-30 hours, far shorter than real ones (days), so IPART's 8-day kernel
-sees them as sharper anomalies than it would in reanalysis; the IPART comparison is one seed's
-series, at toy size unless ``--ipart-full``. The machine's cores may be shared; the speed-up
-is only meaningful on an otherwise idle machine.
+synthetic rivers live 9-30 hours, far shorter than real ones (days), and its background
+transport (tropical plumes included) changes within a day or two, so IPART's 8-day kernel
+leaves an anomaly over much of the globe that it may not leave in reanalysis (not measured
+here: no real series); the IPART comparison is ``--seeds`` series of ``--ipart-steps`` steps,
+at toy size unless ``--ipart-full`` (slow), from one generator. The machine's cores may be
+shared; the speed-up is only meaningful on an otherwise idle machine.
 """
 
 from __future__ import annotations
