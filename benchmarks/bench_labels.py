@@ -167,13 +167,15 @@ def ipart_series(shape, n_steps: int, seed: int = 100) -> xr.Dataset:
     return make_dataset(n_time=n_steps, n_lat=shape[0], n_lon=shape[1], seed=seed, ivt=True)[0]
 
 
-def ipart_kernels(ds: xr.Dataset) -> dict[str, tuple[int, int]]:
-    """IPART's documented THR kernel (half lengths 96 h and 4.5 degrees) and the short one
-    earlier benchmarks used (3 steps), as (steps, cells) of ``ds``."""
+def ipart_settings(ds: xr.Dataset) -> dict[str, dict]:
+    """IPART's documented THR kernel (half lengths 96 h and 4.5 degrees) with its default
+    candidate threshold (1 kg m-1 s-1 of anomaly) and with its automatic one, and the short
+    kernel earlier benchmarks used (3 steps), as ``ipart_detect`` arguments for ``ds``."""
     steps, cells = reference.thr_kernel(ds)
     return {
-        f"IPART's ({steps} steps = 96 h, {cells} cells = 4.5 deg)": (steps, cells),
-        f"short (3 steps = 9 h, {cells} cells)": (3, cells),
+        f"IPART's ({steps} steps = 96 h, {cells} cells = 4.5 deg)": {"kernel": (steps, cells)},
+        "IPART's, automatic candidate threshold": {"kernel": (steps, cells), "thres_low": None},
+        f"short (3 steps = 9 h, {cells} cells)": {"kernel": (3, cells)},
     }
 
 
@@ -192,8 +194,8 @@ def ipart_agreement(data, arrays_by_recipe, n_steps: int) -> None:
     pooled = {}  # kernel name -> lists of per-seed arrays
     for k in range(len(data)):
         ds = ipart_series(shape, n_steps, seed=100 + k)
-        kernels = ipart_kernels(ds)
-        margin = max(steps for steps, _ in kernels.values())
+        settings = ipart_settings(ds)
+        margin = max(setting["kernel"][0] for setting in settings.values())
         if k == 0 and n_steps < 2 * margin + 1:
             print(
                 f"\n  note: {n_steps} steps are fewer than IPART's kernel spans ({2 * margin + 1})"
@@ -204,14 +206,17 @@ def ipart_agreement(data, arrays_by_recipe, n_steps: int) -> None:
             recipe, given = key.split("/")
             lab, _ = compute(*label_dataset(_inputs(ds, given), LabelConfig.recipe(recipe)))
             ours[key] = lab.values[inner]
-        for name, kernel in kernels.items():
+        for name, setting in settings.items():
             start = time.perf_counter()
-            found = reference.ipart_detect(ds, kernel=kernel)
+            found = reference.ipart_detect(ds, **setting)
             seconds = time.perf_counter() - start
             part = {
                 "ref": found.rivers.values[inner],
                 "anomaly": found.anomaly.values[inner],
-                "oversized": reference.oversized_candidates(found.anomaly).values[inner],
+                "oversized": reference.oversized_candidates(
+                    found.anomaly, thres_low=found.threshold.values
+                ).values[inner],
+                "threshold": found.threshold.values[inner],
                 "ivt": ds.IVT.values[inner],
                 "truth": ds.truth.values[inner],
                 "seconds": np.array([seconds / n_steps]),
@@ -231,13 +236,16 @@ def ipart_agreement(data, arrays_by_recipe, n_steps: int) -> None:
         ref, anomaly, ivt, truth = cat["ref"], cat["anomaly"], cat["ivt"], cat["truth"]
         t = agreement(truth, ref, ivt, lon, anomaly=anomaly)
         recon = np.median(1 - anomaly[truth == 2] / ivt[truth == 2])
+        threshold = cat["threshold"]
+        candidate = (anomaly > threshold[:, None, None]).mean()
         print(
             f"   kernel {name}: {cat['seconds'].mean():.2f} s per step; IPART vs truth IoU "
             f"{t['iou']:.3f}; IPART has {t['n_reference']} rivers, "
-            f"{t['reference_weak_rivers']:.0%} of them never reach IVT 250; THR anomaly >= 1 "
-            f"(IPART's candidate threshold) on {(anomaly >= 1).mean():.0%} of the globe, in "
-            f"candidates over its 18 million km2 bound on {cat['oversized'].mean():.0%}; "
-            f"reconstruction / IVT in the truth's rivers: median {recon:.2f}"
+            f"{t['reference_weak_rivers']:.0%} of them never reach IVT 250; THR anomaly over "
+            f"IPART's candidate threshold (median {np.median(threshold):.0f} kg m-1 s-1) on "
+            f"{candidate:.0%} of the globe, in candidates over its 18 million km2 bound on "
+            f"{cat['oversized'].mean():.0%}; reconstruction / IVT in the truth's rivers: median "
+            f"{recon:.2f}"
         )
         for key in arrays_by_recipe:
             lab = cat[key]
@@ -399,7 +407,7 @@ def pictures(folder: Path, shape=TOY_SHAPE, steps: int = 3, n_steps: int = 160) 
 
     ds = ipart_series(shape, n_steps)
     ours = compute(*label_dataset(_inputs(ds, "ivt"), LabelConfig.recipe("ivt")))[0].values == 2
-    kernel = next(iter(ipart_kernels(ds).values()))
+    kernel = next(iter(ipart_settings(ds).values()))["kernel"]
     found = reference.ipart_detect(ds, kernel=kernel)
     both = ours.astype(int) + 2 * found.rivers.values  # 1 climnb only, 2 IPART only, 3 both
     oversized = reference.oversized_candidates(found.anomaly).values.astype(float)

@@ -57,6 +57,19 @@ def test_ipart_finds_rivers_where_transport_is_high(caplog):
     assert (np.abs(lat[rivers.values]) >= 20).mean() > 0.8
     np.testing.assert_allclose(found.anomaly + found.reconstruction, ivt, rtol=1e-5, atol=1e-3)
     assert found.attrs["kernel_steps"] == 32 and found.attrs["kernel_cells"] == 2
+    assert found.threshold.dims == ("time",) and (found.threshold == 1.0).all()
+
+
+@needs_ipart
+def test_ipart_automatic_threshold_is_recorded_per_step():
+    ds, _ = make_dataset(n_time=4, seed=3, ivt=True)
+    fixed = reference.ipart_detect(ds, kernel=(2, 2))
+    auto = reference.ipart_detect(ds, kernel=(2, 2), thres_low=None)
+    assert auto.threshold.shape == (4,) and (auto.threshold > 1.0).all()
+    # a higher candidate threshold can only shrink the candidates IPART drops as too large
+    big_fixed = reference.oversized_candidates(fixed.anomaly, thres_low=fixed.threshold.values)
+    big_auto = reference.oversized_candidates(auto.anomaly, thres_low=auto.threshold.values)
+    assert int(big_auto.sum()) <= int(big_fixed.sum())
 
 
 @needs_ipart

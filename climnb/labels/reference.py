@@ -176,13 +176,15 @@ def ipart_detect(
         its reconstruction then follows slow systems less than IPART's would.
     find_ars : overrides of IPART's ``findARs`` settings (its defaults are its documented ones:
         ``thres_low=1`` kg m-1 s-1 of anomaly, ``min_length=2000`` km, ``min_LW=2``,
-        ``min_lat=20``, ``max_lat=80``, ``min_area=50e4``, ``max_area=1800e4`` km2).
+        ``min_lat=20``, ``max_lat=80``, ``min_area=50e4``, ``max_area=1800e4`` km2);
+        ``thres_low=None`` is IPART's own per-step threshold (``determineThresLow``: the elbow
+        of the anomaly's area-threshold curve).
 
     Returns
     -------
     xarray.Dataset with ``rivers`` (bool), ``anomaly`` and ``reconstruction`` (IVT = anomaly +
-    reconstruction), all (time, lat, lon) on the coordinates of ``ds``, and the kernel used in
-    its attributes.
+    reconstruction), all (time, lat, lon) on the coordinates of ``ds``, ``threshold`` (time:
+    the anomaly above which IPART's candidates lie) and the kernel in its attributes.
     """
     ipart = load_ipart()
     from ipart.utils import funcs
@@ -225,6 +227,12 @@ def ipart_detect(
             verbose=False,
             **find_ars,
         )
+    thres_low = find_ars.get("thres_low", 1.0)
+    anomaly = np.asarray(ano.data, float).reshape(values.shape)
+    if thres_low is None:  # what findARs computes for each step
+        threshold = [ipart.AR_detector.determineThresLow(a) for a in anomaly]
+    else:
+        threshold = np.full(n_time, float(thres_low))
     rivers = np.zeros(values.shape, bool)  # steps without a river are left out of its result
     rivers[np.asarray(index, dtype=int)] = (
         np.asarray(labels.data).reshape(-1, *values.shape[1:]) > 0
@@ -233,7 +241,8 @@ def ipart_detect(
     return xr.Dataset(
         {
             "rivers": (dims, rivers),
-            "anomaly": (dims, np.asarray(ano.data, float).reshape(values.shape)),
+            "anomaly": (dims, anomaly),
+            "threshold": ("time", np.asarray(threshold, float)),
             "reconstruction": (dims, np.asarray(rec.data, float).reshape(values.shape)),
         },
         coords=coords,
@@ -246,10 +255,11 @@ def ipart_detect(
 
 
 def oversized_candidates(
-    anomaly: xr.DataArray, *, thres_low: float = 1.0, max_area: float = 1800e4
+    anomaly: xr.DataArray, *, thres_low=1.0, max_area: float = 1800e4
 ) -> xr.DataArray:
-    """Where IPART's candidates (seam-joined regions of THR anomaly >= ``thres_low``) are
-    larger than its ``max_area`` (km2): it drops them whole, rivers and all. Its defaults.
+    """Where IPART's candidates (seam-joined regions of THR anomaly > ``thres_low``, a number
+    or one per step such as :func:`ipart_detect`'s ``threshold``) are larger than its
+    ``max_area`` (km2): it drops them whole, rivers and all. Its defaults.
 
     A diagnostic of disagreement: when the reconstruction lies far below IVT almost
     everywhere (a kernel long compared with how fast the background changes), candidates
@@ -265,8 +275,9 @@ def oversized_candidates(
     area = cell_area_km2(lat, lon)
     area = np.broadcast_to(area[:, None] if area.ndim == 1 else area, anomaly.shape[1:])
     out = np.zeros(anomaly.shape, bool)
+    thres = np.broadcast_to(np.asarray(thres_low, float), anomaly.shape[:1])
     for t, field in enumerate(anomaly.values):
-        objects, n = label_components(field >= thres_low, periodic=is_periodic(lon))
+        objects, n = label_components(field > thres[t], periodic=is_periodic(lon))
         if n:
             sizes = np.asarray(ndimage.sum(area, objects, np.arange(1, n + 1)))
             out[t] = np.isin(objects, 1 + np.flatnonzero(sizes > max_area))
