@@ -2,7 +2,8 @@
 # One-command set-up for climnb on Debian/Ubuntu (called by `make setup`, `make test`, `make demo`).
 #
 #   1. system packages with apt (only when running as root and apt-get exists)
-#   2. a virtual environment in .venv with `pip install -e .[train,dev]`
+#   2. a virtual environment in .venv with `pip install -e .[train,dev,bench]`, and IPART (the
+#      reference river detector of the label benchmark and notebook 01) with --no-deps
 #   3. Horovod 0.28.1 built from source against that TensorFlow, with MPI and Gloo;
 #      the wheel is cached in $CLIMNB_CACHE (default ~/.cache/climnb) so it is compiled
 #      at most once per machine
@@ -18,6 +19,7 @@ ROOT=$(pwd)
 VENV=${VENV:-$ROOT/.venv}
 CACHE=${CLIMNB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/climnb}
 HOROVOD_VERSION=0.28.1
+IPART_VERSION=2.0.2
 # slurm-wlm, munge and libpmix2 (Slurm's PMIx plugin) let the tests start a one-node Slurm
 # cluster of their own (tests/slurm_cluster.py); no service is configured or enabled for you.
 APT_PACKAGES=(build-essential cmake openmpi-bin libopenmpi-dev libhighwayhash-dev libfarmhash-dev
@@ -66,8 +68,11 @@ fi
 NOISE="is ignored: it is neither a file nor a directory|BuildBackendWarning|^ *!!|^ *\*{20,}|^ *$|Please be careful with folders|name as your package|with strategy, WheelFile"
 pip_() { "$VENV/bin/python" -m pip --disable-pip-version-check "$@" 2>&1 | { grep -vE "$NOISE" || true; }; }
 pip_ install -q --upgrade pip setuptools wheel
-say "pip install -e .[train,dev]"
-pip_ install -q -e ".[train,dev]"
+say "pip install -e .[train,dev,bench]"
+pip_ install -q -e ".[train,dev,bench]"
+# IPART's metadata pins matplotlib 2.2.3 and basemap (no Python 3.11 wheels; only its plotting
+# needs them): install it alone, its detection needs only the bench extra (networkx, scikit-image).
+pip_ install -q --no-deps "ipart==$IPART_VERSION"
 
 # --- 3. Horovod --------------------------------------------------------------------------
 tf_version=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))' 2>/dev/null \

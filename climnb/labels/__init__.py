@@ -9,7 +9,9 @@ Step 1 of the workflow: raw fields (xarray) in, pixel labels (xarray) and an eve
 * :mod:`~climnb.labels.components` - connected components joined across the 0/360 seam;
 * :mod:`~climnb.labels.ar`, :mod:`~climnb.labels.tc` - the two detectors;
 * :mod:`~climnb.labels.dataset` - :func:`label_dataset`, lazily with dask;
-* :mod:`~climnb.labels.scores` - IoU, recall and precision against a known truth.
+* :mod:`~climnb.labels.scores` - IoU, recall and precision against a known truth, and
+  agreement with another detector;
+* :mod:`~climnb.labels.reference` - IPART (optional extra), an independent river detector.
 
 Examples
 --------

@@ -10,6 +10,11 @@ from the generator's own event geometry.
 * Rivers (class 2): objects are the seam-joined connected components of each mask; a true
   river is found when at least ``overlap`` of its pixels are labelled river, and a detected
   river is right when at least ``overlap`` of its pixels are river in the truth.
+* Agreement with another detector (:func:`agreement`, e.g. IPART's rivers from
+  :mod:`climnb.labels.reference`): the IoU and matched rivers above, and where the two differ:
+  how much of the other's river area and of its rivers lies under a transport threshold, the
+  IoU over strong-transport pixels only, and how much of our own area the other detector's
+  background absorbed.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy import ndimage
 
 from climnb.labels.components import label_components
 from climnb.labels.sphere import great_circle_km, is_periodic
 
-__all__ = ["iou", "storm_scores", "river_scores", "score"]
+__all__ = ["iou", "storm_scores", "river_scores", "score", "agreement"]
 
 
 def iou(labels, truth, class_id: int) -> float:
@@ -104,3 +110,81 @@ def score(
         {"class_name": "atmospheric_river", "iou": iou(lab, tru, 2), **ar},
     ]
     return pd.DataFrame(rows).set_index("class_name")
+
+
+def agreement(
+    labels,
+    reference,
+    ivt,
+    lon,
+    *,
+    threshold: float = 250.0,
+    anomaly=None,
+    absorbed: float = 1.0,
+    class_id: int = 2,
+) -> dict:
+    """How climnb's rivers (``labels == class_id``) agree with another detector's.
+
+    ``labels``, ``reference`` (its rivers: bool or the same class ids), ``ivt`` and ``anomaly``
+    are (time, lat, lon) arrays; ``anomaly`` is the reference's IVT anomaly (IPART: IVT minus
+    its THR reconstruction), where ``<= absorbed`` means the reference saw no anomaly there.
+
+    Returns a dict of:
+
+    * ``iou``, ``recall`` (share of the reference's rivers that ours match), ``precision``
+      (share of ours the reference matches), ``n_reference``, ``n_ours`` (river objects);
+    * ``iou_strong``: the IoU over pixels with ``ivt >= threshold`` only;
+    * ``only_ours``, ``only_reference``: shares of the union that only one mask has;
+    * ``only_reference_weak``: share of the reference-only pixels with ``ivt < threshold``;
+    * ``reference_weak_rivers``: share of the reference's rivers whose IVT never reaches
+      ``threshold`` (a fixed-threshold rule cannot find them);
+    * ``recall_strong``: ``recall`` over the reference's other rivers;
+    * ``only_ours_absorbed``: share of our-only pixels where ``anomaly <= absorbed`` (NaN
+      without ``anomaly``).
+    """
+    ours = np.asarray(labels) == class_id
+    ref = np.asarray(reference)
+    ref = ref.astype(bool) if ref.dtype == bool else ref == class_id
+    ivt = np.asarray(ivt, float)
+    if not ours.shape == ref.shape == ivt.shape:
+        raise ValueError(
+            f"labels {ours.shape}, reference {ref.shape} and ivt {ivt.shape} must have the "
+            "same (time, lat, lon) shape"
+        )
+    strong = ivt >= threshold
+    union, only_ours, only_ref = ours | ref, ours & ~ref, ref & ~ours
+    matched = river_scores(ours.astype(np.uint8), ref.astype(np.uint8), lon, class_id=1)
+    periodic = is_periodic(lon)
+    weak = found_strong = n_strong = 0
+    for ours_t, ref_t, ivt_t in zip(ours, ref, ivt, strict=True):
+        objects, n = label_components(ref_t, periodic=periodic)
+        if n == 0:
+            continue
+        index = np.arange(1, n + 1)
+        peak = ndimage.maximum(ivt_t, objects, index)
+        size = ndimage.sum(np.ones_like(ivt_t), objects, index)
+        inside = ndimage.sum(ours_t.astype(float), objects, index)
+        is_strong = np.asarray(peak) >= threshold
+        weak += int((~is_strong).sum())
+        n_strong += int(is_strong.sum())
+        found_strong += int((is_strong & (np.asarray(inside) >= 0.5 * np.asarray(size))).sum())
+    absorbed_share = float("nan")
+    if anomaly is not None and only_ours.any():
+        absorbed_share = float((np.asarray(anomaly)[only_ours] <= absorbed).mean())
+    n_union = np.count_nonzero(union)
+    return {
+        "iou": iou(ours, ref, True),
+        "recall": matched["recall"],
+        "precision": matched["precision"],
+        "n_reference": matched["n_true"],
+        "n_ours": matched["n_found"],
+        "iou_strong": iou(ours[strong], ref[strong], True),
+        "only_ours": _ratio(np.count_nonzero(only_ours), n_union),
+        "only_reference": _ratio(np.count_nonzero(only_ref), n_union),
+        "only_reference_weak": _ratio(
+            np.count_nonzero(only_ref & ~strong), np.count_nonzero(only_ref)
+        ),
+        "reference_weak_rivers": _ratio(weak, weak + n_strong),
+        "recall_strong": _ratio(found_strong, n_strong),
+        "only_ours_absorbed": absorbed_share,
+    }

@@ -26,7 +26,10 @@ from climnb.labels.ar import river_strength
 from climnb.labels.config import ARConfig
 from climnb.viz.fields import channel_over_time
 
-__all__ = ["ivt_threshold_map", "labels_over_time"]
+__all__ = ["ivt_threshold_map", "labels_over_time", "river_agreement"]
+
+#: Colours of :func:`river_agreement`'s overlap map: only ours, only the reference's, both.
+AGREEMENT_COLOURS = {1: "#ff7f0e", 2: "#1f77b4", 3: "#2ca02c"}
 
 
 def ivt_threshold_map(
@@ -73,3 +76,65 @@ def labels_over_time(
     return channel_over_time(
         ds.sel(time=labels.time), channel, mask=labels, width=width, height=height
     )
+
+
+def river_agreement(
+    ivt: xr.DataArray,
+    ours: xr.DataArray,
+    reference: xr.DataArray,
+    *,
+    time: int = 0,
+    threshold: float = 250.0,
+    names: tuple[str, str] = ("climnb", "IPART"),
+    anomaly: xr.DataArray | None = None,
+    dropped: xr.DataArray | None = None,
+    width: int = 480,
+    height: int = 240,
+) -> hv.Layout:
+    """Side-by-side maps of one step: IVT with its ``threshold`` contour, and where two river
+    masks agree (green) or only ``ours`` (orange) or only ``reference`` (blue) has a river;
+    with ``anomaly`` (the reference's IVT anomaly, e.g. IPART's THR anomaly) a third map of it,
+    with the outline of ``dropped`` (e.g. :func:`climnb.labels.reference.oversized_candidates`)
+    in magenta.
+
+    ``ours`` may hold class ids (rivers are 2) or booleans; ``reference`` booleans; all are
+    (time, lat, lon) on the same grid.
+    """
+    step = {k: da.isel(time=time) for k, da in (("ivt", ivt), ("a", ours), ("b", reference))}
+    a = step["a"] == 2 if step["a"].dtype != bool else step["a"]
+    both = a.astype(np.int8) + 2 * step["b"].astype(np.int8)
+    both = both.where(both > 0).rename("agreement")
+    field = step["ivt"].rename("IVT")
+    image = hv.Image(field, kdims=["lon", "lat"], vdims=[hv.Dimension("IVT", unit="kg m-1 s-1")])
+    edge = hv.operation.contours(image, levels=[threshold], filled=False).opts(
+        color="black", line_width=1
+    )
+    overlap = hv.Image(both, kdims=["lon", "lat"], vdims=["agreement"]).opts(
+        cmap=list(AGREEMENT_COLOURS.values()),
+        clim=(0.5, 3.5),
+        clipping_colors={"NaN": "white"},
+        width=width,
+        height=height,
+    )
+    ours_name, ref_name = names
+    title = (
+        f"orange: {ours_name} only, blue: {ref_name} only, green: both; line: IVT = {threshold:g}"
+    )
+    image = image.opts(cmap="YlGnBu", colorbar=True, width=width, height=height, title="IVT")
+    layout = image * edge + (overlap * edge).opts(title=title)
+    if anomaly is not None:
+        field = anomaly.isel(time=time).rename("anomaly")
+        shown = hv.Image(field, kdims=["lon", "lat"], vdims=["anomaly"]).opts(
+            cmap="RdBu_r", clim=(-500, 500), colorbar=True, width=width, height=height
+        )
+        shown = shown * edge
+        name = f"{ref_name}'s IVT anomaly"
+        if dropped is not None:
+            mask = dropped.isel(time=time).astype(np.float32).rename("dropped")
+            outline = hv.Image(mask, kdims=["lon", "lat"], vdims=["dropped"])
+            shown = shown * hv.operation.contours(outline, levels=[0.5], filled=False).opts(
+                color="magenta", line_width=1.5
+            )
+            name += "; magenta: dropped as too large"
+        layout = layout + shown.opts(title=name)
+    return layout.cols(1)
