@@ -20,7 +20,9 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -32,6 +34,7 @@ import xarray as xr
 from scipy import ndimage
 
 from climnb.channels import CLASS_NAMES
+from climnb.io.netcdf import FILL_LIMIT as _FILL_LIMIT
 from climnb.io.netcdf import input_grid, normalize
 from climnb.labels.ar import detect_rivers, transport_rivers
 from climnb.labels.config import LabelConfig
@@ -46,6 +49,8 @@ __all__ = [
     "label_step",
     "label_dataset",
     "compute",
+    "worker_processes",
+    "StepInputs",
     "save_labelled",
     "EVENT_COLUMNS",
 ]
@@ -290,13 +295,18 @@ _EMPTY_RIVERS = pd.DataFrame(
 
 
 def _fill_missing(fields):
+    """Fields with missing values (NaN, inf, and CAM5's undeclared fill: magnitude 1e30 or
+    more, as :func:`climnb.io.netcdf.normalize` treats it) set to the field's median, and the
+    mask of the pixels missing in any field (None when none is)."""
     out, missing = {}, None
     for name, f in fields.items():
         f = np.asarray(f)
-        if np.isfinite(f.sum()):  # one read of the field; NaN or inf would make the sum so
+        # two reductions and no temporary; NaN makes both comparisons false
+        if f.size == 0 or (f.max() < _FILL_LIMIT and f.min() > -_FILL_LIMIT):
             out[name] = f
             continue
-        bad = ~np.isfinite(f)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(f) | (np.abs(f) >= _FILL_LIMIT)
         if bad.any():
             if bad.all():
                 raise ValueError(f"variable {name} has no valid values in a time step")
@@ -306,8 +316,117 @@ def _fill_missing(fields):
     return out, missing
 
 
-def _label_block(names, lat, lon, config, classes, times, threshold, *blocks):
-    """Label a block of time steps: returns (labels (t, lat, lon), events)."""
+class StepInputs:
+    """The dask graph that reads (and puts on the canonical grid) one time chunk of the input
+    variables, carried inside that chunk's label task and run there (:meth:`read`).
+
+    The fields are then read where they are labelled, in the worker thread, process or
+    dask.distributed worker that runs the task, and only the labels and the event table leave
+    it: with processes, the fields never travel through the scheduler, and each process reads
+    outside the other processes' HDF5 lock. For a file-backed input the graph holds the file's
+    lazy array wrappers (path, variable, index), not the data; pickled it is a few kB.
+    """
+
+    def __init__(self, graph: dict, keys: list):
+        self.graph, self.keys = graph, keys
+
+    def read(self) -> list[np.ndarray]:
+        """The arrays, one per key, computed here (dask's single-threaded executor)."""
+        return [np.asarray(a) for a in dask.core.get(self.graph, self.keys)]
+
+
+def _step_inputs(chunks: list[list[da.Array]]) -> list[StepInputs] | None:
+    """One :class:`StepInputs` per time chunk (``chunks[i]``: that chunk of each variable),
+    or None when the chunks share work: a task (such as reading a file's whole variable and
+    splitting it) or a literal array of over 1 MiB that more than one chunk's graph needs,
+    which each chunk would then redo or carry."""
+    from dask.core import convert_legacy_graph, get_deps
+
+    graph = {}
+    for arrays in chunks:
+        for a in arrays:
+            graph.update(a.__dask_graph__())
+    graph = convert_legacy_graph(graph)
+    deps, _ = get_deps(graph)
+    owner, parts = {}, []
+    for i, arrays in enumerate(chunks):
+        keys = [k for a in arrays for k in dask.core.flatten(a.__dask_keys__())]
+        seen, stack = set(), list(keys)
+        while stack:
+            key = stack.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            stack.extend(deps[key])
+            if owner.setdefault(key, i) != i and _is_work(graph[key]):
+                log.debug("time chunks share %s: their inputs are read outside the tasks", key)
+                return None
+        parts.append(StepInputs({k: graph[k] for k in seen}, keys))
+    return parts
+
+
+def _is_work(node) -> bool:
+    """A task that computes something, or a literal array of over 1 MiB."""
+    from dask._task_spec import Alias, DataNode, Task
+
+    if isinstance(node, DataNode):
+        node = node.value
+    if isinstance(node, np.ndarray):
+        return node.nbytes > 2**20
+    return isinstance(node, Task) and not isinstance(node, Alias)
+
+
+#: The process pool that label tasks are sent to (see :func:`worker_processes`), with the
+#: process id that owns it.
+_POOL: tuple[int, object] | None = None
+
+
+@contextlib.contextmanager
+def worker_processes(n: int):
+    """Label in ``n`` worker processes while a threaded dask computation runs in this one.
+
+    Inside the block, each label task of :func:`label_dataset` that a thread of this process
+    runs is sent to one of ``n`` processes (a :class:`concurrent.futures.ProcessPoolExecutor`,
+    started fresh with ``spawn``, so that no lock held by another thread is copied into it);
+    the process reads the task's own time chunk (:class:`StepInputs`), labels it and returns
+    the uint8 labels and the event table. Everything else (the output writes, their locks)
+    stays in this process's threads. This is the arrangement ``climnb label --workers N`` uses:
+    labelling scales with processes (no GIL, no shared HDF5 lock) and the NetCDF writer's lock
+    stays in one process::
+
+        with worker_processes(2), dask.config.set(scheduler="threads", num_workers=2):
+            compute(write, events)
+
+    Elsewhere (the ``sync``, ``processes`` or dask.distributed schedulers, or other processes)
+    label tasks run where they are scheduled, as without it.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _POOL
+    if n < 1:
+        raise ValueError(f"worker processes must be at least 1, got {n}")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(n, mp_context=context) as pool:
+        previous, _POOL = _POOL, (os.getpid(), pool)
+        try:
+            yield pool
+        finally:
+            _POOL = previous
+
+
+def _label_block(*args):
+    """A label task: labelled here, or in a worker process inside :func:`worker_processes`."""
+    if _POOL is not None and _POOL[0] == os.getpid():
+        return _POOL[1].submit(_label_here, *args).result()
+    return _label_here(*args)
+
+
+def _label_here(names, lat, lon, config, classes, times, threshold, *blocks):
+    """Label a block of time steps: returns (labels (t, lat, lon), events). ``blocks``: one
+    array per variable, or one :class:`StepInputs` that reads them."""
+    if len(blocks) == 1 and isinstance(blocks[0], StepInputs):
+        blocks = blocks[0].read()
     out = np.zeros((len(times), lat.size, lon.size), np.uint8)
     tables = []
     for k, time in enumerate(times):
@@ -369,7 +488,9 @@ def label_dataset(
     config, names = plan.config, list(plan.variables)
     if ds.sizes["time"] == 0:
         raise ValueError("the input's time axis is empty: nothing to label")
-    ds = normalize(ds, required=names)[names]
+    # the fill values (|x| >= 1e30) are made missing by the labeller itself (_fill_missing),
+    # in the pass that finds NaN, rather than by a lazy `where` over each field
+    ds = normalize(ds, required=names, mask_fill=False)[names]
     ds = ds.chunk({"time": config.time_chunk, "lat": -1, "lon": -1})
     lat, lon = ds.lat.values.astype(float), ds.lon.values.astype(float)
     if lat.size < 3 or lon.size < 3:
@@ -377,10 +498,12 @@ def label_dataset(
     threshold, note = _ivt_threshold(ds, config)
     notes = plan.notes + ((note,) if note else ())
     token = dask.base.tokenize(ds, config, plan.classes)
+    chunks = [[ds[n].data.blocks[i] for n in names] for i in range(len(ds.chunks["time"]))]
+    inputs = _step_inputs(chunks)
     blocks, tables, start = [], [], 0
-    for size in ds.chunks["time"]:
+    for i, size in enumerate(ds.chunks["time"]):
         times = ds.time.values[start : start + size]
-        parts = [ds[n].data.blocks[start // config.time_chunk] for n in names]
+        parts = [inputs[i]] if inputs is not None else chunks[i]
         result = dask.delayed(_label_block, pure=True)(
             names,
             lat,
@@ -434,6 +557,9 @@ def _ivt_threshold(ds: xr.Dataset, config: LabelConfig):
             f"series of {n} steps is shorter than {ar.min_series_steps}: fixed threshold "
             f"{ar.ivt_threshold:g} instead of the {ar.ivt_percentile:g}th percentile"
         )
+    ds = ds.map(  # label_dataset leaves the fill values in: mask them as normalize would
+        lambda v: v.where(np.abs(v) < _FILL_LIMIT) if np.issubdtype(v.dtype, np.floating) else v
+    )
     if "IVT" in ds:
         ivt = ds.IVT
     elif "IVTU" in ds:
