@@ -382,7 +382,7 @@ _POOL: tuple[int, object] | None = None
 
 
 @contextlib.contextmanager
-def worker_processes(n: int):
+def worker_processes(n: int, *, pool=None):
     """Label in ``n`` worker processes while a threaded dask computation runs in this one.
 
     Inside the block, each label task of :func:`label_dataset` that a thread of this process
@@ -398,16 +398,20 @@ def worker_processes(n: int):
             compute(write, events)
 
     Elsewhere (the ``sync``, ``processes`` or dask.distributed schedulers, or other processes)
-    label tasks run where they are scheduled, as without it.
+    label tasks run where they are scheduled, as without it. ``pool``: an executor of one's
+    own to send them to instead (left open at the end, e.g. to keep its processes warm over
+    several computations; ``n`` is then ignored).
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     global _POOL
-    if n < 1:
+    if pool is None and n < 1:
         raise ValueError(f"worker processes must be at least 1, got {n}")
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(n, mp_context=context) as pool:
+    with contextlib.ExitStack() as stack:
+        if pool is None:
+            context = multiprocessing.get_context("spawn")
+            pool = stack.enter_context(ProcessPoolExecutor(n, mp_context=context))
         previous, _POOL = _POOL, (os.getpid(), pool)
         try:
             yield pool
