@@ -143,3 +143,41 @@ def test_cli_workers_give_the_same_files(tmp_path, series):
             assert len(table) == len(events)
     for value in written.values():
         np.testing.assert_array_equal(value, labels.values)
+
+
+def test_worker_processes_exit_when_their_parent_is_killed(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, sys, time\n"
+        "from climnb.labels.dataset import worker_processes\n"
+        "if __name__ == '__main__':\n"
+        "    with worker_processes(2) as pool:\n"
+        "        print(*{pool.submit(os.getpid).result() for _ in range(8)}, flush=True)\n"
+        "        time.sleep(60)\n"
+    )
+    (tmp_path / "hold.py").write_text(script)
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "hold.py")], stdout=subprocess.PIPE)
+    workers = [int(p) for p in proc.stdout.readline().split()]
+    assert workers and proc.pid not in workers
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in workers if os.path.exists(f"/proc/{p}") and _running(p)]
+    assert not alive, f"worker processes {alive} outlived their parent"
+
+
+def _running(pid: int) -> bool:
+    """Not a zombie (an exited process its new parent has not reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -411,12 +411,30 @@ def worker_processes(n: int, *, pool=None):
     with contextlib.ExitStack() as stack:
         if pool is None:
             context = multiprocessing.get_context("spawn")
-            pool = stack.enter_context(ProcessPoolExecutor(n, mp_context=context))
+            pool = stack.enter_context(
+                ProcessPoolExecutor(
+                    n, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
+                )
+            )
         previous, _POOL = _POOL, (os.getpid(), pool)
         try:
             yield pool
         finally:
             _POOL = previous
+
+
+def _exit_with(parent: int, every_s: float = 0.5) -> None:
+    """In a worker process: exit when ``parent`` has gone (killed with SIGKILL, say), which
+    the pool cannot tell its idle workers."""
+    import threading
+    import time
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="climnb-parent-watch").start()
 
 
 def _label_block(*args):
