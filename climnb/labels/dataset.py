@@ -31,6 +31,7 @@ import dask.array as da
 import numpy as np
 import pandas as pd
 import xarray as xr
+from dask.delayed import Delayed
 from scipy import ndimage
 
 from climnb.channels import CLASS_NAMES
@@ -335,22 +336,20 @@ class StepInputs:
         return [np.asarray(a) for a in dask.core.get(self.graph, self.keys)]
 
 
-def _step_inputs(chunks: list[list[da.Array]]) -> list[StepInputs] | None:
-    """One :class:`StepInputs` per time chunk (``chunks[i]``: that chunk of each variable),
-    or None when the chunks share work: a task (such as reading a file's whole variable and
-    splitting it) or a literal array of over 1 MiB that more than one chunk's graph needs,
-    which each chunk would then redo or carry."""
+def _step_inputs(arrays: list[da.Array]) -> list[StepInputs] | None:
+    """One :class:`StepInputs` per time chunk of ``arrays`` (one per variable, chunked along
+    time only), or None when the chunks share work: a task (such as reading a file's whole
+    variable and splitting it) or a literal array of over 1 MiB that more than one chunk's
+    graph needs, which each chunk would then redo or carry. One pass over the graph."""
     from dask.core import convert_legacy_graph, get_deps
 
     graph = {}
-    for arrays in chunks:
-        for a in arrays:
-            graph.update(a.__dask_graph__())
+    for a in arrays:
+        graph.update(a.__dask_graph__())
     graph = convert_legacy_graph(graph)
     deps, _ = get_deps(graph)
     owner, parts = {}, []
-    for i, arrays in enumerate(chunks):
-        keys = [k for a in arrays for k in dask.core.flatten(a.__dask_keys__())]
+    for i, keys in enumerate(zip(*(_chunk_keys(a) for a in arrays), strict=True)):
         seen, stack = set(), list(keys)
         while stack:
             key = stack.pop()
@@ -361,8 +360,13 @@ def _step_inputs(chunks: list[list[da.Array]]) -> list[StepInputs] | None:
             if owner.setdefault(key, i) != i and _is_work(graph[key]):
                 log.debug("time chunks share %s: their inputs are read outside the tasks", key)
                 return None
-        parts.append(StepInputs({k: graph[k] for k in seen}, keys))
+        parts.append(StepInputs({k: graph[k] for k in seen}, list(keys)))
     return parts
+
+
+def _chunk_keys(a: da.Array) -> list:
+    """The key of each time chunk of ``a`` (time, lat, lon), lat and lon in one chunk each."""
+    return [k[0][0] for k in a.__dask_keys__()]
 
 
 def _is_work(node) -> bool:
@@ -520,8 +524,17 @@ def label_dataset(
     threshold, note = _ivt_threshold(ds, config)
     notes = plan.notes + ((note,) if note else ())
     token = dask.base.tokenize(ds, config, plan.classes)
-    chunks = [[ds[n].data.blocks[i] for n in names] for i in range(len(ds.chunks["time"]))]
-    inputs = _step_inputs(chunks)
+    arrays = [ds[n].data for n in names]
+    inputs = _step_inputs(arrays)
+    if inputs is None:  # the chunks as dependencies: Delayed objects sharing each graph
+        keys = [_chunk_keys(a) for a in arrays]
+        chunks = [
+            [
+                Delayed(k[i], a.__dask_graph__(), layer=a.name)
+                for a, k in zip(arrays, keys, strict=True)
+            ]
+            for i in range(len(ds.chunks["time"]))
+        ]
     blocks, tables, start = [], [], 0
     for i, size in enumerate(ds.chunks["time"]):
         times = ds.time.values[start : start + size]
