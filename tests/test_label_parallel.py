@@ -181,3 +181,24 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_flipped_file_in_processes_matches_memory(tmp_path, series):
+    """Descending latitudes, longitudes -180..180 and other coordinate names: the steps read
+    inside the tasks are put on the canonical grid there, and the labels come back on the
+    file's grid as when the fields are in memory."""
+    ds = series[0]["ds"].isel(time=slice(0, 3))
+    flipped = ds.roll(lon=ds.sizes["lon"] // 2, roll_coords=True)
+    flipped = flipped.assign_coords(lon=((flipped.lon + 180) % 360) - 180)
+    flipped = flipped.isel(lat=slice(None, None, -1)).rename(lat="latitude", lon="longitude")
+    path = tmp_path / "flipped.nc"
+    flipped.to_netcdf(path)
+    expected, expected_events = compute(*label_dataset(flipped), scheduler="sync")
+    opened = open_dataset(str(path), canonical=False)
+    lazy = label_dataset(opened)
+    assert all(any(isinstance(a, StepInputs) for a in t.args) for t in _label_tasks(lazy[0]))
+    got, events = compute(*lazy, scheduler="processes", num_workers=2)
+    assert got.dims == ("time", "latitude", "longitude")
+    np.testing.assert_array_equal(got.latitude.values, flipped.latitude.values)
+    np.testing.assert_array_equal(got.values, expected.values)
+    pd.testing.assert_frame_equal(events, expected_events, check_dtype=False)
