@@ -22,20 +22,28 @@ physical rule that none of the recipes is built from; see climnb.synthetic):
   with a baseline run (one ``np.percentile`` plus one ``scipy.ndimage.label`` of the grid,
   the least a percentile-and-components labeller must spend), and the median ratio of the
   pairs, which a shared machine's load skews far less than the seconds;
-* the 1-worker vs 2-worker speed-up of ``label_dataset`` through dask (threads and processes)
-  on a series read lazily from NetCDF;
+* the 1-worker vs 2-worker speed-up of ``label_dataset`` on a series read lazily from NetCDF
+  (each label task reads its own step), for dask threads, dask's multiprocessing scheduler,
+  ``climnb label --workers N``'s worker processes and a ``LocalCluster`` (issue 16's target:
+  >= 1.85x); 1- and 2-worker runs alternate on warm workers and each pair gives a ratio;
 * peak memory (RSS) of labelling a lazily opened series of NetCDF files to NetCDF, for a short
   and a 4x longer series: bounded memory means the peak does not grow with the length.
 
     .venv/bin/python benchmarks/bench_labels.py [--steps 50] [--seeds 5] [--quick]
         [--recipe default|paper|ivt|all] [--ipart-steps 12]
+        [--only quality,speed,scaling,memory] [--scaling-repeat 3]
+    .venv/bin/python benchmarks/bench_labels.py --only speed,scaling   # issue 16's figures
 
 How the figures could mislead: the truth is still synthetic (one generator's idea of rivers and
 storms; real rivers have fronts, orography and tropical moisture plumes it lacks); IPART's
 THR kernel spans 3 steps here (its examples use about 4 days), so it keeps more of slow
 systems; the IPART comparison runs on fewer steps than the rest (``--ipart-steps``) because its
 axis search is slow. The machine's cores may be shared; the speed-up is only meaningful on an
-otherwise idle machine.
+otherwise idle machine (with another program on the second core, 2 workers cannot gain, and
+each hand-over between the scheduler, a pool's threads and a worker process waits for a time
+slice: under load the process arrangements pay tens of ms per step that an idle machine does
+not). The series is read from the page cache (written just before): a cold disk would add
+read time to every arrangement alike.
 """
 
 from __future__ import annotations
