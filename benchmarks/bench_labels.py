@@ -304,25 +304,46 @@ def scaling(paths: list[Path], repeat: int = 3, arrangements=None) -> dict:
     results = {}
     for arrangement in arrangements:
         with runner(arrangement, 1) as (up1, one), runner(arrangement, 2) as (up2, two):
-            pairs = []
+            pairs, cpu = [], []
             for _ in range(repeat):
                 seconds = []
                 for go in (one, two):
+                    used = _cpu_seconds()
                     start = time.perf_counter()
                     go()
                     seconds.append(time.perf_counter() - start)
+                    cpu.append(np.subtract(_cpu_seconds(), used) / n_time)
                 pairs.append(seconds)
-        pairs = np.array(pairs)
+        pairs, cpu = np.array(pairs), np.array(cpu).reshape(repeat, 2, 2)
         speedup = float(np.median(pairs[:, 0] / pairs[:, 1]))
         results[arrangement] = speedup
+        here, workers = np.median(cpu, axis=0).T  # rows: 1 worker, 2 workers
         print(
             f"  {arrangement:<9} 1 worker {np.median(pairs[:, 0]) / n_time:.3f} s/step, "
             f"2 workers {np.median(pairs[:, 1]) / n_time:.3f} s/step: speed-up {speedup:.2f}x "
             f"(pairs {', '.join(f'{a / b:.2f}' for a, b in pairs)}; target >= 1.85x: "
             f"{'OK' if speedup >= 1.85 else 'BELOW'}); start-up {up1:.1f} s / {up2:.1f} s, "
-            "not counted"
+            f"not counted\n{'':12}CPU s/step, this process + worker processes: 1 worker "
+            f"{here[0]:.3f} + {workers[0]:.3f}, 2 workers {here[1]:.3f} + {workers[1]:.3f}"
         )
     return results
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """CPU seconds (user + system) used so far by this process and by its live child
+    processes (worker processes, a LocalCluster's nannies and workers)."""
+    import psutil
+
+    me = psutil.Process()
+    children = 0.0
+    for child in me.children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:
+            continue
+        children += times.user + times.system
+    mine = me.cpu_times()
+    return mine.user + mine.system, children
 
 
 def write_series(folder: Path, n_time: int, shape) -> list[Path]:
