@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -332,8 +333,31 @@ class StepInputs:
         self.graph, self.keys = graph, keys
 
     def read(self) -> list[np.ndarray]:
-        """The arrays, one per key, computed here (dask's single-threaded executor)."""
-        return [np.asarray(a) for a in dask.core.get(self.graph, self.keys)]
+        """The arrays, one per key, computed here (dask's single-threaded executor).
+
+        The graph's lazy file arrays are kept (:data:`_OPENED`, by their dask key: file path,
+        modification time, variable): an unpickled copy would close its file when the task
+        ends and the next step would open it again (about 17 ms a file at full size).
+        """
+        from dask._task_spec import DataNode
+
+        graph = dict(self.graph)
+        with _OPENED_LOCK:
+            for key, node in graph.items():
+                value = node.value if isinstance(node, DataNode) else None
+                if not hasattr(value, "__array__") or isinstance(value, np.ndarray):
+                    continue  # tasks, and data held in memory
+                kept = _OPENED.pop(key, None)
+                _OPENED[key] = graph[key] = node if kept is None else kept
+                while len(_OPENED) > _OPENED_MAX:
+                    _OPENED.pop(next(iter(_OPENED)))
+        return [np.asarray(a) for a in dask.core.get(graph, self.keys)]
+
+
+#: Lazy file arrays of recent :class:`StepInputs` in this process, oldest first.
+_OPENED: dict = {}
+_OPENED_MAX = 64
+_OPENED_LOCK = threading.Lock()
 
 
 def _step_inputs(arrays: list[da.Array]) -> list[StepInputs] | None:
