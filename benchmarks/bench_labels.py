@@ -296,7 +296,8 @@ def scaling(paths: list[Path], repeat: int = 3, arrangements=None) -> dict:
                 go()
                 yield time.perf_counter() - begin, go
         else:
-            with dask_client("local", n_workers=workers) as client:
+            # (silence_logs: a worker's heartbeat racing the cluster's close logs an error)
+            with dask_client("local", n_workers=workers, silence_logs=50) as client:
                 go = lambda: compute_on(client, *label_dataset(ds), progress=False)  # noqa: E731
                 go()
                 yield time.perf_counter() - begin, go
