@@ -202,3 +202,36 @@ def test_flipped_file_in_processes_matches_memory(tmp_path, series):
     np.testing.assert_array_equal(got.latitude.values, flipped.latitude.values)
     np.testing.assert_array_equal(got.values, expected.values)
     pd.testing.assert_frame_equal(events, expected_events, check_dtype=False)
+
+
+def test_a_worker_keeps_the_files_it_reads_open(series):
+    """In a worker process each task arrives as a fresh copy; without keeping the lazy file
+    arrays, the copy closed the file when the task ended and every step opened it again."""
+    import gc
+
+    from xarray.backends.file_manager import FILE_CACHE
+
+    from climnb.labels import dataset
+
+    path = series[0]["nc"][1]
+    opened = open_dataset(path, canonical=False)
+    blob = pickle.dumps(
+        [a for a in _label_tasks(label_dataset(opened)[0])[0].args if isinstance(a, StepInputs)]
+    )
+    dataset._OPENED.clear()
+    del opened
+    gc.collect()
+
+    def files_open():
+        return [key for key in FILE_CACHE if path in str(key)]
+
+    assert not files_open()
+    (first,) = pickle.loads(blob)
+    first.read()
+    del first
+    gc.collect()
+    assert files_open(), "the file was closed when the task's copy went"
+    (second,) = pickle.loads(blob)
+    kept = dict(dataset._OPENED)
+    second.read()
+    assert all(dataset._OPENED[k] is v for k, v in kept.items())  # the same open arrays
