@@ -319,13 +319,17 @@ def scaling(paths: list[Path], repeat: int = 3, arrangements=None) -> dict:
         speedup = float(np.median(pairs[:, 0] / pairs[:, 1]))
         results[arrangement] = speedup
         here, workers = np.median(cpu, axis=0).T  # rows: 1 worker, 2 workers
+        cores = (here + workers) / (np.median(pairs, axis=0) / n_time)
         print(
             f"  {arrangement:<9} 1 worker {np.median(pairs[:, 0]) / n_time:.3f} s/step, "
             f"2 workers {np.median(pairs[:, 1]) / n_time:.3f} s/step: speed-up {speedup:.2f}x "
             f"(pairs {', '.join(f'{a / b:.2f}' for a, b in pairs)}; target >= 1.85x: "
             f"{'OK' if speedup >= 1.85 else 'BELOW'}); start-up {up1:.1f} s / {up2:.1f} s, "
             f"not counted\n{'':12}CPU s/step, this process + worker processes: 1 worker "
-            f"{here[0]:.3f} + {workers[0]:.3f}, 2 workers {here[1]:.3f} + {workers[1]:.3f}"
+            f"{here[0]:.3f} + {workers[0]:.3f}, 2 workers {here[1]:.3f} + {workers[1]:.3f}; "
+            f"cores obtained (CPU / wall) {cores[0]:.2f} and {cores[1]:.2f}: speed-up per "
+            f"core obtained {speedup / (cores[1] / cores[0]):.2f} (1.00 when the time falls "
+            "as the cores the load left us rise)"
         )
     return results
 
