@@ -57,8 +57,8 @@ def add_arguments(parser):
         type=int,
         default=1,
         help="worker processes labelling time steps in parallel, each reading its own steps "
-        "(default 1: all in this process); with --scheduler local, the LocalCluster's "
-        "single-threaded worker processes",
+        "(default 1: all in this process; starting them takes a few seconds); with "
+        "--scheduler local, the LocalCluster's single-threaded worker processes",
     )
     parser.add_argument(
         "--scheduler",
