@@ -3,8 +3,12 @@ run, and computing on them with progress.
 
 :func:`dask_client` gives a :class:`distributed.Client` for one of three places:
 
-* ``"local"`` — a :class:`distributed.LocalCluster` on this machine (worker processes, so
-  labelling is not held back by the GIL; the dashboard link is ``client.dashboard_link``);
+* ``"local"`` — a :class:`distributed.LocalCluster` on this machine: one single-threaded worker
+  process per core (``processes=True, threads_per_worker=1``), the arrangement in which
+  labelling scales with the workers: each label task reads its own time step inside its worker
+  (:class:`climnb.labels.dataset.StepInputs`), so no worker waits on another's GIL or HDF5
+  lock and only the small uint8 labels leave it (``benchmarks/bench_labels.py --only
+  scaling`` measures 1 vs 2 workers); the dashboard link is ``client.dashboard_link``;
 * ``"slurm"`` — dask-jobqueue's :class:`~dask_jobqueue.SLURMCluster`: workers submitted as
   batch jobs (``jobs``, ``cores``, ``memory``, ``walltime``, ``queue``, ``account``,
   ``job_extra_directives``, ... as keyword arguments);
@@ -41,7 +45,8 @@ def dask_client(scheduler: str = "local", **options):
     ----------
     scheduler : where the workers run (see the module's description).
     options : for ``"local"``, :class:`distributed.LocalCluster` arguments (default: one
-        single-threaded worker process per core, ``dashboard_address=":0"``); for ``"slurm"``,
+        single-threaded worker process per core, ``processes=True, threads_per_worker=1``,
+        ``dashboard_address=":0"``); for ``"slurm"``,
         :class:`dask_jobqueue.SLURMCluster` arguments plus ``jobs`` (default 1), the number of
         batch jobs to start; none for an address.
 
@@ -57,6 +62,7 @@ def dask_client(scheduler: str = "local", **options):
 
         options = {
             "n_workers": os.cpu_count() or 1,
+            "processes": True,
             "threads_per_worker": 1,
             "dashboard_address": ":0",
             **options,

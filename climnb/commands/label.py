@@ -57,7 +57,9 @@ def add_arguments(parser):
         "--workers",
         type=int,
         default=1,
-        help="dask threads labelling time steps in parallel (default 1)",
+        help="worker processes labelling time steps in parallel, each reading its own steps "
+        "(default 1: all in this process; starting them takes a few seconds); with "
+        "--scheduler local, the LocalCluster's single-threaded worker processes",
     )
     parser.add_argument(
         "--scheduler",
@@ -153,12 +155,19 @@ def _write_netcdf(labels, events, out, args):
     from climnb.atomic import atomic_path
     from climnb.labels import compute
 
-    # threads: the NetCDF writer holds a lock that cannot go to other processes, and labelling
-    # spends most of its time in numpy/scipy code that releases the GIL
+    # threads in this process schedule the work and write (the NetCDF writer's lock cannot go
+    # to other processes); each label task reads and labels its steps in one of --workers
+    # processes (climnb.labels.dataset.worker_processes), so labelling scales past the GIL
+    # and HDF5's lock, and only the uint8 labels come back
     scheduler = "sync" if args.workers == 1 else "threads"
     local_bar = _progress(labels.sizes["time"], args.no_progress or bool(args.scheduler))
     # the client first: the NetCDF writer then takes a lock the workers can share
-    with _client(args) as client, atomic_path(out) as tmp, local_bar:
+    with (
+        _client(args) as client,
+        _processes(args),
+        atomic_path(out) as tmp,
+        local_bar,
+    ):
         write = labels.to_dataset().to_netcdf(
             tmp, compute=False, encoding={"labels": {"dtype": "u1", "zlib": True}}
         )
@@ -179,15 +188,28 @@ def _write_zarr(labels, events, out, args):
 
     if args.scheduler:
         raise ValueError(f"--out {out}: --scheduler writes NetCDF only; give a .nc name")
-    _, table = write(
-        labels.to_dataset(),
-        out,
-        encoding={"labels": {"dtype": "u1"}},
-        also=[events],
-        progress=not args.no_progress,
-        workers=args.workers,
-    )
+    with _processes(args):
+        _, table = write(
+            labels.to_dataset(),
+            out,
+            encoding={"labels": {"dtype": "u1"}},
+            also=[events],
+            progress=not args.no_progress,
+            workers=args.workers,
+        )
     return table
+
+
+def _processes(args):
+    """The worker processes that label (a context manager) for ``--workers`` above 1 without
+    ``--scheduler`` (whose workers are processes already)."""
+    import contextlib
+
+    if args.scheduler or args.workers < 2:
+        return contextlib.nullcontext()
+    from climnb.labels.dataset import worker_processes
+
+    return worker_processes(args.workers)
 
 
 def _client(args):

@@ -69,7 +69,9 @@ COORD_ALIASES = {
     "time": ("time", "Time", "TIME", "valid_time", "t"),
 }
 _CF_KEYS = {"lat": "latitude", "lon": "longitude", "time": "time"}
-_FILL_LIMIT = 1e30
+#: Values of this magnitude or more are missing (CAM5's undeclared 1e36 fill).
+FILL_LIMIT = 1e30
+_FILL_LIMIT = FILL_LIMIT
 _TOL_DEG = 1e-6  # coordinates closer than this are the same (reanalysis rounding)
 
 
@@ -125,6 +127,7 @@ def normalize(
     *,
     required: Iterable[str] | None = None,
     variables: Mapping[str, str] | None = None,
+    mask_fill: bool = True,
 ) -> xr.Dataset:
     """Return ``ds`` on the canonical grid and names, checking that ``required`` variables exist.
 
@@ -135,6 +138,9 @@ def normalize(
     required : climnb names of variables that must be present with dimensions (time, lat, lon)
         (extra dimensions of length 1, such as a single level, are dropped).
     variables : extra mapping from the file's variable names to climnb's.
+    mask_fill : make values of magnitude :data:`FILL_LIMIT` or more NaN in the ``required``
+        variables (a lazy pass over each); False leaves them for a caller that treats them as
+        missing itself (the labeller does, in the same pass as NaN).
 
     Raises
     ------
@@ -154,7 +160,7 @@ def normalize(
     if "time" not in ds.dims:
         ds = ds.expand_dims("time")
     for name in required:
-        ds[name] = _canonical_var(ds[name], name)
+        ds[name] = _canonical_var(ds[name], name, mask_fill)
     ds = _fix_lon(ds)
     if ds.lat.size > 1 and ds.lat.values[0] > ds.lat.values[-1]:
         ds = ds.isel(lat=slice(None, None, -1))
@@ -174,7 +180,7 @@ def missing_message(missing: Sequence[str], ds: xr.Dataset) -> str:
     )
 
 
-def _canonical_var(da: xr.DataArray, name: str) -> xr.DataArray:
+def _canonical_var(da: xr.DataArray, name: str, mask_fill: bool = True) -> xr.DataArray:
     extra = [d for d in da.dims if d not in DIMS]
     squeezable = [d for d in extra if da.sizes[d] == 1]
     if len(squeezable) < len(extra) or not {"lat", "lon"} <= set(da.dims):
@@ -190,7 +196,7 @@ def _canonical_var(da: xr.DataArray, name: str) -> xr.DataArray:
     if "time" not in da.dims:
         da = da.expand_dims("time")
     da = da.transpose(*DIMS)
-    if np.issubdtype(da.dtype, np.floating):
+    if mask_fill and np.issubdtype(da.dtype, np.floating):
         da = da.where(np.abs(da) < _FILL_LIMIT)
     return da
 
@@ -299,12 +305,32 @@ def _open_one(path: str, chunks) -> xr.Dataset:
         # process, which resuming an interrupted `climnb samples` relies on
         if zarr:
             return xr.open_zarr(path, consolidated=False, chunks=chunks or {})
-        return xr.open_dataset(path, chunks=chunks or {})
+        ds = xr.open_dataset(path, chunks=chunks or {})
+        time = _coord_names(ds).get("time")
+        if chunks is None and time in ds.dims and _steps_apart(ds, time):
+            # one dask chunk per step straight from the file (not the file's whole contiguous
+            # variable split afterwards): each step is then read by a task of its own
+            ds.close()
+            ds = xr.open_dataset(path, chunks={time: 1})
+        return ds
     except Exception as err:  # backends raise many kinds (OSError, ValueError, ...)
         kind = "a Zarr store" if zarr else "NetCDF"
         raise ValueError(
             f"{path}: cannot be read as {kind} ({type(err).__name__}: {str(err).split('.')[0]})"
         ) from None
+
+
+def _steps_apart(ds: xr.Dataset, time: str) -> bool:
+    """Whether one step of every variable along ``time`` can be read alone without reading
+    more of the file: stored contiguously or in chunks of one step (compressed chunks of
+    several steps are better read whole)."""
+    for var in ds.data_vars.values():
+        if time not in var.dims or ds.sizes[time] < 2:
+            continue
+        sizes = var.encoding.get("chunksizes")
+        if not var.encoding.get("contiguous") and not (sizes and sizes[var.dims.index(time)] == 1):
+            return False
+    return True
 
 
 def open_dataset(

@@ -20,7 +20,10 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -29,9 +32,11 @@ import dask.array as da
 import numpy as np
 import pandas as pd
 import xarray as xr
+from dask.delayed import Delayed
 from scipy import ndimage
 
 from climnb.channels import CLASS_NAMES
+from climnb.io.netcdf import FILL_LIMIT as _FILL_LIMIT
 from climnb.io.netcdf import input_grid, normalize
 from climnb.labels.ar import detect_rivers, transport_rivers
 from climnb.labels.config import LabelConfig
@@ -46,6 +51,8 @@ __all__ = [
     "label_step",
     "label_dataset",
     "compute",
+    "worker_processes",
+    "StepInputs",
     "save_labelled",
     "EVENT_COLUMNS",
 ]
@@ -290,13 +297,18 @@ _EMPTY_RIVERS = pd.DataFrame(
 
 
 def _fill_missing(fields):
+    """Fields with missing values (NaN, inf, and CAM5's undeclared fill: magnitude 1e30 or
+    more, as :func:`climnb.io.netcdf.normalize` treats it) set to the field's median, and the
+    mask of the pixels missing in any field (None when none is)."""
     out, missing = {}, None
     for name, f in fields.items():
         f = np.asarray(f)
-        if np.isfinite(f.sum()):  # one read of the field; NaN or inf would make the sum so
+        # two reductions and no temporary; NaN makes both comparisons false
+        if f.size == 0 or (f.max() < _FILL_LIMIT and f.min() > -_FILL_LIMIT):
             out[name] = f
             continue
-        bad = ~np.isfinite(f)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(f) | (np.abs(f) >= _FILL_LIMIT)
         if bad.any():
             if bad.all():
                 raise ValueError(f"variable {name} has no valid values in a time step")
@@ -306,8 +318,165 @@ def _fill_missing(fields):
     return out, missing
 
 
-def _label_block(names, lat, lon, config, classes, times, threshold, *blocks):
-    """Label a block of time steps: returns (labels (t, lat, lon), events)."""
+class StepInputs:
+    """The dask graph that reads (and puts on the canonical grid) one time chunk of the input
+    variables, carried inside that chunk's label task and run there (:meth:`read`).
+
+    The fields are then read where they are labelled, in the worker thread, process or
+    dask.distributed worker that runs the task, and only the labels and the event table leave
+    it: with processes, the fields never travel through the scheduler, and each process reads
+    outside the other processes' HDF5 lock. For a file-backed input the graph holds the file's
+    lazy array wrappers (path, variable, index), not the data; pickled it is a few kB.
+    """
+
+    def __init__(self, graph: dict, keys: list):
+        self.graph, self.keys = graph, keys
+
+    def read(self) -> list[np.ndarray]:
+        """The arrays, one per key, computed here (dask's single-threaded executor).
+
+        The graph's lazy file arrays are kept (:data:`_OPENED`, by their dask key: file path,
+        modification time, variable): an unpickled copy would close its file when the task
+        ends and the next step would open it again (about 17 ms a file at full size).
+        """
+        from dask._task_spec import DataNode
+
+        graph = dict(self.graph)
+        with _OPENED_LOCK:
+            for key, node in graph.items():
+                value = node.value if isinstance(node, DataNode) else None
+                if not hasattr(value, "__array__") or isinstance(value, np.ndarray):
+                    continue  # tasks, and data held in memory
+                kept = _OPENED.pop(key, None)
+                _OPENED[key] = graph[key] = node if kept is None else kept
+                while len(_OPENED) > _OPENED_MAX:
+                    _OPENED.pop(next(iter(_OPENED)))
+        return [np.asarray(a) for a in dask.core.get(graph, self.keys)]
+
+
+#: Lazy file arrays of recent :class:`StepInputs` in this process, oldest first.
+_OPENED: dict = {}
+_OPENED_MAX = 64
+_OPENED_LOCK = threading.Lock()
+
+
+def _step_inputs(arrays: list[da.Array]) -> list[StepInputs] | None:
+    """One :class:`StepInputs` per time chunk of ``arrays`` (one per variable, chunked along
+    time only), or None when the chunks share work: a task (such as reading a file's whole
+    variable and splitting it) or a literal array of over 1 MiB that more than one chunk's
+    graph needs, which each chunk would then redo or carry. One pass over the graph."""
+    from dask.core import convert_legacy_graph, get_deps
+
+    graph = {}
+    for a in arrays:
+        graph.update(a.__dask_graph__())
+    graph = convert_legacy_graph(graph)
+    deps, _ = get_deps(graph)
+    owner, parts = {}, []
+    for i, keys in enumerate(zip(*(_chunk_keys(a) for a in arrays), strict=True)):
+        seen, stack = set(), list(keys)
+        while stack:
+            key = stack.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            stack.extend(deps[key])
+            if owner.setdefault(key, i) != i and _is_work(graph[key]):
+                log.debug("time chunks share %s: their inputs are read outside the tasks", key)
+                return None
+        parts.append(StepInputs({k: graph[k] for k in seen}, list(keys)))
+    return parts
+
+
+def _chunk_keys(a: da.Array) -> list:
+    """The key of each time chunk of ``a`` (time, lat, lon), lat and lon in one chunk each."""
+    return [k[0][0] for k in a.__dask_keys__()]
+
+
+def _is_work(node) -> bool:
+    """A task that computes something, or a literal array of over 1 MiB."""
+    from dask._task_spec import Alias, DataNode, Task
+
+    if isinstance(node, DataNode):
+        node = node.value
+    if isinstance(node, np.ndarray):
+        return node.nbytes > 2**20
+    return isinstance(node, Task) and not isinstance(node, Alias)
+
+
+#: The process pool that label tasks are sent to (see :func:`worker_processes`), with the
+#: process id that owns it.
+_POOL: tuple[int, object] | None = None
+
+
+@contextlib.contextmanager
+def worker_processes(n: int, *, pool=None):
+    """Label in ``n`` worker processes while a threaded dask computation runs in this one.
+
+    Inside the block, each label task of :func:`label_dataset` that a thread of this process
+    runs is sent to one of ``n`` processes (a :class:`concurrent.futures.ProcessPoolExecutor`,
+    started fresh with ``spawn``, so that no lock held by another thread is copied into it);
+    the process reads the task's own time chunk (:class:`StepInputs`), labels it and returns
+    the uint8 labels and the event table. Everything else (the output writes, their locks)
+    stays in this process's threads. This is the arrangement ``climnb label --workers N`` uses:
+    labelling scales with processes (no GIL, no shared HDF5 lock) and the NetCDF writer's lock
+    stays in one process::
+
+        with worker_processes(2), dask.config.set(scheduler="threads", num_workers=2):
+            compute(write, events)
+
+    Elsewhere (the ``sync``, ``processes`` or dask.distributed schedulers, or other processes)
+    label tasks run where they are scheduled, as without it. ``pool``: an executor of one's
+    own to send them to instead (left open at the end, e.g. to keep its processes warm over
+    several computations; ``n`` is then ignored).
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _POOL
+    if pool is None and n < 1:
+        raise ValueError(f"worker processes must be at least 1, got {n}")
+    with contextlib.ExitStack() as stack:
+        if pool is None:
+            context = multiprocessing.get_context("spawn")
+            pool = stack.enter_context(
+                ProcessPoolExecutor(
+                    n, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
+                )
+            )
+        previous, _POOL = _POOL, (os.getpid(), pool)
+        try:
+            yield pool
+        finally:
+            _POOL = previous
+
+
+def _exit_with(parent: int, every_s: float = 0.5) -> None:
+    """In a worker process: exit when ``parent`` has gone (killed with SIGKILL, say), which
+    the pool cannot tell its idle workers."""
+    import threading
+    import time
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="climnb-parent-watch").start()
+
+
+def _label_block(*args):
+    """A label task: labelled here, or in a worker process inside :func:`worker_processes`."""
+    if _POOL is not None and _POOL[0] == os.getpid():
+        return _POOL[1].submit(_label_here, *args).result()
+    return _label_here(*args)
+
+
+def _label_here(names, lat, lon, config, classes, times, threshold, *blocks):
+    """Label a block of time steps: returns (labels (t, lat, lon), events). ``blocks``: one
+    array per variable, or one :class:`StepInputs` that reads them."""
+    if len(blocks) == 1 and isinstance(blocks[0], StepInputs):
+        blocks = blocks[0].read()
     out = np.zeros((len(times), lat.size, lon.size), np.uint8)
     tables = []
     for k, time in enumerate(times):
@@ -369,7 +538,9 @@ def label_dataset(
     config, names = plan.config, list(plan.variables)
     if ds.sizes["time"] == 0:
         raise ValueError("the input's time axis is empty: nothing to label")
-    ds = normalize(ds, required=names)[names]
+    # the fill values (|x| >= 1e30) are made missing by the labeller itself (_fill_missing),
+    # in the pass that finds NaN, rather than by a lazy `where` over each field
+    ds = normalize(ds, required=names, mask_fill=False)[names]
     ds = ds.chunk({"time": config.time_chunk, "lat": -1, "lon": -1})
     lat, lon = ds.lat.values.astype(float), ds.lon.values.astype(float)
     if lat.size < 3 or lon.size < 3:
@@ -377,10 +548,21 @@ def label_dataset(
     threshold, note = _ivt_threshold(ds, config)
     notes = plan.notes + ((note,) if note else ())
     token = dask.base.tokenize(ds, config, plan.classes)
+    arrays = [ds[n].data for n in names]
+    inputs = _step_inputs(arrays)
+    if inputs is None:  # the chunks as dependencies: Delayed objects sharing each graph
+        keys = [_chunk_keys(a) for a in arrays]
+        chunks = [
+            [
+                Delayed(k[i], a.__dask_graph__(), layer=a.name)
+                for a, k in zip(arrays, keys, strict=True)
+            ]
+            for i in range(len(ds.chunks["time"]))
+        ]
     blocks, tables, start = [], [], 0
-    for size in ds.chunks["time"]:
+    for i, size in enumerate(ds.chunks["time"]):
         times = ds.time.values[start : start + size]
-        parts = [ds[n].data.blocks[start // config.time_chunk] for n in names]
+        parts = [inputs[i]] if inputs is not None else chunks[i]
         result = dask.delayed(_label_block, pure=True)(
             names,
             lat,
@@ -434,6 +616,9 @@ def _ivt_threshold(ds: xr.Dataset, config: LabelConfig):
             f"series of {n} steps is shorter than {ar.min_series_steps}: fixed threshold "
             f"{ar.ivt_threshold:g} instead of the {ar.ivt_percentile:g}th percentile"
         )
+    ds = ds.map(  # label_dataset leaves the fill values in: mask them as normalize would
+        lambda v: v.where(np.abs(v) < _FILL_LIMIT) if np.issubdtype(v.dtype, np.floating) else v
+    )
     if "IVT" in ds:
         ivt = ds.IVT
     elif "IVTU" in ds:
