@@ -365,7 +365,12 @@ def _step_inputs(arrays: list[da.Array]) -> list[StepInputs] | None:
     time only), or None when the chunks share work: a task (such as reading a file's whole
     variable and splitting it) or a literal array of over 1 MiB that more than one chunk's
     graph needs, which each chunk would then redo or carry. One pass over the graph."""
-    from dask.core import convert_legacy_graph, get_deps
+    try:  # dask >= 2024.12's task spec; on an older dask the chunks are passed in as before
+        from dask._task_spec import Alias  # noqa: F401  (what _is_work needs)
+        from dask.core import convert_legacy_graph, get_deps
+    except ImportError:
+        log.debug("this dask has no task spec: label inputs are read outside the tasks")
+        return None
 
     graph = {}
     for a in arrays:
