@@ -19,6 +19,19 @@ Prints:
    the same, in float32 (TF32), mixed_float16 and mixed_bfloat16, next to the paper's
    per-GPU rates.
 
+5. the roofline: a large numpy copy's bandwidth in this run, and per layer kind of each
+   network the FLOP, bytes and time bound of a training step (convolutions at the GEMM rate
+   or the bandwidth, element-wise layers at the bandwidth): the highest share of the GEMM
+   rate any implementation could reach here;
+6. ``--knobs``: what a training step gains from each knob, against the default in the same
+   process, timed in turn: climnb's fused batch norm vs Keras' own (before), XLA
+   (``jit_compile=True``), ``mixed_bfloat16``, batch size; with ``--knob-processes`` also
+   oneDNN off and thread counts (a fresh process per setting, interleaved); and one
+   convolution in NHWC (Keras', climnb's layout) vs NCHW.
+
+Rows marked ``keras`` in the BN column are the step as it was before climnb's fused batch
+norm (Keras 3's unfused layer); ``fused`` is the default now.
+
 FLOP rates use ``climnb.models.flops`` with the "exact" convention (what the arithmetic is;
 the paper's convention also charges TF1's padding of dilated convolutions, +11 % for
 DeepLabv3+); the counts of section 2 are given in both.
@@ -26,6 +39,7 @@ DeepLabv3+); the counts of section 2 are given in both.
 Usage::
 
     python benchmarks/bench_models.py [--batch 4] [--steps 5] [--precision auto] [--full]
+    python benchmarks/bench_models.py --knobs --knob-processes --models tiramisu
 """
 
 from __future__ import annotations
@@ -480,15 +494,13 @@ def knobs_in_process(name: str, case: str, rounds: int) -> list[tuple[str, float
         variants["mixed_bfloat16, fused batch norm"] = _variant(
             **base, batch=batch, precision="mixed_bfloat16"
         )
+    batches = {label: batch for label in variants}
     for b in sorted({1, 2 * batch, 4 * batch} - {batch}):
-        variants[f"fused batch norm, batch {b}"] = _variant(**base, batch=b)
+        label = f"fused batch norm, {b} samples a step"
+        variants[label], batches[label] = _variant(**base, batch=b), b
     seconds = _interleaved(variants, rounds)
     flop = _flop(name, shape, preset)
-    rows = []
-    for label, t in seconds.items():
-        b = int(label.rsplit(" ", 1)[1]) if "batch " in label else batch
-        rows.append((label, t / b, flop * b / t))
-    return rows
+    return [(k, t / batches[k], flop * batches[k] / t) for k, t in seconds.items()]
 
 
 def _knob_one(name: str, case: str, intra: int, inter: int, rounds: int) -> None:
