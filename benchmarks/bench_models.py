@@ -19,6 +19,19 @@ Prints:
    the same, in float32 (TF32), mixed_float16 and mixed_bfloat16, next to the paper's
    per-GPU rates.
 
+5. the roofline: a large numpy copy's bandwidth in this run, and per layer kind of each
+   network the FLOP, bytes and time bound of a training step (convolutions at the GEMM rate
+   or the bandwidth, element-wise layers at the bandwidth): the highest share of the GEMM
+   rate any implementation could reach here;
+6. ``--knobs``: what a training step gains from each knob, against the default in the same
+   process, timed in turn: climnb's fused batch norm vs Keras' own (before), XLA
+   (``jit_compile=True``), ``mixed_bfloat16``, batch size; with ``--knob-processes`` also
+   oneDNN off and thread counts (a fresh process per setting, interleaved); and one
+   convolution in NHWC (Keras', climnb's layout) vs NCHW.
+
+Rows marked ``keras`` in the BN column are the step as it was before climnb's fused batch
+norm (Keras 3's unfused layer); ``fused`` is the default now.
+
 FLOP rates use ``climnb.models.flops`` with the "exact" convention (what the arithmetic is;
 the paper's convention also charges TF1's padding of dilated convolutions, +11 % for
 DeepLabv3+); the counts of section 2 are given in both.
@@ -26,6 +39,7 @@ DeepLabv3+); the counts of section 2 are given in both.
 Usage::
 
     python benchmarks/bench_models.py [--batch 4] [--steps 5] [--precision auto] [--full]
+    python benchmarks/bench_models.py --knobs --knob-processes --models tiramisu
 """
 
 from __future__ import annotations
@@ -182,8 +196,9 @@ def activation_bytes(model, batch: int = 1) -> float:
     return 4.0 * batch * total
 
 
-def training_step(model, batch: int, *, loss_scaling=False):
-    """A compiled training step (Adam with LARC and gradient lag, as the paper) and a batch."""
+def training_step(model, batch: int, *, loss_scaling=False, jit_compile=False):
+    """A compiled training step (Adam with LARC and gradient lag, as the paper) and a batch;
+    ``jit_compile``: compiled by XLA."""
     import tensorflow as tf
 
     from climnb.models.losses import WeightedCrossEntropy
@@ -196,7 +211,10 @@ def training_step(model, batch: int, *, loss_scaling=False):
     opt = OptimizerConfig(larc=True, gradient_lag=True, mixed_precision=loss_scaling)
     optimizer = make_optimizer(opt)
     loss_fn = WeightedCrossEntropy()
-    return tf.function(lambda a, b: train_step(model, optimizer, loss_fn, a, b)), x, y
+    step = tf.function(
+        lambda a, b: train_step(model, optimizer, loss_fn, a, b), jit_compile=jit_compile
+    )
+    return step, x, y
 
 
 def time_steps(model, batch: int, steps: int, *, forward: bool = True, loss_scaling=False):
@@ -219,15 +237,18 @@ def time_steps(model, batch: int, steps: int, *, forward: bool = True, loss_scal
     return fwd, median(step, x, y)
 
 
-def measure(name, shape, preset, precision, batch, steps, *, forward=True) -> dict:
+def measure(name, shape, preset, precision, batch, steps, *, forward=True, fused=True) -> dict:
     """One network's step rate with the FP32 GEMM rate just before and after (and the GEMM
-    rate in the precision's own type)."""
+    rate in the precision's own type); ``fused``: climnb's fused batch norm (now), else
+    Keras' own layer (before)."""
     import tensorflow as tf
 
     from climnb.models import build_model, count_flops
 
     size = _gemm_size(_gpu_setup(tf))
-    model = build_model(name, shape, preset=preset, mixed_precision=precision)
+    model = build_model(
+        name, shape, preset=preset, mixed_precision=precision, fused_batch_norm=fused
+    )
     flop = count_flops(model, "exact").training * batch
     before = gemm_rate("float32", **size)
     own = GEMM_DTYPE[precision]
@@ -240,6 +261,7 @@ def measure(name, shape, preset, precision, batch, steps, *, forward=True) -> di
         name=name,
         shape=list(shape),
         precision=precision,
+        bn="fused" if fused else "keras",
         fwd=fwd,
         train=train,
         rate=flop / train,
@@ -250,9 +272,9 @@ def measure(name, shape, preset, precision, batch, steps, *, forward=True) -> di
     )
 
 
-def full_step(name: str, precision: str, width: int) -> dict:
+def full_step(name: str, precision: str, width: int, bn: str = "fused") -> dict:
     """Run one full-size training step in a fresh process; None if it would not fit."""
-    cmd = [sys.executable, __file__, "--one", name, precision, str(width)]
+    cmd = [sys.executable, __file__, "--one", name, precision, str(width), bn]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode == ABORTED:
         return None
@@ -261,9 +283,10 @@ def full_step(name: str, precision: str, width: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _one(name: str, precision: str, width: int) -> None:
+def _one(name: str, precision: str, width: int, bn: str) -> None:
     state = memory_guard()
-    result = measure(name, (FULL[0], width, FULL[2]), "paper", precision, 1, 1, forward=False)
+    shape = (FULL[0], width, FULL[2])
+    result = measure(name, shape, "paper", precision, 1, 1, forward=False, fused=bn == "fused")
     result["rss"] = state["peak"]
     print(json.dumps(result), flush=True)
 
@@ -327,19 +350,285 @@ def profile(name: str, precision: str, height: int, width: int) -> dict:
     return dict(wall=wall, kinds=kinds)
 
 
+# --- roofline: what the memory traffic allows ----------------------------------------------------
+
+
+def copy_bandwidth(mib: int = 512, threads: int = 2, repeats: int = 3) -> float:
+    """Best bytes/s of a large numpy copy (read + write counted; the write-allocate read a
+    CPU may add is not, so the true traffic is up to 1.5x this) split over ``threads``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = np.ones(mib * 2**20 // 4, np.float32)
+    b = np.empty_like(a)
+    parts = np.array_split(np.arange(a.size), threads)
+    bounds = [(p[0], p[-1] + 1) for p in parts]
+    best = math.inf
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(repeats + 1):  # the first one touches the pages
+            t0 = time.perf_counter()
+            list(pool.map(lambda lo_hi: np.copyto(b[slice(*lo_hi)], a[slice(*lo_hi)]), bounds))
+            best = min(best, time.perf_counter() - t0)
+    return 2.0 * a.nbytes / best
+
+
+#: Activation passes of a training step (forward + backward) per element of a layer's output,
+#: float32, the fewest an implementation can make: batch norm 3 forward (statistics, then
+#: normalise) + 5 backward; ReLU 2 + 3; dropout 3 + 3 (its mask); concatenation 2 + 2.
+TRAFFIC = {"BatchNormalization": 8, "FusedBatchNormalization": 8, "ReLU": 5, "Dropout": 6}
+TRAFFIC["Concatenate"] = 4
+
+
+def roofline(model, gemm: float, bandwidth: float) -> dict:
+    """A lower bound on one training step (batch 1) from the roofline: each convolution takes
+    at least max(FLOP / GEMM rate, bytes / bandwidth) (forward, data and weight gradients:
+    3x the forward FLOP, input and output read or written 3 times each), each element-wise
+    layer bytes / bandwidth. Bound-free implementation detail (gradient sums of the dense
+    connections, the optimiser, reorders) is left out, so the bound is optimistic."""
+    from climnb.models import count_flops
+
+    flop = {layer.name: layer.flop for layer in count_flops(model, "exact").layers}
+    kinds: dict[str, list[float]] = {}
+    convs = []
+    for layer in model.layers:
+        kind = type(layer).__name__
+        out = 4.0 * math.prod(layer.output.shape[1:])
+        if flop.get(layer.name):
+            inputs = layer.input if isinstance(layer.input, list) else [layer.input]
+            ins = 4.0 * sum(math.prod(t.shape[1:]) for t in inputs)
+            weights = 4.0 * sum(math.prod(w.shape) for w in layer.weights)
+            f, b = 3 * flop[layer.name], 3 * (ins + out + weights)
+            t = max(f / gemm, b / bandwidth)
+            convs.append((layer.name, f / b, f, t))
+            kind = "convolution"
+        elif kind in TRAFFIC:
+            f, b = 0.0, TRAFFIC[kind] * out
+            t = b / bandwidth
+        else:
+            continue
+        entry = kinds.setdefault(kind, [0.0, 0.0, 0.0])
+        entry[0] += f
+        entry[1] += b
+        entry[2] += t
+    total = sum(v[2] for v in kinds.values())
+    conv_flop = kinds["convolution"][0]
+    return dict(kinds=kinds, convs=convs, bound=total, share=conv_flop / total / gemm)
+
+
+def print_roofline(name: str, shape, preset: str, gemm: float, bandwidth: float) -> dict:
+    from climnb.models import build_model
+
+    r = roofline(build_model(name, shape, preset=preset), gemm, bandwidth)
+    print(
+        f"\n### {name} ({preset}) at {shape[0]}x{shape[1]}, batch 1: roofline bound "
+        f"{r['bound']:.3f} s per step -> at most {100 * r['share']:.0f} % of the GEMM rate"
+    )
+    print(f"  {'layers':24} {'GFLOP':>8} {'GB':>7} {'FLOP/B':>7} {'bound s':>8} {'share':>6}")
+    for kind, (f, b, t) in sorted(r["kinds"].items(), key=lambda kv: -kv[1][2]):
+        print(
+            f"  {kind:24} {f / 1e9:8.1f} {b / 1e9:7.2f} {f / b:7.1f} {t:8.3f} "
+            f"{100 * t / r['bound']:5.1f} %"
+        )
+    low = sorted(r["convs"], key=lambda c: c[1])[:3]
+    print(
+        "  lowest-intensity convolutions: "
+        + ", ".join(f"{n} {ai:.0f} FLOP/B" for n, ai, _, _ in low)
+    )
+    return r
+
+
+# --- knobs: what speeds a training step up on this CPU -------------------------------------------
+
+KNOB_CASES = {  # name: (input shape, preset, batch)
+    "toy": (TOY, "toy", 4),
+    "paper": ((192, 288, 16), "paper", 1),
+}
+
+
+def _interleaved(variants: dict, rounds: int) -> dict[str, float]:
+    """Median seconds of each variant's ``(fn, args)``, timed in turn round after round (so a
+    change of the machine's load hits every variant alike), after a trace and a warm-up."""
+    for fn, args in variants.values():
+        np.asarray(fn(*args))
+        np.asarray(fn(*args))
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(rounds):
+        for key, (fn, args) in variants.items():
+            t0 = time.perf_counter()
+            np.asarray(fn(*args))
+            times[key].append(time.perf_counter() - t0)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def _variant(name, shape, preset, batch, *, precision="float32", fused=True, jit=False):
+    from climnb.models import build_model
+
+    model = build_model(
+        name, shape, preset=preset, mixed_precision=precision, fused_batch_norm=fused
+    )
+    step, x, y = training_step(model, batch, jit_compile=jit)
+    return step, (x, y)
+
+
+def _flop(name, shape, preset) -> float:
+    from climnb.models import build_model, count_flops
+
+    return count_flops(build_model(name, shape, preset=preset), "exact").training
+
+
+def knobs_in_process(name: str, case: str, rounds: int) -> list[tuple[str, float, float]]:
+    """Variants that one process can hold side by side: (label, seconds per sample, FLOP/s)."""
+    from climnb.models.precision import cpu_bf16_flags
+
+    shape, preset, batch = KNOB_CASES[case]
+    base = dict(name=name, shape=shape, preset=preset)
+    variants = {
+        "Keras batch norm (before)": _variant(**base, batch=batch, fused=False),
+        "fused batch norm (now)": _variant(**base, batch=batch),
+        "XLA, Keras batch norm": _variant(**base, batch=batch, fused=False, jit=True),
+        "XLA, fused batch norm": _variant(**base, batch=batch, jit=True),
+    }
+    if cpu_bf16_flags():
+        variants["mixed_bfloat16, Keras batch norm"] = _variant(
+            **base, batch=batch, fused=False, precision="mixed_bfloat16"
+        )
+        variants["mixed_bfloat16, fused batch norm"] = _variant(
+            **base, batch=batch, precision="mixed_bfloat16"
+        )
+    batches = {label: batch for label in variants}
+    for b in sorted({1, 2 * batch, 4 * batch} - {batch}):
+        label = f"fused batch norm, {b} samples a step"
+        variants[label], batches[label] = _variant(**base, batch=b), b
+    seconds = _interleaved(variants, rounds)
+    flop = _flop(name, shape, preset)
+    return [(k, t / batches[k], flop * batches[k] / t) for k, t in seconds.items()]
+
+
+def _knob_one(name: str, case: str, intra: int, inter: int, rounds: int) -> None:
+    """Child of :func:`knobs_in_processes`: the default step's median time, as JSON."""
+    import tensorflow as tf
+
+    if intra:
+        tf.config.threading.set_intra_op_parallelism_threads(intra)
+    if inter:
+        tf.config.threading.set_inter_op_parallelism_threads(inter)
+    shape, preset, batch = KNOB_CASES[case]
+    t = _interleaved({"x": _variant(name, shape, preset, batch)}, rounds)["x"]
+    print(json.dumps(dict(seconds=t / batch, load=os.getloadavg()[0])), flush=True)
+
+
+def knobs_in_processes(name: str, case: str, rounds: int, repeats: int = 2) -> dict:
+    """Knobs read when TensorFlow starts (oneDNN on/off, thread pools): one fresh process per
+    setting, the settings interleaved ``repeats`` times; seconds per sample, median over the
+    processes of each setting."""
+    settings = {
+        "default (oneDNN on, TF's threads)": ({}, 0, 0),
+        "oneDNN off (TF_ENABLE_ONEDNN_OPTS=0)": ({"TF_ENABLE_ONEDNN_OPTS": "0"}, 0, 0),
+        "1 intra-op thread (1 core)": ({"OMP_NUM_THREADS": "1"}, 1, 0),
+        "2 intra-op, 1 inter-op thread": ({}, 2, 1),
+    }
+    out: dict[str, list[float]] = {k: [] for k in settings}
+    for _ in range(repeats):
+        for label, (env, intra, inter) in settings.items():
+            cmd = [sys.executable, __file__, "--knob-one", name, case, str(intra), str(inter)]
+            cmd += ["--steps", str(rounds)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
+            if proc.returncode:
+                print(f"# {label}: failed: {proc.stderr.strip().splitlines()[-1:]}")
+                continue
+            out[label].append(json.loads(proc.stdout.strip().splitlines()[-1])["seconds"])
+    return {k: float(np.median(v)) for k, v in out.items() if v}
+
+
+def layout_micro(rounds: int) -> list[tuple[str, float, float]]:
+    """One dense-block convolution of the paper Tiramisu (5x5, 256 -> 32 maps, 96 x 144),
+    forward only, with the activations in NHWC (Keras' layout, climnb's) and in NCHW:
+    (label, seconds, FLOP/s). NHWC: median of ``rounds`` after a warm-up; NCHW: one call after
+    its trace (TensorFlow 2.18's CPU kernel took ~28 s for it, 1500x NHWC, on the 2-core
+    machine, so more would only take time)."""
+    import tensorflow as tf
+
+    h, w, cin, cout, k = 96, 144, 256, 32, 5
+    rng = np.random.default_rng(0)
+    kernel = tf.constant(rng.standard_normal((k, k, cin, cout), dtype=np.float32) * 0.01)
+    x = rng.standard_normal((1, h, w, cin), dtype=np.float32)
+    flop = 2.0 * h * w * k * k * cin * cout
+    rows = []
+    for fmt, data, n in (("NHWC", x, rounds), ("NCHW", x.transpose(0, 3, 1, 2), 1)):
+        f = tf.function(
+            lambda x, kernel, fmt=fmt: tf.reduce_sum(
+                tf.nn.conv2d(x, kernel, 1, "SAME", data_format=fmt)
+            )
+        )
+        data = tf.constant(data)
+        try:
+            f.get_concrete_function(data, kernel)  # trace only
+            times = []
+            for _ in range(n + (n > 1)):
+                t0 = time.perf_counter()
+                np.asarray(f(data, kernel))
+                times.append(time.perf_counter() - t0)
+        except Exception as err:  # noqa: BLE001 - TensorFlow's CPU kernels may lack NCHW
+            print(f"# {fmt} convolution not run here: {type(err).__name__}: {str(err)[:200]}")
+            continue
+        t = float(np.median(times[1:] if n > 1 else times))
+        rows.append((fmt, t, flop / t))
+    return rows
+
+
+def print_knobs(args) -> None:
+    """``--knobs``: each knob against the default, timed in turn in the same run."""
+    rounds = args.steps
+    print(f"# knobs: load {os.getloadavg()[0]:.1f}; medians of {rounds} interleaved steps")
+    gemm_before = gemm_rate("float32")
+    print(f"# FP32 GEMM before: {gemm_before / 1e9:.1f} GFLOP/s")
+    for name in _names(args):
+        for case in args.knob_cases.split(","):
+            shape, preset, batch = KNOB_CASES[case]
+            print(f"\n## {name}, {preset} preset at {shape[0]}x{shape[1]}, batch {batch}")
+            rows = knobs_in_process(name, case, rounds)
+            ref = rows[0][1]
+            now = rows[1][1]
+            for label, t, rate in rows:
+                print(
+                    f"  {label:36} {t * 1e3:8.1f} ms/sample {rate / 1e9:7.1f} GFLOP/s "
+                    f"{ref / t:5.2f}x before {now / t:5.2f}x now"
+                )
+            if args.knob_processes:
+                procs = knobs_in_processes(name, case, rounds)
+                base = next(iter(procs.values()), None)
+                for label, t in procs.items():
+                    print(f"  {label:36} {t * 1e3:8.1f} ms/sample  {base / t:5.2f}x default")
+    print("\n## layout of one convolution (forward)")
+    rows = layout_micro(rounds)
+    for label, t, rate in rows:
+        nhwc = rows[0][1] / t
+        print(f"  {label:6} {t * 1e3:8.1f} ms {rate / 1e9:7.1f} GFLOP/s {nhwc:5.2f}x NHWC")
+    gemm_after = gemm_rate("float32")
+    print(f"# FP32 GEMM after: {gemm_after / 1e9:.1f} GFLOP/s; load {os.getloadavg()[0]:.1f}")
+
+
 def _row(r: dict, best: float, fp32: dict | None = None) -> str:
     line = (
-        f"{r['name']:9} {r['precision']:15} {_ms(r['fwd']):>8} {r['train'] * 1e3:9.0f} "
+        f"{r['name']:9} {r['precision']:15} {r.get('bn', 'fused'):6} {_ms(r['fwd']):>8} "
+        f"{r['train'] * 1e3:9.0f} "
         f"{r['rate'] / 1e9:7.1f} {r['gemm'] / 1e9:7.1f} {100 * r['rate'] / r['gemm']:6.1f} "
         f"{100 * r['rate'] / best:6.1f} {r['load']:5.1f}"
     )
     if fp32 is not None:
-        line += f"  {r['rate'] / fp32['rate']:.2f}x float32's FLOP rate"
+        line += f"  {r['rate'] / fp32['rate']:.2f}x float32 before"
     return line
 
 
 def _fp32_of(rows: list[dict], name: str) -> dict | None:
-    return next((q for q in rows if q["name"] == name and q["precision"] == "float32"), None)
+    """The row of the baseline: float32 with Keras' batch norm (before), else float32."""
+    base = [q for q in rows if q["name"] == name and q["precision"] == "float32"]
+    return next((q for q in base if q.get("bn") == "keras"), base[0] if base else None)
+
+
+def _variants(precisions: list[str]) -> list[tuple[str, bool]]:
+    """(precision, fused batch norm) of the timed rows: float32 before (Keras' batch norm)
+    and now, then the other precisions now."""
+    return [("float32", False)] + [(p, True) for p in precisions]
 
 
 def _ms(seconds):
@@ -347,8 +636,8 @@ def _ms(seconds):
 
 
 HEADER = (
-    f"{'model':9} {'precision':15} {'fwd ms':>8} {'train ms':>9} {'GFLOP/s':>7} {'GEMM':>7} "
-    f"{'% GEMM':>6} {'% best':>6} {'load':>5}"
+    f"{'model':9} {'precision':15} {'BN':6} {'fwd ms':>8} {'train ms':>9} {'GFLOP/s':>7} "
+    f"{'GEMM':>7} {'% GEMM':>6} {'% best':>6} {'load':>5}"
 )
 
 
@@ -425,16 +714,36 @@ def main(argv=None) -> None:
         help="instead: oneDNN's time by primitive for one paper-network step at HxW (e.g. 192x288)",
     )
     parser.add_argument("--models", default="tiramisu,deeplab", help="networks to time")
-    parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)  # name precision width
+    parser.add_argument(
+        "--knobs",
+        action="store_true",
+        help="instead: fused batch norm, XLA, bfloat16, batch size, layout, and with "
+        "--knob-processes oneDNN on/off and threads, each against the default in the same run",
+    )
+    parser.add_argument(
+        "--knob-cases", default="toy,paper", help="toy (96x144) and/or paper (192x288)"
+    )
+    parser.add_argument(
+        "--knob-processes",
+        action="store_true",
+        help="with --knobs: also oneDNN off and thread counts (a fresh process each, slower)",
+    )
+    parser.add_argument("--knob-one", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # name precision width bn
     parser.add_argument("--profile-one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        return _one(args.one[0], args.one[1], int(args.one[2]))
+        return _one(args.one[0], args.one[1], int(args.one[2]), args.one[3])
     if args.profile_one:
         name, precision, h, w = args.profile_one
         return _profile_one(name, precision, int(h), int(w))
     if args.profile:
         return print_profiles(args)
+    if args.knob_one:
+        name, case, intra, inter = args.knob_one
+        return _knob_one(name, case, int(intra), int(inter), args.steps)
+    if args.knobs:
+        return print_knobs(args)
 
     import tensorflow as tf
 
@@ -506,6 +815,21 @@ def main(argv=None) -> None:
             f"{train / ref['train_flop']:6.3f} {exact / 1e12:6.2f}"
         )
 
+    if not gpus:
+        bandwidth = copy_bandwidth()
+        print(
+            "\n## Roofline (float32, training, batch 1): copy bandwidth "
+            f"{bandwidth / 1e9:.1f} GB/s "
+            f"(numpy, 512 MiB, 2 threads; load {os.getloadavg()[0]:.1f}); machine balance "
+            f"{fp32_gemm / bandwidth:.0f} FLOP/B at the measured GEMM rate, "
+            f"{peak['fp32'] / bandwidth:.0f} at the theoretical peak"
+        )
+        for name in _names(args):
+            print_roofline(name, FULL, "paper", fp32_gemm, bandwidth)
+            print_roofline(name, TOY, "toy", fp32_gemm, bandwidth)
+            bound = roofline(build_model(name, FULL), peak["fp32"], bandwidth)["share"]
+            print(f"  (paper at the theoretical peak: at most {100 * bound:.0f} % of it)")
+
     print(
         f"\n## Toy presets at 96x144x16, batch {args.batch}, median of {args.steps} steps; "
         "GEMM: float32 GEMM GFLOP/s just before and after (mean); % best: of the best FP32 "
@@ -513,8 +837,8 @@ def main(argv=None) -> None:
     )
     rows = []
     for name in _names(args):
-        for precision in precisions:
-            rows.append(measure(name, TOY, "toy", precision, args.batch, args.steps))
+        for precision, fused in _variants(precisions):
+            rows.append(measure(name, TOY, "toy", precision, args.batch, args.steps, fused=fused))
     best = max([fp32_gemm] + [g for r in rows for g in r["gemm_pair"]])
     print(HEADER)
     for r in rows:
@@ -530,9 +854,9 @@ def main(argv=None) -> None:
     print(HEADER + "  peak RSS")
     full = []
     for name in _names(args):
-        for precision in precisions:
+        for precision, fused in _variants(precisions):
             for part in (1, 2, 4):  # the whole grid, else its left half, else a quarter
-                r = full_step(name, precision, FULL[1] // part)
+                r = full_step(name, precision, FULL[1] // part, "fused" if fused else "keras")
                 if r is not None:
                     break
             if r is None:

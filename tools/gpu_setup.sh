@@ -13,7 +13,10 @@
 #      compute capabilities; `horovodrun --check-build` must list NCCL
 #   6. benchmarks/bench_models.py --full: GEMM peaks (FP32, TF32, FP16, BF16) and one training
 #      step of each paper network at 768 x 1152 x 16 in float32, mixed_float16 and
-#      mixed_bfloat16, next to the paper's per-GPU rates (on the first GPU)
+#      mixed_bfloat16, next to the paper's per-GPU rates (on the first GPU), and float32 with
+#      Keras' unfused batch norm (climnb's fused one, cuDNN's on a GPU, is the default)
+#   No XLA flags: climnb does not jit-compile its training step (XLA made CPU steps ~4x
+#   slower: `bench_models.py --knobs`); on a GPU, try `--knobs` to see whether XLA pays there.
 #
 # Usage:
 #   tools/gpu_setup.sh [--dry-run] [--skip-setup] [--skip-bench] [--nvidia-smi-output FILE]

@@ -51,6 +51,7 @@ def build_model(
     preset: str = "paper",
     *,
     mixed_precision: bool | str = False,
+    fused_batch_norm: bool = True,
     **overrides,
 ):
     """Build a segmentation network as a Keras model that returns float32 logits.
@@ -65,6 +66,8 @@ def build_model(
     mixed_precision : compute precision with float32 master weights: ``False`` (float32),
         ``True`` (float16, ``"mixed_float16"``) or ``"mixed_bfloat16"`` (bfloat16: fast on CPUs
         with AVX512_BF16/AMX, no loss scaling needed); see :mod:`climnb.models.precision`.
+    fused_batch_norm : batch norm trained through TensorFlow's fused kernel (the default; same
+        weights and results as Keras' layer, faster on CPUs; ``False``: Keras' own layer).
     **overrides : fields of :class:`TiramisuConfig` / :class:`DeepLabConfig` to change, e.g.
         ``growth_rate=16`` or ``dropout=0.0``.
 
@@ -75,7 +78,13 @@ def build_model(
     """
     config = get_config(name, preset, **overrides)
     build = build_tiramisu if isinstance(config, TiramisuConfig) else build_deeplab
-    return build(input_shape, n_classes, config, mixed_precision=mixed_precision)
+    return build(
+        input_shape,
+        n_classes,
+        config,
+        mixed_precision=mixed_precision,
+        fused_batch_norm=fused_batch_norm,
+    )
 
 
 def model_summary(model) -> str:

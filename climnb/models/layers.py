@@ -3,10 +3,65 @@ initialiser and weight decay, batch norm, ReLU and dropout, in one place."""
 
 from __future__ import annotations
 
+from functools import cache
+
 from climnb.models.backend import import_keras, import_tf
 from climnb.models.precision import check_bf16_support, policy_name
 
-__all__ = ["LayerFactory"]
+__all__ = ["LayerFactory", "fused_batch_norm_layer"]
+
+
+@cache
+def fused_batch_norm_layer():
+    """Keras' ``BatchNormalization`` whose training pass is TensorFlow's fused kernel.
+
+    Keras 3 normalises in separate element-wise ops (mean, variance, subtract, scale: several
+    passes over the activations, and in bfloat16 a cast to float32 and back around them); on a
+    CPU these ran outside oneDNN and took a large share of a training step (see
+    ``benchmarks/bench_models.py --profile``). ``FusedBatchNormV3`` (oneDNN's batch norm
+    primitive when oneDNN is on) reads and writes each activation once per direction, takes
+    bfloat16/float16 activations with float32 statistics, and has a fused gradient.
+
+    Same weights, same arithmetic as Keras' layer: the moving variance is updated with the
+    biased batch variance as Keras does (the fused kernel returns the unbiased one; it is
+    scaled back). Inference, masks, renorm, synchronised statistics and non-4-D inputs use
+    Keras' own code. Registered for ``model.keras`` files as ``climnb>FusedBatchNormalization``.
+    """
+    keras, tf = import_keras(), import_tf()
+
+    @keras.saving.register_keras_serializable(package="climnb")
+    class FusedBatchNormalization(keras.layers.BatchNormalization):
+        def call(self, inputs, training=None, mask=None):
+            axis = self.axis if self.axis >= 0 else self.axis + len(inputs.shape)
+            if (
+                not (training and self.trainable)
+                or mask is not None
+                or self.renorm
+                or self.synchronized
+                or len(inputs.shape) != 4
+                or axis != 3
+            ):
+                return super().call(inputs, training=training, mask=mask)
+            channels = inputs.shape[-1]
+            gamma = self.gamma if self.scale else tf.ones((channels,), tf.float32)
+            beta = self.beta if self.center else tf.zeros((channels,), tf.float32)
+            x = tf.cast(inputs, self.compute_dtype)
+            y, mean, variance = tf.compat.v1.nn.fused_batch_norm(
+                x,
+                tf.cast(gamma, tf.float32),
+                tf.cast(beta, tf.float32),
+                epsilon=self.epsilon,
+                data_format="NHWC",
+                is_training=True,
+            )
+            n = tf.cast(tf.reduce_prod(tf.shape(x)[:3]), tf.float32)
+            variance = variance * tf.maximum(n - 1.0, 1.0) / n  # unbiased -> biased, as Keras
+            m = self.momentum
+            self.moving_mean.assign(self.moving_mean * m + mean * (1.0 - m))
+            self.moving_variance.assign(self.moving_variance * m + variance * (1.0 - m))
+            return y
+
+    return FusedBatchNormalization
 
 
 class LayerFactory:
@@ -20,9 +75,19 @@ class LayerFactory:
     weight_decay : L2 factor on kernels (0 for none).
     batch_norm : whether :meth:`conv_bn_relu` normalises.
     dropout : rate of the dropout after :meth:`conv_bn_relu` (0 for none).
+    fused_batch_norm : batch norm through TensorFlow's fused kernel in training
+        (:func:`fused_batch_norm_layer`; same weights and results as Keras' layer, faster).
     """
 
-    def __init__(self, *, mixed_precision=False, weight_decay=0.0, batch_norm=True, dropout=0.0):
+    def __init__(
+        self,
+        *,
+        mixed_precision=False,
+        weight_decay=0.0,
+        batch_norm=True,
+        dropout=0.0,
+        fused_batch_norm=True,
+    ):
         self.keras = import_keras()
         self.layers = self.keras.layers
         name = policy_name(mixed_precision)
@@ -32,6 +97,9 @@ class LayerFactory:
         self.weight_decay = weight_decay
         self.batch_norm = batch_norm
         self.dropout = dropout
+        self.batch_norm_layer = (
+            fused_batch_norm_layer() if fused_batch_norm else self.layers.BatchNormalization
+        )
 
     def _conv_kwargs(self, use_bias):
         reg = self.keras.regularizers.L2(self.weight_decay) if self.weight_decay else None
@@ -63,7 +131,7 @@ class LayerFactory:
     def bn_relu(self, x, *, name):
         """Batch norm (if enabled) then ReLU."""
         if self.batch_norm:
-            x = self.layers.BatchNormalization(name=f"{name}_bn", dtype=self.policy)(x)
+            x = self.batch_norm_layer(name=f"{name}_bn", dtype=self.policy)(x)
         return self.layers.ReLU(name=f"{name}_relu", dtype=self.policy)(x)
 
     def conv_bn_relu(self, x, filters, kernel, *, name, strides=1, dilation=1):

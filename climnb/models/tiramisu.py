@@ -49,6 +49,7 @@ def build_tiramisu(
     config: TiramisuConfig | None = None,
     *,
     mixed_precision: bool | str = False,
+    fused_batch_norm: bool = True,
     name: str = "tiramisu",
 ):
     """Build the Tiramisu as a Keras functional model returning float32 logits.
@@ -61,6 +62,8 @@ def build_tiramisu(
     config : architecture settings; the paper's by default.
     mixed_precision : ``True`` for float16 or ``"mixed_bfloat16"`` for bfloat16 compute, with
         float32 variables (see :mod:`climnb.models.precision`).
+    fused_batch_norm : train batch norm with TensorFlow's fused kernel (same results, faster;
+        see :func:`climnb.models.layers.fused_batch_norm_layer`).
     name : model name.
 
     Returns
@@ -71,6 +74,7 @@ def build_tiramisu(
     h, w, c = check_input_shape(input_shape, config.stride, "tiramisu")
     mk = LayerFactory(
         mixed_precision=mixed_precision,
+        fused_batch_norm=fused_batch_norm,
         weight_decay=config.weight_decay,
         batch_norm=config.batch_norm,
         dropout=config.dropout,
