@@ -466,9 +466,12 @@ class _Run:
         def allreduce(grads):
             return hvd.grouped_allreduce(grads, op=hvd.Average)
 
+        # batch norm's moving means and variances (not, say, a dropout layer's seed state)
+        statistics = [v for v in self.model.non_trainable_variables if "float" in str(v.dtype)]
+
         @tf.function
         def step(x, y):
-            return optim.train_step(
+            loss = optim.train_step(
                 self.model,
                 self.optimizer,
                 self.loss_fn,
@@ -476,6 +479,12 @@ class _Run:
                 y,
                 allreduce=allreduce if self.size > 1 else None,
             )
+            # The loss alone does not show a bad batch: in a compiled step oneDNN fuses batch
+            # norm with the ReLU after it, whose max(NaN, 0) is 0, so a NaN or overflowing input
+            # leaves the loss finite and only the moving statistics non-finite.
+            finite = [tf.reduce_all(tf.math.is_finite(x))]
+            finite += [tf.reduce_all(tf.math.is_finite(v)) for v in statistics]
+            return loss, tf.reduce_all(tf.stack(finite))
 
         return step
 
@@ -484,15 +493,19 @@ class _Run:
     def step(self, x, y, epoch: int) -> tuple[Record, bool]:
         tf = self.tf
         start = time.perf_counter()
-        loss = self._step_fn(x, y)
+        loss, finite = self._step_fn(x, y)
         stop_here = float(self.config.stop_file.exists())
-        both = self.hvd.allreduce(tf.stack([tf.cast(loss, tf.float32), stop_here]), op=self.hvd.Sum)
-        loss_sum, stop = (float(v) for v in np.asarray(both))
+        flags = [tf.cast(loss, tf.float32), stop_here, 1.0 - tf.cast(finite, tf.float32)]
+        summed = self.hvd.allreduce(tf.stack(flags), op=self.hvd.Sum)
+        loss_sum, stop, not_finite = (float(v) for v in np.asarray(summed))
         seconds = time.perf_counter() - start
         self.global_step += 1
         self.step_in_epoch += 1
-        if not np.isfinite(loss_sum):  # every rank sees the same sum: all stop here together
+        if not np.isfinite(loss_sum):  # every rank sees the same sums: all stop here together
             self._stop_non_finite(float(loss), epoch)
+        if not_finite:
+            what = "batch (its inputs, or the batch-norm statistics they gave)"
+            self._stop_non_finite(float(loss), epoch, what=what)
         samples = self.config.batch_size * self.size
         record = {
             "kind": "step",
