@@ -44,19 +44,22 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             tmp.unlink()
 
 
-def remove_leftovers(folder: str | os.PathLike) -> list[Path]:
+def remove_leftovers(folder: str | os.PathLike, name: str | None = None) -> list[Path]:
     """Remove what writes killed in ``folder`` left behind; returns what was removed.
 
     That is the temporary files of :func:`atomic_path` (``.NAME.XXXXXXXX.tmp``) and the
     temporary or displaced directories of a directory swap (``.NAME.XXXXXXXX.tmp`` /
-    ``.old``). Call it only where no other process is writing into ``folder`` at the time.
+    ``.old``). With ``name``, only those of the output ``NAME`` (what a command about to write
+    ``folder/NAME`` may remove: another run may be writing other outputs in the same folder);
+    without it, all of them: call it so only where no other process writes into ``folder``.
     """
     folder = Path(folder)
     if not folder.is_dir():
         return []
+    prefix = f".{name}." if name is not None else "."
     removed = []
     for p in folder.iterdir():
-        if p.name.startswith(".") and p.suffix in (".tmp", ".old"):
+        if p.name.startswith(prefix) and p.suffix in (".tmp", ".old"):
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
             else:

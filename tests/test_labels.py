@@ -503,7 +503,13 @@ def test_cli_label(tmp_path, toy):
     src = tmp_path / "fields.nc"
     ds.to_netcdf(src)
     out = tmp_path / "labels.nc"
+    # what a killed earlier run of this output left is removed; another output's is not
+    mine = [tmp_path / ".labels.nc.0badf00d.tmp", tmp_path / ".labels.events.csv.12345678.tmp"]
+    other = tmp_path / ".other.nc.deadbeef.tmp"
+    for p in (*mine, other):
+        p.write_bytes(b"half")
     assert main(["label", str(src), "--out", str(out), "--no-progress", "--workers", "2"]) == 0
+    assert not any(p.exists() for p in mine) and other.exists()
     with xr.open_dataset(out) as written:
         assert written.labels.dtype == np.uint8
         np.testing.assert_array_equal(written.labels.values, toy[0][2].values[:2])

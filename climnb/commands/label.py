@@ -112,7 +112,7 @@ def _check_outputs(inputs, out, events) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from climnb.atomic import atomic_path
+    from climnb.atomic import atomic_path, remove_leftovers
     from climnb.io.netcdf import expand_paths, open_dataset
     from climnb.labels import label_dataset
 
@@ -121,6 +121,8 @@ def run(args) -> int:
     out = Path(args.out)
     events_path = Path(args.events) if args.events else out.with_suffix(".events.csv")
     _check_outputs(args.inputs, out, events_path)
+    for path in (out, events_path):  # what a killed earlier run of this output left
+        remove_leftovers(path.parent, path.name)
     config = _config(args)
     renames = _renames(args.rename)
     ds = open_dataset(args.inputs, variables=renames, canonical=False)

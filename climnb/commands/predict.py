@@ -40,6 +40,7 @@ def add_arguments(parser):
 def run(args) -> int:
     import xarray as xr
 
+    from climnb.atomic import remove_leftovers
     from climnb.bundle import load_bundle
     from climnb.predict import predict
     from climnb.store import check_output, expand, write
@@ -50,6 +51,7 @@ def run(args) -> int:
             raise ValueError(f"{flag} must be at least 1, got {getattr(args, option)}")
     inputs = expand(args.inputs)
     out = check_output(args.out, inputs)  # before any work: nothing is read or written yet
+    remove_leftovers(out.parent, out.name)  # what a killed earlier run of this output left
     bundle = load_bundle(args.model)
     result = predict(bundle, inputs, batch_size=args.batch_size, probabilities=args.probabilities)
     ds = result if isinstance(result, xr.Dataset) else result.to_dataset()

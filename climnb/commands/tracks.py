@@ -21,7 +21,7 @@ def add_arguments(parser):
 def run(args) -> int:
     from pathlib import Path
 
-    from climnb.atomic import atomic_path
+    from climnb.atomic import atomic_path, remove_leftovers
     from climnb.store import check_output, expand, open_fields
     from climnb.tracks import track_events, track_summary, write_tracks
 
@@ -29,6 +29,8 @@ def run(args) -> int:
     out = check_output(args.out, inputs)
     if args.csv:
         check_output(args.csv, inputs, option="--csv", others={"--out": out})
+    for path in (out, *([Path(args.csv)] if args.csv else [])):  # a killed earlier run's
+        remove_leftovers(path.parent, path.name)
     ds = open_fields(inputs)
     names = [args.variable] if args.variable else ["prediction", "labels", "truth"]
     name = next((n for n in names if n in ds.data_vars), None)
