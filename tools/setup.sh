@@ -49,7 +49,7 @@ if ((${#missing[@]})); then
     elif ! command -v mpicc >/dev/null || ! command -v cmake >/dev/null; then
         die "missing system packages: ${missing[*]}.
   This set-up installs them with apt-get only when run as root on Debian/Ubuntu.
-  Either install them yourself (see README, 'Installing'), or use conda:
+  Either install them yourself (see docs/setup.md), or use conda:
       conda env create -f environment.yml && conda activate climnb && pip install -e . --no-deps"
     else
         say "not root (or CLIMNB_SKIP_APT=1): assuming the system provides ${missing[*]}"
