@@ -1,0 +1,391 @@
+"""A month of full-size CAM5-like output at the speed of the disk: labelling and inference.
+
+Writes, once, ``--days`` days (default 30: 240 steps, about 14 GB) of full-size (768 x 1152)
+synthetic fields as CAM5 writes them: one uncompressed NetCDF-4 file per day of 8 3-hourly
+steps, all 16 channels. Then measures, in the same run:
+
+* **raw read**: plain netCDF4 reads of exactly the variables the labeller needs
+  (:func:`climnb.labels.required_variables`), all steps in file and time order, one variable
+  after the other as the labeller reads them; cold (each file's pages dropped from the page
+  cache with ``posix_fadvise(POSIX_FADV_DONTNEED)`` after an ``fsync``, and
+  ``/proc/sys/vm/drop_caches`` where permitted) and warm (read once just before);
+* **climnb label** over the whole month, 1 and 2 workers, NetCDF and Zarr output, from the
+  same cache states: steps/s, MB/s of input (the bytes of those variables), the ratio to the
+  raw read rate of the same cache state, and the peak of the whole process tree's resident
+  memory (sampled every 0.2 s; PSS where /proc allows it, so shared pages count once);
+  memory flat in the number of steps is checked by labelling half the month the same way;
+* **where one worker's time goes**, on ``--breakdown-steps`` steps, warm: reading (netCDF4, raw
+  bytes), decoding (climnb's opener on top of that: names, units, lazy arrays to numpy),
+  labelling (:func:`climnb.labels.label_step`) and writing (one uint8 step, compressed, as the
+  label writer does);
+* **inference** (``--only predict``): ``climnb predict``'s lazy path (``predict`` then
+  :func:`climnb.store.write` to Zarr) of an untrained paper-size Tiramisu bundle (the cost does
+  not depend on the weights) over the first ``--predict-steps`` steps, float32 and
+  mixed_bfloat16: steps/s, forward FLOP/s (analytic count, :func:`climnb.models.flops`)
+  against a 4096^3 GEMM of the same precision timed just before, the share of the time the
+  network is not computing (the end-to-end time against the same forward passes on arrays
+  already in memory: reading, normalising and writing, an upper bound of the wait for input)
+  and peak memory for half and all of those steps.
+
+    .venv/bin/python benchmarks/bench_throughput.py [--dir /var/tmp/climnb-month] [--days 30]
+        [--only write,raw,label,breakdown,predict] [--predict-steps 8]
+
+How the figures could mislead: the data are synthetic (smooth fields compress and decode
+unlike real ones, though nothing here is compressed on input); the page cache is dropped per
+file, not for the device (a disk cache below the kernel may still hold them: "cold" is the
+kernel's cold, and on a fast local SSD cold and warm differ little, where a parallel file
+system would differ much); the machine has 2 cores that other work may share (the load is
+printed); the label runs include the worker processes' start-up (a few seconds), which a
+month amortises but a short run does not; inference uses an untrained network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psutil
+
+from climnb.labels import required_variables
+
+SHAPE = (768, 1152)
+STEPS_PER_DAY = 8
+MB = 1e6
+
+
+# --- the month on disk -----------------------------------------------------------------------
+
+
+def write_month(folder: Path, days: int) -> list[Path]:
+    """One uncompressed NetCDF-4 file per day of 8 steps, all 16 channels; files already
+    written by an earlier run are kept (each is written to a temporary name, then renamed)."""
+    from climnb.synthetic import make_dataset
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    t0 = time.perf_counter()
+    for day in range(days):
+        path = folder / f"cam5.h2.2000-01-{day + 1:02d}-00000.nc"
+        paths.append(path)
+        if path.exists():
+            continue
+        ds, _ = make_dataset(
+            n_time=STEPS_PER_DAY,
+            n_lat=SHAPE[0],
+            n_lon=SHAPE[1],
+            seed=1000 + day,
+            start=str(pd.Timestamp("2000-01-01") + pd.Timedelta(days=day)),
+        )
+        tmp = path.with_name(f".{path.name}.tmp")
+        ds.drop_vars("truth").to_netcdf(tmp, format="NETCDF4")
+        os.replace(tmp, path)
+        print(f"  wrote {path.name} ({path.stat().st_size / MB:.0f} MB)", flush=True)
+    size = sum(p.stat().st_size for p in paths)
+    print(
+        f"month: {len(paths)} files, {days * STEPS_PER_DAY} steps, {size / 1e9:.1f} GB in {folder}"
+        f" ({time.perf_counter() - t0:.0f} s to write what was missing)"
+    )
+    return paths
+
+
+def drop_cache(paths: list[Path]) -> str:
+    """Drop the files' pages from the page cache; returns how it was done."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # dirty pages are not dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+        return "posix_fadvise(DONTNEED) per file + drop_caches"
+    except OSError:
+        return "posix_fadvise(DONTNEED) per file"
+
+
+def needed_bytes(paths: list[Path], names) -> int:
+    import netCDF4
+
+    total = 0
+    for path in paths:
+        with netCDF4.Dataset(path) as nc:
+            total += sum(nc[v].size * nc[v].dtype.itemsize for v in names)
+    return total
+
+
+def raw_read(paths: list[Path], names) -> tuple[float, int]:
+    """Seconds and bytes to read ``names`` at every step, in the labeller's order."""
+    import netCDF4
+
+    t0, total = time.perf_counter(), 0
+    for path in paths:
+        with netCDF4.Dataset(path) as nc:
+            nc.set_auto_maskandscale(False)
+            for t in range(nc.dimensions["time"].size):
+                for v in names:
+                    total += nc[v][t].nbytes
+    return time.perf_counter() - t0, total
+
+
+# --- running commands and watching their memory --------------------------------------------
+
+
+def _tree_memory(proc: psutil.Process) -> float:
+    """Resident memory of a process and its descendants: PSS where readable, else RSS."""
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            info = p.memory_full_info()
+            total += getattr(info, "pss", info.rss)
+        except psutil.Error:
+            continue
+    return total
+
+
+def run_watched(argv: list[str]) -> tuple[float, float, str]:
+    """Run a command; returns (seconds, peak memory of its process tree in MiB, stdout)."""
+    peak = [0.0]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watched = psutil.Process(proc.pid)
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], _tree_memory(watched))
+            stop.wait(0.2)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    out, err = proc.communicate()
+    seconds = time.perf_counter() - t0
+    stop.set()
+    thread.join()
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(argv[:4])} ... failed:\n{err[-3000:]}")
+    return seconds, peak[0] / 2**20, out
+
+
+def label_run(paths, out: Path, workers: int) -> tuple[float, float]:
+    argv = [sys.executable, "-m", "climnb", "label", *map(str, paths), "--out", str(out)]
+    argv += ["--workers", str(workers), "--no-progress"]
+    seconds, peak, _ = run_watched(argv)
+    return seconds, peak
+
+
+def label_part(folder: Path, paths: list[Path], names) -> None:
+    steps = len(paths) * STEPS_PER_DAY
+    need = needed_bytes(paths, names)
+    print(
+        f"\nlabelling {steps} steps; the labeller reads {', '.join(names)}: "
+        f"{need / 1e9:.2f} GB of the files' {sum(p.stat().st_size for p in paths) / 1e9:.1f}"
+    )
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="labels-", dir=folder) as tmp:
+        for state in ("cold", "warm"):
+            how = drop_cache(paths) if state == "cold" else "read just before"
+            if state == "warm":
+                raw_read(paths, names)
+            seconds, nbytes = raw_read(paths, names)
+            raw = nbytes / seconds
+            print(
+                f"  raw netCDF4 read, {state} ({how}): {seconds:.1f} s, {raw / MB:.0f} MB/s, "
+                f"{steps / seconds:.1f} steps/s",
+                flush=True,
+            )
+            for workers in (1, 2):
+                for fmt in ("nc", "zarr"):
+                    if state == "cold":
+                        drop_cache(paths)
+                    out = Path(tmp) / f"labels-{workers}.{fmt}"
+                    s, peak = label_run(paths, out, workers)
+                    rate = need / s
+                    rows.append((state, workers, fmt, s, steps / s, rate / MB, rate / raw, peak))
+                    print(
+                        f"  climnb label --workers {workers} -> .{fmt}, {state}: {s:.1f} s, "
+                        f"{steps / s:.2f} steps/s, {rate / MB:.0f} MB/s = {rate / raw:.2f} of "
+                        f"the raw read, peak {peak:.0f} MiB",
+                        flush=True,
+                    )
+        half = paths[: max(1, len(paths) // 2)]
+        raw_read(half, names)
+        s, peak_half = label_run(half, Path(tmp) / "half.nc", 2)
+        full = [r[7] for r in rows if r[:3] == ("warm", 2, "nc")][0]
+        print(
+            f"  memory: --workers 2 -> .nc, warm, {len(half) * STEPS_PER_DAY} steps peak "
+            f"{peak_half:.0f} MiB vs {steps} steps {full:.0f} MiB: {full / peak_half:.2f}x "
+            f"for {len(paths) / len(half):.0f}x the steps"
+        )
+    table = pd.DataFrame(
+        rows, columns=["cache", "workers", "out", "s", "steps/s", "MB/s", "of raw", "peak MiB"]
+    )
+    print(table.round(2).to_string(index=False))
+    goal = table[table.workers == 2]["of raw"].min()
+    print(
+        f"goal: 2 workers >= 0.80 of the raw read rate, cold and warm: lowest {goal:.2f} "
+        f"({'met' if goal >= 0.8 else 'NOT met'})"
+    )
+
+
+def breakdown(paths: list[Path], names, n_steps: int) -> None:
+    """Seconds per step one worker spends reading, decoding, labelling and writing (warm):
+    the reads as the label tasks do them (the lazy arrays of climnb's opener, one step of every
+    variable in one synchronous dask compute) against plain netCDF4 reads of the same bytes."""
+    import dask
+    import netCDF4
+    import xarray as xr
+
+    from climnb.io.netcdf import open_dataset
+    from climnb.labels import label_step
+
+    files = paths[: -(-(n_steps + 1) // STEPS_PER_DAY)]
+    ds = open_dataset([str(p) for p in files])
+    steps = range(1, min(n_steps + 1, ds.sizes["time"]))  # step 0 warms up (imports, caches)
+    raw_read(files, names)  # warm page cache
+    lat, lon = ds.lat.values, ds.lon.values
+    read = opened = label = 0.0
+    labelled = []
+    for t in [0, *steps]:
+        path, k = paths[t // STEPS_PER_DAY], t % STEPS_PER_DAY
+        t0 = time.perf_counter()
+        with netCDF4.Dataset(path) as nc:
+            nc.set_auto_maskandscale(False)
+            for v in names:
+                nc[v][k]
+        t1 = time.perf_counter()
+        arrays = dask.compute(*[ds[v].data[t] for v in names], scheduler="sync")
+        t2 = time.perf_counter()
+        mask, _ = label_step(dict(zip(names, arrays, strict=True)), lat, lon)
+        t3 = time.perf_counter()
+        if t:
+            read, opened, label = read + t1 - t0, opened + t2 - t1, label + t3 - t2
+            labelled.append(mask)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = xr.DataArray(np.stack(labelled), dims=("time", "lat", "lon"), name="labels")
+        t0 = time.perf_counter()
+        out.to_netcdf(Path(tmp) / "x.nc", encoding={"labels": {"dtype": "u1", "zlib": True}})
+        write = time.perf_counter() - t0
+    n = len(steps)
+    decode = max(opened - read, 0.0)
+    total = read + decode + label + write
+    print(f"\nwhere one worker's time goes ({n} full-size steps, warm cache, one process):")
+    for name, s in (
+        ("read (netCDF4)", read),
+        ("decode (opener + dask on top)", decode),
+        ("label", label),
+        ("write (uint8, zlib)", write),
+    ):
+        print(f"  {name:<30} {s / n * 1000:7.1f} ms/step  {s / total:5.1%}")
+    print(f"  one worker's ceiling: {n / total:.1f} steps/s")
+
+
+# --- inference ----------------------------------------------------------------------------
+
+PREDICT_CHILD = r"""
+import json, sys, time
+import numpy as np
+import psutil
+from climnb.bundle import load_bundle
+from climnb.predict import predict, predict_batch
+from climnb.store import write
+bundle_path, out, *files = sys.argv[1:]
+bundle = load_bundle(bundle_path)
+model = bundle.model(768, 1152)
+x = np.random.default_rng(0).random((1, 768, 1152, 16), dtype=np.float32)
+predict_batch(bundle, x.copy())  # build and warm up
+n = 8 * len(files)
+t0 = time.perf_counter()
+for _ in range(min(n, 4)):
+    predict_batch(bundle, x.copy())
+forward = (time.perf_counter() - t0) / min(n, 4)
+t0 = time.perf_counter()
+write(predict(bundle, files, batch_size=1).to_dataset(), out, workers=1)
+seconds = time.perf_counter() - t0
+print(json.dumps({"forward": forward, "seconds": seconds, "steps": n}))
+"""
+
+
+def predict_part(folder: Path, paths: list[Path], n_steps: int) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_models import gemm_rate
+
+    from climnb.bundle import save_bundle
+    from climnb.channels import CHANNEL_NAMES
+    from climnb.models import build_model
+    from climnb.models.flops import count_flops
+
+    files = paths[: max(1, -(-n_steps // STEPS_PER_DAY))]
+    print(
+        f"\ninference: untrained paper Tiramisu over {len(files) * STEPS_PER_DAY} and "
+        f"{max(1, len(files) // 2) * STEPS_PER_DAY} full-size steps, lazily to Zarr"
+    )
+    with tempfile.TemporaryDirectory(prefix="predict-", dir=folder) as tmp:
+        for precision in ("float32", "mixed_bfloat16"):
+            mp = precision if precision != "float32" else False
+            model = build_model("tiramisu", (*SHAPE, 16), preset="paper", mixed_precision=mp)
+            flop = count_flops(model).forward
+            bundle = save_bundle(
+                model,
+                Path(tmp) / f"model-{precision}",
+                channels=CHANNEL_NAMES,
+                minval=np.zeros(16),
+                maxval=np.ones(16) * 1e5,
+                name="tiramisu",
+                preset="paper",
+            )
+            del model
+            gemm = gemm_rate("float32" if precision == "float32" else "bfloat16")
+            peaks = {}
+            for part in (files[: max(1, len(files) // 2)], files):
+                argv = [sys.executable, "-c", PREDICT_CHILD, str(bundle), f"{tmp}/p.zarr"]
+                s, peak, out = run_watched([*argv, *map(str, part)])
+                r = json.loads(out.strip().splitlines()[-1])
+                peaks[r["steps"]] = peak
+            rate = flop / r["forward"]
+            wait = 1 - r["forward"] * r["steps"] / r["seconds"]
+            print(
+                f"  {precision}: {r['steps'] / r['seconds']:.3f} steps/s; forward "
+                f"{r['forward']:.2f} s/step = {rate / 1e9:.0f} GFLOP/s = {rate / gemm:.0%} of "
+                f"the {gemm / 1e9:.0f} GFLOP/s GEMM (goal >= 60 %); not computing "
+                f"{wait:.0%} of the time (goal <= 10 %); peak "
+                + ", ".join(f"{k} steps {v:.0f} MiB" for k, v in peaks.items()),
+                flush=True,
+            )
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=Path("/var/tmp/climnb-month"))
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--only", default="write,raw,label,breakdown")
+    parser.add_argument("--breakdown-steps", type=int, default=16)
+    parser.add_argument("--predict-steps", type=int, default=16)
+    args = parser.parse_args(argv)
+    parts = set(args.only.split(","))
+    print(
+        f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+        f"{time.strftime('%Y-%m-%d %H:%M')}"
+    )
+    paths = write_month(args.dir, args.days)
+    names = required_variables()
+    if "label" in parts or "raw" in parts:
+        label_part(args.dir, paths, names)
+    if "breakdown" in parts:
+        breakdown(paths, names, args.breakdown_steps)
+    if "predict" in parts:
+        predict_part(args.dir, paths, args.predict_steps)
+    print(f"load {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
