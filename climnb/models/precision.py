@@ -4,6 +4,9 @@
 * ``"mixed_float16"``: float16 compute, float32 variables, as the paper trained on V100 GPUs;
   needs dynamic loss scaling (``OptimizerConfig(mixed_precision=True)``). CPUs emulate float16
   slowly.
+* ``"auto"``: ``"mixed_bfloat16"`` where the hardware computes in bfloat16 natively (a CPU with
+  AVX512_BF16 or AMX-BF16, a GPU from Ampere on), else ``"float32"``
+  (:func:`auto_precision` says which and why).
 * ``"mixed_bfloat16"``: bfloat16 compute, float32 variables. bfloat16 has float32's exponent
   range, so no loss scaling is needed. Fast on CPUs with AVX512_BF16 / AMX-BF16 (oneDNN uses
   them) and on GPUs from Ampere on; elsewhere TensorFlow emulates it, slowly.
@@ -28,7 +31,13 @@ from __future__ import annotations
 import logging
 from functools import cache
 
-__all__ = ["PRECISIONS", "policy_name", "cpu_bf16_flags", "check_bf16_support"]
+__all__ = [
+    "PRECISIONS",
+    "policy_name",
+    "cpu_bf16_flags",
+    "check_bf16_support",
+    "auto_precision",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -93,3 +102,22 @@ def check_bf16_support(gpus: int = 0) -> bool:
         "/".join(BF16_FLAGS),
     )
     return False
+
+
+def auto_precision(gpu_capabilities: tuple[tuple[int, int], ...] = ()) -> tuple[str, str]:
+    """The precision ``"auto"`` stands for here, and why: ``(policy name, reason)``.
+
+    ``gpu_capabilities`` are the visible GPUs' compute capabilities (major, minor); bfloat16
+    is native from Ampere (8.0) on. Without GPUs the CPU's flags decide.
+
+    >>> auto_precision(((7, 0),))[0], auto_precision(((8, 0),))[0]
+    ('float32', 'mixed_bfloat16')
+    """
+    if gpu_capabilities:
+        if all(major >= 8 for major, _ in gpu_capabilities):
+            return "mixed_bfloat16", "GPUs with native bfloat16 (compute capability >= 8.0)"
+        return "float32", "a GPU older than Ampere (no native bfloat16)"
+    flags = cpu_bf16_flags()
+    if flags:
+        return "mixed_bfloat16", f"CPU with native bfloat16 ({', '.join(flags)})"
+    return "float32", f"CPU without native bfloat16 (none of {', '.join(BF16_FLAGS)})"
