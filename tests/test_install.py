@@ -307,7 +307,9 @@ def _fresh_venv(tmp: Path) -> Path:
     editable install) and pip/setuptools (the new venv has its own). pip then treats those
     as installed, so ``pip install --no-index WHEEL`` resolves the wheel's declared
     dependencies against them and fails if one is missing, and it installs climnb, its
-    console script and its notebooks into the new venv only.
+    console script and its notebooks into the new venv only. The dependencies' own console
+    scripts (``jupyter``, ``papermill``) are not in the new venv's ``bin``: the test runs
+    them as ``python -m``.
     """
     shared = Path(sysconfig.get_path("purelib"))
     view = tmp / "shared-site-packages"
@@ -337,7 +339,7 @@ def test_wheel_in_a_fresh_venv_runs_notebook_00_outside_the_clone(dist, tmp_path
     home = tmp_path / "home"
     home.mkdir()
     env = _clean_env(HOME=str(home), JUPYTER_DATA_DIR=str(home / "jupyter"))
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    # not activated, as under a hub whose server runs elsewhere: the kernel spec adds venv/bin
     python, climnb_cmd = venv / "bin/python", venv / "bin/climnb"
     pip = [python, "-m", "pip", "--disable-pip-version-check", "--no-input"]
     _run([*pip, "install", "--no-index", "-q", wheel], env=env, cwd=home)
@@ -355,14 +357,27 @@ def test_wheel_in_a_fresh_venv_runs_notebook_00_outside_the_clone(dist, tmp_path
     spec = _kernel_json(home / "jupyter/kernels/climnb")
     assert spec["argv"][0] == str(python)
     assert spec["env"]["PATH"] == f"{venv / 'bin'}{os.pathsep}${{PATH}}"
-    listed = _run([python, "-m", "jupyter", "kernelspec", "list"], env=env, cwd=home).stdout
+    # `jupyter kernelspec list`; the dependencies' console scripts are not in this venv's bin
+    kernelspec = [python, "-m", "jupyter_client.kernelspecapp"]
+    listed = _run([*kernelspec, "list"], env=env, cwd=home).stdout
     assert str(home / "jupyter/kernels/climnb") in listed
 
     papermill = [python, "-m", "papermill", "--no-progress-bar", "-k", "climnb", "--cwd", "nb"]
+    probe = nbformat.v4.new_notebook()
+    probe.cells = [
+        nbformat.v4.new_code_cell(
+            "import os, sys, climnb\nprint(sys.executable, climnb.__file__, os.environ['PATH'])"
+        )
+    ]
+    nbformat.write(probe, home / "probe.ipynb")
+    _run([*papermill, "probe.ipynb", "probe.out.ipynb"], env=env, cwd=home)
+    text = nbformat.read(home / "probe.out.ipynb", as_version=4).cells[0].outputs[0].text
+    kernel_python, kernel_climnb, kernel_path = text.split()
+    assert kernel_python == str(python) and Path(kernel_climnb).is_relative_to(venv)
+    assert kernel_path == f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     out = home / "nb/00_quickstart.out.ipynb"
     _run([*papermill, "nb/00_quickstart.ipynb", out], env=env, cwd=home)  # its toy defaults
     executed = nbformat.read(out, as_version=4)
-    assert executed.metadata.kernelspec.name == "climnb"
     outputs = [o for c in executed.cells for o in c.get("outputs", [])]
     assert outputs and not [o for o in outputs if o.output_type == "error"]
     assert (home / "nb/data/toy/fields.nc").stat().st_size > 10_000  # run in the notebooks folder
