@@ -4,6 +4,10 @@ import sys
 
 HELP = "register this environment as a Jupyter kernel, with PATH and quiet TensorFlow logging"
 EXAMPLE = "climnb kernel install --user"
+MISSING = {
+    "mpiexec": "notebooks 02 and 04 start their MPI engines with it (install OpenMPI)",
+    "horovodrun": "needed only to launch `climnb train` with horovodrun (pip install horovod)",
+}
 
 
 def add_arguments(parser):
@@ -41,7 +45,7 @@ def run(args) -> int:
     print(f"installed kernel {done.name!r} ({done.display_name}) in {done.path}")
     print(f"  python: {done.python}")
     for tool, found in done.launchers.items():
-        print(f"  {tool}: {found or 'not found (the training notebook 04 needs it)'}")
+        print(f"  {tool}: {found or 'not found: ' + MISSING[tool]}")
     print(
         f'pick "{done.display_name}" in JupyterLab, or: papermill -k {done.name} IN.ipynb OUT.ipynb'
     )
