@@ -307,9 +307,9 @@ def _fresh_venv(tmp: Path) -> Path:
     editable install) and pip/setuptools (the new venv has its own). pip then treats those
     as installed, so ``pip install --no-index WHEEL`` resolves the wheel's declared
     dependencies against them and fails if one is missing, and it installs climnb, its
-    console script and its notebooks into the new venv only. The dependencies' own console
-    scripts (``jupyter``, ``papermill``) are not in the new venv's ``bin``: the test runs
-    them as ``python -m``.
+    console script and its notebooks into the new venv only. The dependencies' data files
+    (``share/jupyter``: nbconvert's templates, ...) are linked too, but not their console
+    scripts (``jupyter``, ``papermill``): the test runs those as ``python -m``.
     """
     shared = Path(sysconfig.get_path("purelib"))
     view = tmp / "shared-site-packages"
@@ -325,6 +325,11 @@ def _fresh_venv(tmp: Path) -> Path:
         env=_clean_env(),
     ).stdout.strip()
     (Path(purelib) / "shared_packages.pth").write_text(f"{view}\n")
+    data = venv / "share/jupyter"  # their data files: nbconvert's templates, JupyterLab's assets
+    data.mkdir(parents=True)
+    for entry in (Path(sys.prefix) / "share/jupyter").iterdir():
+        if entry.name != "kernels":
+            (data / entry.name).symlink_to(entry)
     return venv
 
 
