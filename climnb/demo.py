@@ -315,7 +315,7 @@ def _sha256(data: bytes) -> str:
 def _read_copies(path: Path) -> dict[str, str]:
     try:
         return dict(json.loads(path.read_text()).get("sha256", {}))
-    except (FileNotFoundError, ValueError, AttributeError):
+    except (FileNotFoundError, ValueError, AttributeError, TypeError):  # none, or not ours
         return {}
 
 
