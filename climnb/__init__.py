@@ -4,7 +4,6 @@
 heavy dependencies when used.
 """
 
-from climnb.versions import show_versions
+from climnb.versions import __version__, show_versions
 
-__version__ = "0.1.0"
 __all__ = ["show_versions", "__version__"]

@@ -15,6 +15,7 @@ import pkgutil
 import sys
 
 import climnb.commands
+from climnb.versions import __version__
 
 __all__ = ["main", "build_parser"]
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find tropical cyclones and atmospheric rivers in climate model output.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    parser.add_argument("--version", action="version", version=f"climnb {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in _command_modules():
         module = importlib.import_module(module_name)

@@ -9,11 +9,19 @@ land in ``notebooks/data/toy`` whether a person or the demo runs them.
 labels (01) -> sample files, stats and staging onto two simulated nodes (02) -> the networks
 (03) -> Horovod training on two MPI engines (04) -> inference on held-out data and the views
 (05). Each notebook also runs alone with its own defaults.
+
+The notebooks travel with the package (``climnb/notebooks`` in the wheel and the sdist; the
+top-level ``notebooks/`` folder of a clone): :func:`packaged_notebooks` finds them,
+:func:`copy_notebooks` copies them into a folder of the user's (``climnb notebooks DIR``), and
+``climnb demo`` outside a clone runs them with the current folder as working directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.resources
+import json
 import logging
 import os
 import time
@@ -21,21 +29,33 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from climnb.atomic import atomic_path
 from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, write_sample_set
 from climnb.synthetic import make_dataset
+from climnb.versions import __version__, written_by
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "DemoConfig",
+    "NotebookCopy",
     "NotebookRun",
+    "copy_notebooks",
+    "demo_folders",
     "find_notebooks",
+    "packaged_notebooks",
     "run_demo",
     "run_notebook",
 ]
+
+#: The numbered notebooks: what the wheel carries and what the demo runs.
+NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
+#: What :func:`copy_notebooks` wrote into a folder (name -> SHA-256), to tell a user's edits
+#: from its own copies.
+COPIES_FILE = ".climnb-notebooks.json"
 
 
 #: Parameters that chain the notebooks into the whole workflow on toy data.
@@ -56,8 +76,10 @@ class DemoConfig:
 
     Attributes
     ----------
-    notebooks : folder holding the numbered notebooks (also their working directory).
+    notebooks : folder holding the numbered notebooks.
     reports : folder for the executed notebooks and their HTML.
+    workdir : working directory of the notebooks, where their data go (``data/toy``,
+        ``runs/toy``); ``None``: the notebooks folder, as in JupyterLab.
     only : run only notebooks whose name starts with one of these prefixes (e.g. ``("00",)``).
     parameters : papermill parameters per notebook, keyed by the notebook's number
         (``{"04": {"epochs": 2}}``); a notebook gets the ones it declares.
@@ -67,6 +89,7 @@ class DemoConfig:
 
     notebooks: Path = Path("notebooks")
     reports: Path = Path("reports")
+    workdir: Path | None = None
     only: tuple[str, ...] = ()
     parameters: dict = field(default_factory=lambda: {k: dict(v) for k, v in WORKFLOW.items()})
     clean: bool = True
@@ -84,7 +107,7 @@ class NotebookRun:
 
 def find_notebooks(folder: Path, only: Iterable[str] = ()) -> list[Path]:
     """The numbered notebooks (``NN_*.ipynb``) of ``folder`` in order."""
-    found = sorted(p for p in Path(folder).glob("[0-9][0-9]_*.ipynb"))
+    found = sorted(p for p in Path(folder).glob(NOTEBOOK_GLOB))
     only = tuple(only)
     if only:
         found = [p for p in found if p.name.startswith(only)]
@@ -103,8 +126,13 @@ def run_notebook(
     parameters: dict | None = None,
     kernel: str = "python3",
     timeout: int = 1200,
+    cwd: str | os.PathLike | None = None,
 ) -> NotebookRun:
-    """Execute one notebook with papermill into ``reports`` and render it to HTML."""
+    """Execute one notebook with papermill into ``reports`` and render it to HTML.
+
+    It runs in ``cwd`` (default: the notebook's folder). The executed notebook records the
+    climnb version in its metadata (``climnb.version``), the HTML page in a ``generator`` tag.
+    """
     import nbformat
     import papermill as pm
 
@@ -124,17 +152,21 @@ def run_notebook(
             str(tmp),
             parameters=given,
             kernel_name=kernel,
-            cwd=str(notebook.parent),
+            cwd=str(Path(cwd or notebook.parent).resolve()),
             execution_timeout=timeout,
             progress_bar=False,
             request_save_on_cell_execute=False,
         )
+        executed = nbformat.read(tmp, as_version=4)
+        executed.metadata["climnb"] = {"version": __version__}
+        nbformat.write(executed, tmp)
     seconds = time.perf_counter() - start
     html = output.with_suffix(".html")
     logging.getLogger("traitlets").setLevel(logging.ERROR)  # "alternative text is missing"
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Your element with mimetype", UserWarning)
-        body = notebook_html(nbformat.read(output, as_version=4))  # renders offline
+        body = notebook_html(executed)  # renders offline
+    body = body.replace("<head>", f'<head>\n<meta name="generator" content="{written_by()}">', 1)
     with atomic_path(html) as tmp:
         tmp.write_text(body)
     log.info("%s ran in %.1f s -> %s", notebook.name, seconds, output)
@@ -153,11 +185,12 @@ def run_demo(config: DemoConfig = DemoConfig(), *, progress=None) -> list[Notebo
     ``progress`` is called with a message before each notebook (the CLI prints it).
     """
     notebooks = find_notebooks(config.notebooks, config.only)
+    workdir = Path(config.workdir or config.notebooks)
     if config.clean and not config.only:
         import shutil
 
         for out in OUTPUTS:
-            shutil.rmtree(Path(config.notebooks) / out, ignore_errors=True)
+            shutil.rmtree(workdir / out, ignore_errors=True)
     runs = []
     for nb in notebooks:
         if progress:
@@ -169,9 +202,121 @@ def run_demo(config: DemoConfig = DemoConfig(), *, progress=None) -> list[Notebo
                 parameters=config.parameters.get(nb.name[:2]),
                 kernel=config.kernel,
                 timeout=config.timeout,
+                cwd=workdir,
             )
         )
     return runs
+
+
+def packaged_notebooks() -> Path:
+    """The folder of the numbered notebooks that came with climnb.
+
+    ``climnb/notebooks`` of an installed wheel or sdist; in a clone (or an editable install of
+    one), the repository's ``notebooks/`` folder.
+    """
+    installed = Path(str(importlib.resources.files("climnb") / "notebooks"))
+    clone = Path(__file__).resolve().parents[1] / "notebooks"
+    for folder in (installed, clone):
+        if any(folder.glob(NOTEBOOK_GLOB)):
+            return folder
+    raise FileNotFoundError(
+        f"no numbered notebooks ({NOTEBOOK_GLOB}) came with climnb: looked in {installed} "
+        f"and {clone}; reinstall climnb from its wheel or sdist"
+    )
+
+
+def demo_folders(notebooks: str | os.PathLike | None = None) -> tuple[Path, Path]:
+    """``(notebooks folder, working directory)`` of ``climnb demo``.
+
+    A given folder runs in place. ``None``: ``./notebooks`` where it holds numbered notebooks
+    (the root of a clone), else the notebooks that came with climnb, run with the current
+    folder as working directory, so their data land in ``./data`` and ``./runs``.
+    """
+    if notebooks is not None:
+        return Path(notebooks), Path(notebooks)
+    local = Path("notebooks")
+    if any(local.glob(NOTEBOOK_GLOB)):
+        return local, local
+    return packaged_notebooks(), Path.cwd()
+
+
+@dataclass(frozen=True)
+class NotebookCopy:
+    """What :func:`copy_notebooks` did with one notebook.
+
+    ``action`` is ``"copied"`` (new), ``"updated"`` (the folder held climnb's earlier copy,
+    unchanged by the user), ``"up to date"`` (already identical) or ``"kept"`` (changed by the
+    user, or not climnb's: left as it is).
+    """
+
+    name: str
+    path: Path
+    action: Literal["copied", "updated", "up to date", "kept"]
+
+
+def copy_notebooks(
+    dest: str | os.PathLike, *, source: str | os.PathLike | None = None
+) -> list[NotebookCopy]:
+    """Copy the numbered notebooks, without outputs, into ``dest``; never overwrite an edit.
+
+    A notebook already in ``dest`` is replaced only when it is byte for byte what an earlier
+    call wrote there (recorded in ``dest/.climnb-notebooks.json``); one the user changed, ran
+    and saved, or made is kept.
+
+    Parameters
+    ----------
+    dest : the folder (made if missing).
+    source : folder of ``NN_*.ipynb`` notebooks; default :func:`packaged_notebooks`.
+    """
+    dest = Path(dest).expanduser()
+    dest.mkdir(parents=True, exist_ok=True)
+    record_path = dest / COPIES_FILE
+    record = _read_copies(record_path)
+    done = []
+    for notebook in find_notebooks(Path(source) if source else packaged_notebooks()):
+        text = _without_outputs(notebook)
+        target, digest = dest / notebook.name, _sha256(text.encode())
+        action = _copy_action(target, digest, record.get(notebook.name))
+        if action in ("copied", "updated"):
+            with atomic_path(target) as tmp:
+                tmp.write_text(text, encoding="utf-8")
+        if action != "kept":
+            record[notebook.name] = digest
+        log.info("%s %s", action, target)
+        done.append(NotebookCopy(notebook.name, target, action))
+    with atomic_path(record_path) as tmp:
+        tmp.write_text(json.dumps({"climnb": __version__, "sha256": record}, indent=1) + "\n")
+    return done
+
+
+def _copy_action(target: Path, digest: str, copied: str | None) -> str:
+    if not target.exists():
+        return "copied"
+    current = _sha256(target.read_bytes())
+    if current == digest:
+        return "up to date"
+    return "updated" if current == copied else "kept"
+
+
+def _without_outputs(notebook: Path) -> str:
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nbformat.writes(nb) + "\n"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_copies(path: Path) -> dict[str, str]:
+    try:
+        return dict(json.loads(path.read_text()).get("sha256", {}))
+    except (FileNotFoundError, ValueError, AttributeError, TypeError):  # none, or not ours
+        return {}
 
 
 def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:

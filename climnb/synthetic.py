@@ -53,6 +53,7 @@ from scipy.spatial import cKDTree
 
 from climnb.atomic import atomic_path
 from climnb.channels import CHANNEL_NAMES, CHANNELS, CLASS_NAMES
+from climnb.versions import written_by
 
 __all__ = [
     "make_dataset",
@@ -712,7 +713,7 @@ def _to_dataset(data, truth, time, lat, lon, seed) -> xr.Dataset:
     }
     attrs = {
         "title": "climnb synthetic CAM5-like fields",
-        "source": "climnb.synthetic",
+        "source": written_by("climnb.synthetic"),
         "seed": seed,
         "Conventions": "CF-1.8",
     }

@@ -49,6 +49,7 @@ from climnb.atomic import atomic_path
 from climnb.channels import CLASS_NAMES
 from climnb.labels.components import label_components, measure
 from climnb.labels.sphere import great_circle_km, is_periodic
+from climnb.versions import written_by
 
 __all__ = [
     "TrackConfig",
@@ -333,7 +334,7 @@ def tracks_to_dataset(obs: pd.DataFrame, *, attrs: dict | None = None) -> xr.Dat
         "Conventions": "CF-1.10",
         "featureType": "trajectory",
         "title": "tracks of tropical cyclones and atmospheric rivers",
-        "source": "climnb.tracks",
+        "source": written_by("climnb.tracks"),
         **(attrs or {}),
     }
     return ds

@@ -1,4 +1,10 @@
-"""``show_versions()``: what a bug report needs to know about the installation."""
+"""climnb's version, in one place, and ``show_versions()`` for bug reports.
+
+:data:`__version__` is the only place the version is written: ``pyproject.toml`` reads it
+(``[tool.setuptools.dynamic]``), ``climnb --version`` prints it, and every file climnb writes
+records it (bundles, label and field files, tracks, predictions, the demo's reports) through
+:func:`written_by`.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,9 @@ import platform
 import subprocess
 import sys
 
-__all__ = ["show_versions", "versions", "horovod_build"]
+__all__ = ["__version__", "written_by", "show_versions", "versions", "horovod_build"]
+
+__version__ = "0.1.0"
 
 _PACKAGES = (
     "climnb",
@@ -32,6 +40,15 @@ _PACKAGES = (
     "horovod",
     "mpi4py",
 )
+
+
+def written_by(what: str = "") -> str:
+    """``"climnb 0.1.0"`` (with ``what`` after it): the ``source`` recorded in output files.
+
+    >>> written_by("climnb.labels.label_dataset")  # doctest: +ELLIPSIS
+    'climnb ... (climnb.labels.label_dataset)'
+    """
+    return f"climnb {__version__}" + (f" ({what})" if what else "")
 
 
 def versions() -> dict[str, str | None]:

@@ -28,7 +28,7 @@ APT_PACKAGES=(build-essential cmake openmpi-bin libopenmpi-dev libhighwayhash-de
 say() { printf '[setup %4ds] %s\n' "$SECONDS" "$*"; }
 die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
 
-key=$(cat pyproject.toml tools/setup.sh | sha256sum | cut -c1-16)
+key=$(cat pyproject.toml setup.py tools/setup.sh | sha256sum | cut -c1-16)
 stamp=$VENV/.climnb-setup-$key
 if [[ -f $stamp ]]; then
     exit 0

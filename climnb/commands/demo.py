@@ -8,7 +8,12 @@ EXAMPLE = "climnb demo --reports reports --only 00"
 
 
 def add_arguments(parser):
-    parser.add_argument("--notebooks", default="notebooks", help="folder of NN_*.ipynb")
+    parser.add_argument(
+        "--notebooks",
+        default=None,
+        help="folder of NN_*.ipynb, run in place (default: ./notebooks in a clone, else the "
+        "notebooks that came with climnb, run in the current folder)",
+    )
     parser.add_argument("--reports", default="reports", help="output folder (default reports)")
     parser.add_argument(
         "--only",
@@ -19,6 +24,9 @@ def add_arguments(parser):
     )
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per cell")
     parser.add_argument(
+        "--kernel", default="python3", help="Jupyter kernel (e.g. climnb; default python3)"
+    )
+    parser.add_argument(
         "--epochs",
         type=int,
         default=None,
@@ -27,22 +35,26 @@ def add_arguments(parser):
     parser.add_argument(
         "--keep",
         action="store_true",
-        help="keep notebooks/data/toy and runs/toy from an earlier run",
+        help="keep data/toy and runs/toy of an earlier run",
     )
 
 
 def run(args) -> int:
-    from climnb.demo import WORKFLOW, DemoConfig, headlines, run_demo
+    from climnb.demo import WORKFLOW, DemoConfig, demo_folders, headlines, run_demo
 
     start = time.perf_counter()
+    notebooks, workdir = demo_folders(args.notebooks)
+    print(f"notebooks from {notebooks}, working directory {workdir}", flush=True)
     parameters = {k: dict(v) for k, v in WORKFLOW.items()}
     if args.epochs:
         parameters["04"]["epochs"] = args.epochs
     config = DemoConfig(
-        notebooks=Path(args.notebooks),
+        notebooks=notebooks,
         reports=Path(args.reports),
+        workdir=workdir,
         only=tuple(args.only),
         timeout=args.timeout,
+        kernel=args.kernel,
         parameters=parameters,
         clean=not args.keep,
     )
@@ -50,7 +62,7 @@ def run(args) -> int:
     print(f"\nclimnb demo finished in {time.perf_counter() - start:.0f} s; reports:")
     for r in runs:
         print(f"  {r.html}  ({r.seconds:.0f} s)")
-    figures = headlines(args.notebooks)
+    figures = headlines(workdir)
     if figures:
         print("\nheadline results:")
         for name, value in figures.items():

@@ -42,6 +42,7 @@ from climnb.labels.ar import detect_rivers, transport_rivers
 from climnb.labels.config import LabelConfig
 from climnb.labels.sphere import is_periodic
 from climnb.labels.tc import detect_storms
+from climnb.versions import written_by
 
 __all__ = [
     "Plan",
@@ -591,7 +592,7 @@ def label_dataset(
             "long_name": "heuristic class of each pixel",
             "flag_values": np.array([0, 1, 2], np.uint8),
             "flag_meanings": " ".join(CLASS_NAMES),
-            "source": "climnb.labels.label_dataset",
+            "source": written_by("climnb.labels.label_dataset"),
             "classes": " ".join(plan.classes),
             "notes": "; ".join(notes),
         },

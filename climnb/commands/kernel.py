@@ -1,0 +1,52 @@
+"""``climnb kernel install``: register this environment as a Jupyter kernel (JupyterHub)."""
+
+import sys
+
+HELP = "register this environment as a Jupyter kernel, with PATH and quiet TensorFlow logging"
+EXAMPLE = "climnb kernel install --user"
+MISSING = {
+    "mpiexec": "notebooks 02 and 04 start their MPI engines with it (install OpenMPI)",
+    "horovodrun": "needed only to launch `climnb train` with horovodrun (pip install horovod)",
+}
+
+
+def add_arguments(parser):
+    from climnb.kernel import DEFAULT_NAME
+
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    install = actions.add_parser(
+        "install",
+        help="install the kernel spec (ipykernel's installer)",
+        description="Install the kernel spec of this environment with ipykernel's installer. "
+        "Without --user, --sys-prefix or --prefix: system-wide (needs write access).",
+    )
+    where = install.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="for you only (~/.local/share)")
+    where.add_argument(
+        "--sys-prefix",
+        action="store_const",
+        const=sys.prefix,
+        dest="prefix",
+        help=f"into this environment ({sys.prefix}), for a Jupyter installed in it",
+    )
+    where.add_argument("--prefix", help="into PREFIX/share/jupyter/kernels")
+    install.add_argument("--name", default=DEFAULT_NAME, help=f"kernel name ({DEFAULT_NAME})")
+    install.add_argument(
+        "--display-name", help="name shown in JupyterLab (default: climnb VERSION (Python, env))"
+    )
+
+
+def run(args) -> int:
+    from climnb.kernel import install_kernel
+
+    done = install_kernel(
+        args.name, display_name=args.display_name, user=args.user, prefix=args.prefix
+    )
+    print(f"installed kernel {done.name!r} ({done.display_name}) in {done.path}")
+    print(f"  python: {done.python}")
+    for tool, found in done.launchers.items():
+        print(f"  {tool}: {found or 'not found: ' + MISSING[tool]}")
+    print(
+        f'pick "{done.display_name}" in JupyterLab, or: papermill -k {done.name} IN.ipynb OUT.ipynb'
+    )
+    return 0
