@@ -52,6 +52,22 @@ def add_arguments(parser):
         metavar="OLD=NEW",
         help="take the input's variable OLD as climnb's NEW (e.g. pw=TMQ); repeatable",
     )
+    parser.add_argument(
+        "--units",
+        action="append",
+        default=[],
+        metavar="VAR=UNITS",
+        help="take UNITS for the input's variable VAR (or climnb's name) instead of its "
+        "'units' attribute, when that is wrong or missing (e.g. IVT='kg m-1 s-1'); repeatable",
+    )
+    parser.add_argument(
+        "--regrid",
+        type=float,
+        metavar="DEG",
+        help="for projected or curvilinear grids (WRF, NAM): regrid the fields to a regular "
+        "latitude/longitude grid of DEG degrees (pyresample) and put the labels back on the "
+        "input's grid",
+    )
     parser.add_argument("--ar-percentile", type=float, help="river percentile (default 95)")
     parser.add_argument(
         "--workers",
@@ -82,12 +98,12 @@ def _config(args):
     return config
 
 
-def _renames(items) -> dict[str, str]:
+def _pairs(items, option: str = "--rename", form: str = "OLD=NEW") -> dict[str, str]:
     out = {}
     for item in items:
         old, sep, new = item.partition("=")
-        if not sep or not old or not new:
-            raise ValueError(f"--rename takes OLD=NEW, got {item!r}")
+        if not sep or not old.strip() or not new.strip():
+            raise ValueError(f"{option} takes {form}, got {item!r}")
         out[old.strip()] = new.strip()
     return out
 
@@ -113,7 +129,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from climnb.atomic import atomic_path, remove_leftovers
-    from climnb.io.netcdf import expand_paths, open_dataset
+    from climnb.io.netcdf import expand_paths, open_dataset, time_steps
     from climnb.labels import label_dataset
 
     if args.workers < 1:
@@ -124,10 +140,15 @@ def run(args) -> int:
     for path in (out, events_path):  # what a killed earlier run of this output left
         remove_leftovers(path.parent, path.name)
     config = _config(args)
-    renames = _renames(args.rename)
-    ds = open_dataset(args.inputs, variables=renames, canonical=False)
+    renames = _pairs(args.rename)
+    units = _pairs(args.units, "--units", "VAR=UNITS")
+    ds = open_dataset(
+        args.inputs, variables=renames, units=units, canonical=False, regrid=args.regrid
+    )
     try:  # what the input lacks or holds wrongly is found here: name the input files
-        labels, events = label_dataset(ds, config, classes=args.classes, variables=renames)
+        labels, events = label_dataset(
+            ds, config, classes=args.classes, variables=renames, units=units, regrid=args.regrid
+        )
     except ValueError as err:
         raise ValueError(f"{_describe(expand_paths(args.inputs))}: {err}") from None
     labels.attrs["climnb_config"] = json.dumps(config.to_dict())
@@ -143,9 +164,14 @@ def run(args) -> int:
         for name in labels.attrs["classes"].split()
     )
     print(
-        f"{labels.sizes['time']} time steps labelled -> {out}\n"
+        f"{time_steps(labels)} time steps labelled -> {out}\n"
         f"  {found} -> {events_path}\n"
         f"  {labels.attrs['notes']}"
+        + (
+            f"\n  storm checks: {labels.attrs['storm_checks']}"
+            if labels.attrs["storm_checks"]
+            else ""
+        )
     )
     return 0
 
@@ -155,6 +181,7 @@ def _write_netcdf(labels, events, out, args):
     import dask
 
     from climnb.atomic import atomic_path
+    from climnb.io.netcdf import time_steps
     from climnb.labels import compute
 
     # threads in this process schedule the work and write (the NetCDF writer's lock cannot go
@@ -162,7 +189,7 @@ def _write_netcdf(labels, events, out, args):
     # processes (climnb.labels.dataset.worker_processes), so labelling scales past the GIL
     # and HDF5's lock, and only the uint8 labels come back
     scheduler = "sync" if args.workers == 1 else "threads"
-    local_bar = _progress(labels.sizes["time"], args.no_progress or bool(args.scheduler))
+    local_bar = _progress(time_steps(labels), args.no_progress or bool(args.scheduler))
     # the client first: the NetCDF writer then takes a lock the workers can share
     with (
         _client(args) as client,
