@@ -95,6 +95,7 @@ def coord_names(ds: xr.Dataset | xr.DataArray) -> dict[str, str]:
     for canonical, aliases in COORD_ALIASES.items():
         cands = [c for c in cf.get(_CF_KEYS[canonical], []) if c in names]
         cands += [a for a in aliases if a in names]
+        cands.sort(key=lambda c: c not in ds.dims)  # a dimension first (GRIB: time, not valid_time)
         if cands:
             found[canonical] = str(cands[0])
     return found

@@ -65,7 +65,8 @@ def _neighbours(lat2d, lon2d, lat, lon, radius_km: float) -> np.ndarray:
     """For each regular cell (flat), the flat index of its nearest input point, or -1."""
     from pyresample import geometry, kd_tree
 
-    src = geometry.SwathDefinition(lons=_unwrapped(lon2d), lats=np.asarray(lat2d, float))
+    signed = (np.asarray(lon2d, float) + 180.0) % 360.0 - 180.0  # pyresample's convention
+    src = geometry.SwathDefinition(lons=signed, lats=np.asarray(lat2d, float))
     lons, lats = np.meshgrid(lon, lat)
     dst = geometry.GridDefinition(lons=(lons + 180.0) % 360.0 - 180.0, lats=lats)
     valid_in, valid_out, index, _ = kd_tree.get_neighbour_info(

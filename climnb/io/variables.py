@@ -93,7 +93,7 @@ QUANTITIES: tuple[Quantity, ...] = (
     Quantity(
         "TMQ",
         "kg m-2",
-        ("TMQ", "tcwv", "TQV", "IWV", "PW", "prw", "tpw"),
+        ("TMQ", "tcwv", "TQV", "IWV", "PW", "prw", "tpw", "pwat", "PWAT"),
         standard_names=("atmosphere_mass_content_of_water_vapor",),
     ),
     Quantity("IVT", "kg m-1 s-1", ("IVT", "ivt"), long_name=f"{_IVT_LONG} (magnitude)"),
@@ -147,7 +147,16 @@ _BY_NAME = {q.name: q for q in QUANTITIES}
 _CHANNEL_LONG = {c.name: c.long_name for c in CHANNELS}
 
 #: Names of pressure-level coordinates (besides CF ``axis: Z`` / pressure units).
-LEVEL_NAMES = ("level", "pressure_level", "plev", "lev", "isobaricInhPa", "pressure", "pres")
+LEVEL_NAMES = (
+    "level",
+    "pressure_level",
+    "plev",
+    "lev",
+    "isobaricInhPa",
+    "isobaricInPa",
+    "pressure",
+    "pres",
+)
 _PA_PER = {"pa": 1.0, "hpa": 100.0, "mbar": 100.0, "millibar": 100.0, "millibars": 100.0}
 _PA_PER.update({"mb": 100.0, "hectopascal": 100.0, "hectopascals": 100.0, "pascal": 1.0})
 # spellings pint does not parse, and what they mean
@@ -320,7 +329,10 @@ def _override_units(ds: xr.Dataset, units: Mapping[str, str], notes: list[str]):
 
 
 def _level_dim(ds: xr.Dataset) -> str | None:
-    """The pressure-level dimension of ``ds``, found by CF attributes then by name."""
+    """The pressure-level dimension of ``ds``, found by name then by CF attributes."""
+    named = [d for d in LEVEL_NAMES if d in ds.dims and d in ds.coords]
+    if named:
+        return named[0]
     for dim in ds.dims:
         coord = ds.coords.get(dim)
         if coord is None or coord.ndim != 1:
@@ -328,7 +340,7 @@ def _level_dim(ds: xr.Dataset) -> str | None:
         attrs = coord.attrs
         units = str(attrs.get("units", "")).strip().lower()
         cf = attrs.get("axis") == "Z" or attrs.get("standard_name") == "air_pressure"
-        if dim in LEVEL_NAMES or (cf and (units in _PA_PER or not units)):
+        if cf and (units in _PA_PER or not units):
             return str(dim)
     return None
 
@@ -350,8 +362,10 @@ def _levels_hpa(coord: xr.DataArray) -> np.ndarray:
 
 def _find(ds, q: Quantity, level_dim):
     """``(variable, description, DataArray)`` of quantity ``q`` in ``ds``, or None."""
-    by_standard = [
-        str(n) for n, v in ds.data_vars.items() if v.attrs.get("standard_name") in q.standard_names
+    by_standard = [  # not a variable that already has another quantity's name
+        str(n)
+        for n, v in ds.data_vars.items()
+        if v.attrs.get("standard_name") in q.standard_names and _BY_NAME.get(n, q) is q
     ]
     for name in q.aliases + (tuple(by_standard) if q.level is None else ()):
         if name in ds.data_vars and (level_dim is None or level_dim not in ds[name].dims):
