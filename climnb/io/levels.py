@@ -33,7 +33,7 @@ A profile with ``q u`` falling linearly with pressure integrates exactly:
 >>> u = xr.full_like(q, 10.0)
 >>> out = ivt_from_levels(u, 0 * u, q, level="level")
 >>> round(float(out.IVTU), 3), round(0.01 * 10 * (0.5 * (1.0 + 0.125) * 70000) / 9.80665, 3)
-(401.549, 401.549)
+(401.513, 401.513)
 """
 
 from __future__ import annotations

@@ -59,12 +59,18 @@ __all__ = [
     "time_steps",
     "missing_message",
     "DIMS",
+    "LAT_ATTRS",
+    "LON_ATTRS",
     "COORD_ALIASES",
 ]
 
 log = logging.getLogger(__name__)
 
 DIMS = ("time", "lat", "lon")
+#: CF attributes of the latitude and longitude coordinates (results get them where the input's
+#: coordinates have none).
+LAT_ATTRS = {"standard_name": "latitude", "long_name": "latitude", "units": "degrees_north"}
+LON_ATTRS = {"standard_name": "longitude", "long_name": "longitude", "units": "degrees_east"}
 #: Names under which latitude, longitude and time are recognised, canonical first (after the
 #: CF attributes, which are looked at first).
 COORD_ALIASES = {
@@ -284,7 +290,8 @@ class InputGrid:
         cols = _match(da.lon.values, _wrap_lon(self.lon), "longitude")
         out = da.isel(lat=rows, lon=cols)
         out = out.assign_coords(
-            lat=("lat", self.lat, self.lat_attrs), lon=("lon", self.lon, self.lon_attrs)
+            lat=("lat", self.lat, {**LAT_ATTRS, **self.lat_attrs}),
+            lon=("lon", self.lon, {**LON_ATTRS, **self.lon_attrs}),
         )
         names = (("lat", self.lat_name), ("lon", self.lon_name))
         return self._finish(out.rename({k: v for k, v in names if k != v}))
