@@ -74,9 +74,6 @@ def test_era5_storm_is_tracked_across_its_life():
 
 def _write_grib(ds: xr.Dataset, path: Path) -> Path:
     """The ERA5 cut as GRIB 2 (IEEE floats: the values unchanged), written with ecCodes."""
-    import pyproj  # noqa: F401  (before ecCodes: see climnb.io.grib)
-
-    # isort: split
     import eccodes
 
     lat, lon = ds.latitude.values, ds.longitude.values

@@ -15,7 +15,6 @@ analyses is the valid time), ``isobaricInhPa``, and the variables' GRIB short na
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import tempfile
@@ -51,7 +50,7 @@ def open_grib(path: str | os.PathLike, chunks=None) -> xr.Dataset:
         If cfgrib or ecCodes is missing, saying what to install.
     """
     try:
-        cfgrib = _cfgrib()
+        import cfgrib
     except (ImportError, RuntimeError) as err:  # RuntimeError: ecCodes library not found
         raise ImportError(
             f"reading GRIB needs cfgrib and ecCodes: pip install cfgrib eccodes ({err})"
@@ -92,18 +91,6 @@ def open_grib(path: str | os.PathLike, chunks=None) -> xr.Dataset:
 
 def _level_name(var: xr.DataArray) -> str:
     return f"{var.name}_{var.attrs.get('GRIB_typeOfLevel', 'level')}"
-
-
-def _cfgrib():
-    """cfgrib, with pyproj (if installed) loaded first: the ecCodes wheels and pyproj's bundle
-    different builds of the same shared libraries, and pyproj loaded after ecCodes crashes the
-    process (a double free; regridding a GRIB file loads both), while loaded first both work."""
-    with contextlib.suppress(ImportError):
-        import pyproj  # noqa: F401
-
-    import cfgrib
-
-    return cfgrib
 
 
 def _drop_scalars(ds: xr.Dataset) -> xr.Dataset:
