@@ -285,3 +285,16 @@ def test_curvilinear_grid_is_regridded_on_request_and_labels_come_back():
     assert (wrf.truth.values == 2).sum() > 100
     np.testing.assert_array_equal(labels.XLAT.values, wrf.XLAT.values)
     assert iou(labels.values, wrf.truth.values, 2) >= 0.5
+
+
+def test_ten_metre_winds_give_the_maximum_wind_and_vorticity_is_found_by_standard_name():
+    with xr.open_dataset(ERA5) as src:
+        ds = src.isel(valid_time=slice(8, 10)).load()
+    ds = ds.rename(vo="relvort")  # a name climnb does not know: found by its standard_name
+    speed = xr.full_like(ds.msl, 5.0).where(ds.msl > 99500.0, 30.0)  # strong near the low
+    ds["u10"] = speed.assign_attrs(units="m s-1")
+    ds["v10"] = (0.0 * speed).assign_attrs(units="m s-1")
+    labels, events = _label(ds)
+    checks = labels.attrs["storm_checks"]
+    assert "VORT850 as given" in checks and "max wind from UBOT, VBOT" in checks
+    assert (events.max_wind == 30.0).any() and len(events)
