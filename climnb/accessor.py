@@ -31,7 +31,8 @@ import os
 
 import xarray as xr
 
-from climnb.grid import cf_coords, to_caller_grid
+from climnb.io.netcdf import normalize
+from climnb.labels import label_dataset
 
 __all__ = ["ClimnbAccessor"]
 
@@ -45,15 +46,15 @@ class ClimnbAccessor:
     def __init__(self, ds: xr.Dataset):
         self._ds = ds
 
-    def label(self, config=None) -> xr.DataArray:
+    def label(self, config=None, **kwargs) -> xr.DataArray:
         """Heuristic labels (0 background, 1 TC, 2 AR), lazy, uint8, on this Dataset's grid.
 
-        ``config`` is a :class:`climnb.labels.LabelConfig` (default settings if ``None``).
+        ``config`` is a :class:`climnb.labels.LabelConfig` (default settings if ``None``);
+        keyword arguments (``classes``, ``variables``, ``units``, ``regrid``) go to
+        :func:`climnb.labels.label_dataset`.
         """
-        from climnb.labels import label_dataset
-
-        labels, _ = label_dataset(self._ds, config, grid="canonical")
-        return to_caller_grid(cf_coords(labels), self._ds)
+        labels, _ = label_dataset(self._ds, config, **kwargs)
+        return labels
 
     def predict(
         self, bundle, *, batch_size: int = 4, probabilities: bool = False
@@ -89,7 +90,6 @@ class ClimnbAccessor:
         labels; ``prediction`` defaults to the heuristic labels (so, without a network, the
         explorer compares them with the truth). Keyword arguments go to the explorer.
         """
-        from climnb.io.netcdf import normalize
         from climnb.viz.explorer import segmentation_explorer
 
         if isinstance(labels, str):
@@ -108,7 +108,5 @@ class ClimnbAccessor:
 
     def _canonical(self, mask: xr.DataArray) -> xr.DataArray:
         """A mask on this Dataset's grid, put on the canonical grid (as the fields are)."""
-        from climnb.io.netcdf import normalize
-
         name = mask.name or "mask"
         return normalize(mask.to_dataset(name=name), required=[name])[name]

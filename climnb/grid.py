@@ -1,10 +1,10 @@
-"""The caller's grid: put results computed on climnb's canonical grid back onto the input's.
+"""The caller's grid, for callers that hold only its coordinates (kept for the predictor).
 
-climnb computes on one grid (:func:`climnb.io.netcdf.normalize`: ``lat`` ascending, ``lon``
-0..360); a user's data may call its coordinates ``latitude``/``longitude``, run north to south
-or use -180..180. :func:`to_caller_grid` returns a result with the input's coordinate names,
-values, order and attributes (lazily: an index permutation of each block), and
-:func:`cf_coords` gives canonical coordinates their CF attributes.
+The one description of an input's grid and the one way back to it are
+:func:`climnb.io.netcdf.input_grid` and :meth:`climnb.io.netcdf.InputGrid.restore` (names,
+values, order, attributes, time's name and scalar coordinates, within 1e-4 degrees); the
+functions here are that, for a result and a caller Dataset or DataArray, and the coordinate
+names of :func:`climnb.io.netcdf.coord_names` as a pair.
 
 Examples
 --------
@@ -22,29 +22,25 @@ from __future__ import annotations
 
 import xarray as xr
 
-from climnb.io.netcdf import COORD_ALIASES
+from climnb.io.netcdf import COORD_ALIASES, LAT_ATTRS, LON_ATTRS, input_grid
+from climnb.io.netcdf import coord_names as _coord_names
 
 __all__ = ["to_caller_grid", "cf_coords", "coord_names", "LAT_ATTRS", "LON_ATTRS"]
-
-#: CF attributes of the latitude and longitude coordinates.
-LAT_ATTRS = {"standard_name": "latitude", "long_name": "latitude", "units": "degrees_north"}
-LON_ATTRS = {"standard_name": "longitude", "long_name": "longitude", "units": "degrees_east"}
 
 Obj = xr.DataArray | xr.Dataset
 
 
 def coord_names(ds: Obj) -> tuple[str, str]:
-    """The names of the latitude and longitude coordinates of ``ds`` (any of the aliases)."""
-    names = []
+    """The names of the latitude and longitude coordinates of ``ds``
+    (:func:`climnb.io.netcdf.coord_names`)."""
+    names = _coord_names(ds)
     for dim in ("lat", "lon"):
-        found = next((n for n in COORD_ALIASES[dim] if n in ds.coords), None)
-        if found is None:
+        if dim not in names:
             raise ValueError(
-                f"no {dim} coordinate: looked for {', '.join(COORD_ALIASES[dim])}; "
-                f"found {', '.join(map(str, ds.coords)) or 'no coordinates'}"
+                f"no {dim} coordinate: looked for CF attributes and {', '.join(COORD_ALIASES[dim])}"
+                f"; found {', '.join(map(str, ds.coords)) or 'no coordinates'}"
             )
-        names.append(found)
-    return names[0], names[1]
+    return names["lat"], names["lon"]
 
 
 def cf_coords(out: Obj) -> Obj:
@@ -56,19 +52,8 @@ def cf_coords(out: Obj) -> Obj:
 
 
 def to_caller_grid(out: Obj, caller: Obj) -> Obj:
-    """``out`` (on the canonical grid) on the latitude/longitude of ``caller``.
-
-    Names, values, order and attributes of the caller's coordinates are restored; every
-    caller point must be on the canonical grid (it is, when ``out`` was computed from
-    ``caller`` normalised).
-    """
-    lat_name, lon_name = coord_names(caller)
-    lat, lon = caller[lat_name], caller[lon_name]
-    out = out.sel(lat=lat.values, lon=lon.values % 360.0)
-    out = out.assign_coords(
-        lat=("lat", lat.values, {**LAT_ATTRS, **lat.attrs}),
-        lon=("lon", lon.values, {**LON_ATTRS, **lon.attrs}),
-    )
-    if (lat_name, lon_name) == ("lat", "lon"):
-        return out
-    return out.rename({"lat": lat_name, "lon": lon_name})
+    """``out`` (on the canonical grid) on the grid of ``caller``
+    (:meth:`climnb.io.netcdf.InputGrid.restore`)."""
+    if isinstance(caller, xr.DataArray):
+        caller = caller.coords.to_dataset()
+    return input_grid(caller).restore(out)

@@ -81,13 +81,15 @@ def expand(paths: PathLike | Sequence[PathLike]) -> list[Path]:
 
 
 def open_fields(
-    paths: PathLike | Sequence[PathLike], *, required: Iterable[str] | None = None
+    paths: PathLike | Sequence[PathLike], *, required: Iterable[str] | None = None, **options
 ) -> xr.Dataset:
-    """NetCDF files or Zarr stores as one lazy Dataset on the canonical grid (joined along time,
-    one time step per chunk; :func:`climnb.io.netcdf.open_dataset`). Errors name the file."""
+    """NetCDF files, Zarr stores or GRIB files as one lazy Dataset on the canonical grid (joined
+    along time, one time step per chunk): :func:`climnb.io.netcdf.open_dataset`, whose keyword
+    arguments (``variables``, ``units``, ``regrid``, ``canonical``) ``options`` pass on. Errors
+    name the file."""
     from climnb.io.netcdf import open_dataset
 
-    return open_dataset(paths, required=required)
+    return open_dataset(paths, required=required, **options)
 
 
 def input_grid(paths: PathLike | Sequence[PathLike]) -> xr.Dataset | None:

@@ -109,11 +109,17 @@ class TrackConfig:
     min_overlap : overlap (shared pixels / pixels of the smaller region) that links two
         regions whatever their centres.
     min_pixels : regions smaller than this are ignored.
+    max_gap_steps : steps a track may miss and still be continued (by overlap or centre
+        distance over the whole time since it was last seen); 0 links consecutive steps
+        only. Detections on a coarse grid come and go (a storm's centre falls on a grid
+        point at one step and between points at the next); cyclone trackers bridge such
+        gaps (TempestExtremes' ``StitchNodes --maxgap``).
     """
 
     max_speed_kmh: tuple[tuple[int, float], ...] = ((1, 80.0), (2, 150.0))
     min_overlap: float = 0.1
     min_pixels: int = 1
+    max_gap_steps: int = 0
 
     def speed(self, class_id: int) -> float:
         return dict(self.max_speed_kmh).get(class_id, max(v for _, v in self.max_speed_kmh))
@@ -143,8 +149,9 @@ def _regions(values: np.ndarray, lat, lon, periodic: bool, cfg: TrackConfig) -> 
     return out
 
 
-def _pairs(prev: list[_Region], cur: list[_Region], hours: float, cfg: TrackConfig):
-    """Candidate (score, i, j): overlapping pairs first (by overlap), then by distance."""
+def _pairs(prev: list[_Region], cur: list[_Region], hours: list[float], cfg: TrackConfig):
+    """Candidate (score, i, j): overlapping pairs first (by overlap), then by distance
+    (``hours[i]``: the time since region ``i`` was seen)."""
     pairs = []
     for i, a in enumerate(prev):
         for j, b in enumerate(cur):
@@ -155,7 +162,7 @@ def _pairs(prev: list[_Region], cur: list[_Region], hours: float, cfg: TrackConf
             dist = float(great_circle_km(a.row["lat"], a.row["lon"], b.row["lat"], b.row["lon"]))
             if overlap >= cfg.min_overlap:
                 pairs.append(((0, -overlap), i, j))
-            elif dist <= cfg.speed(a.class_id) * hours:
+            elif dist <= cfg.speed(a.class_id) * hours[i]:
                 pairs.append(((1, dist), i, j))
     return sorted(pairs)
 
@@ -179,20 +186,20 @@ def track_events(mask: xr.DataArray, config: TrackConfig | None = None) -> pd.Da
     lat, lon = mask.lat.values.astype(float), mask.lon.values.astype(float)
     periodic = is_periodic(lon)
     times = pd.DatetimeIndex(mask.time.values)
-    rows, prev, prev_ids, next_id = [], [], [], 0
+    rows, prev, next_id = [], [], 0  # prev: (region, track id, step) of tracks to continue
     for t, time in enumerate(times):
         cur = _regions(np.asarray(mask.isel(time=t).values), lat, lon, periodic, cfg)
-        hours = (time - times[t - 1]).total_seconds() / 3600.0 if t else 0.0
+        hours = [(time - times[s]).total_seconds() / 3600.0 for _, _, s in prev]
         ids = [None] * len(cur)
         used = set()
-        for _, i, j in _pairs(prev, cur, hours, cfg) if t else []:
+        for _, i, j in _pairs([p[0] for p in prev], cur, hours, cfg):
             if i in used or ids[j] is not None:
                 continue
             used.add(i)
-            ids[j] = prev_ids[i]
-            r, p = cur[j].row, prev[i].row
+            ids[j] = prev[i][1]
+            r, p = cur[j].row, prev[i][0].row
             dist = float(great_circle_km(p["lat"], p["lon"], r["lat"], r["lon"]))
-            r["speed_kmh"] = dist / hours if hours > 0 else np.nan
+            r["speed_kmh"] = dist / hours[i] if hours[i] > 0 else np.nan
         for j, region in enumerate(cur):
             if ids[j] is None:
                 ids[j], next_id = next_id, next_id + 1
@@ -207,7 +214,8 @@ def track_events(mask: xr.DataArray, config: TrackConfig | None = None) -> pd.Da
                     "speed_kmh": r.get("speed_kmh", np.nan),
                 }
             )
-        prev, prev_ids = cur, ids
+        waiting = [p for i, p in enumerate(prev) if i not in used and t - p[2] <= cfg.max_gap_steps]
+        prev = [(region, ids[j], t) for j, region in enumerate(cur)] + waiting
     obs = pd.DataFrame(rows, columns=list(OBS_COLUMNS))
     obs = obs.sort_values(["track_id", "time"], kind="stable").reset_index(drop=True)
     log.info("%d regions linked into %d tracks", len(obs), obs.track_id.nunique())

@@ -299,7 +299,7 @@ def test_ivt_only_input_labels_rivers_and_says_why_not_storms(with_ivt):
     ds, _ = with_ivt
     labels, found = _compute(ds[["IVT"]])
     assert labels.attrs["classes"] == "atmospheric_river"
-    assert "no storms: the input lacks U850" in labels.attrs["notes"]
+    assert "no storms: the input lacks VORT850 (or U850 and V850), PSL" in labels.attrs["notes"]
     assert set(np.unique(labels.values)) <= {0, 2} and (labels.values == 2).any()
     assert set(found.class_id) == {2}
 

@@ -33,6 +33,7 @@ PIP_TO_CONDA = {
     "tensorflow-cpu": ["tensorflow"],
     "netcdf4": ["netcdf4"],
     "cf-xarray": ["cf_xarray"],
+    "eccodes": ["python-eccodes"],
 }
 # conda-only entries: the interpreter, pip, and what pip cannot install (MPI, Horovod)
 CONDA_ONLY = {"python", "pip", "openmpi", "horovod"}

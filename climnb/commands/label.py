@@ -8,8 +8,18 @@ never overwritten; a missing parent folder is created.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from dataclasses import replace
+from pathlib import Path
+
+from climnb.atomic import remove_leftovers
+from climnb.io.netcdf import expand_paths, open_dataset, time_steps
+from climnb.labels import LabelConfig, label_dataset
+from climnb.labels.writer import write_labels
+from climnb.scheduler import dask_client
+from climnb.store import check_output
 
 HELP = "label tropical cyclones and atmospheric rivers in NetCDF files (CAM5, ERA5, MERRA-2, ...)"
 EXAMPLE = (
@@ -52,6 +62,22 @@ def add_arguments(parser):
         metavar="OLD=NEW",
         help="take the input's variable OLD as climnb's NEW (e.g. pw=TMQ); repeatable",
     )
+    parser.add_argument(
+        "--units",
+        action="append",
+        default=[],
+        metavar="VAR=UNITS",
+        help="take UNITS for the input's variable VAR (or climnb's name) instead of its "
+        "'units' attribute, when that is wrong or missing (e.g. IVT='kg m-1 s-1'); repeatable",
+    )
+    parser.add_argument(
+        "--regrid",
+        type=float,
+        metavar="DEG",
+        help="for projected or curvilinear grids (WRF, NAM): regrid the fields to a regular "
+        "latitude/longitude grid of DEG degrees (pyresample) and put the labels back on the "
+        "input's grid",
+    )
     parser.add_argument("--ar-percentile", type=float, help="river percentile (default 95)")
     parser.add_argument(
         "--workers",
@@ -72,22 +98,18 @@ def add_arguments(parser):
 
 
 def _config(args):
-    from dataclasses import replace
-
-    from climnb.labels import LabelConfig
-
     config = LabelConfig.recipe(args.recipe)
     if args.ar_percentile is not None:
         config = replace(config, ar=replace(config.ar, percentile=args.ar_percentile))
     return config
 
 
-def _renames(items) -> dict[str, str]:
+def _pairs(items, option: str = "--rename", form: str = "OLD=NEW") -> dict[str, str]:
     out = {}
     for item in items:
         old, sep, new = item.partition("=")
-        if not sep or not old or not new:
-            raise ValueError(f"--rename takes OLD=NEW, got {item!r}")
+        if not sep or not old.strip() or not new.strip():
+            raise ValueError(f"{option} takes {form}, got {item!r}")
         out[old.strip()] = new.strip()
     return out
 
@@ -99,151 +121,65 @@ def _describe(files: list[str]) -> str:
     return f"{files[0]} ... {files[-1]} ({len(files)} files)"
 
 
-def _check_outputs(inputs, out, events) -> None:
+def _check_outputs(sources, out, events) -> None:
     """Refuse, before any work, outputs that would overwrite an input or cannot be written
     (the output rule of :func:`climnb.store.check_output`)."""
-    from climnb.store import check_output, expand
-
-    sources = expand(inputs)
     check_output(out, sources)
     check_output(events, sources, option="--events", others={"--out": out})
 
 
 def run(args) -> int:
-    from pathlib import Path
-
-    from climnb.atomic import atomic_path, remove_leftovers
-    from climnb.io.netcdf import expand_paths, open_dataset
-    from climnb.labels import label_dataset
-
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    files = expand_paths(args.inputs)  # once: the globs as they are now
     out = Path(args.out)
     events_path = Path(args.events) if args.events else out.with_suffix(".events.csv")
-    _check_outputs(args.inputs, out, events_path)
+    _check_outputs(files, out, events_path)
     for path in (out, events_path):  # what a killed earlier run of this output left
         remove_leftovers(path.parent, path.name)
     config = _config(args)
-    renames = _renames(args.rename)
-    ds = open_dataset(args.inputs, variables=renames, canonical=False)
+    renames = _pairs(args.rename)
+    units = _pairs(args.units, "--units", "VAR=UNITS")
+    ds = open_dataset(files, variables=renames, units=units, canonical=False, regrid=args.regrid)
     try:  # what the input lacks or holds wrongly is found here: name the input files
-        labels, events = label_dataset(ds, config, classes=args.classes, variables=renames)
+        labels, events = label_dataset(
+            ds, config, classes=args.classes, variables=renames, units=units, regrid=args.regrid
+        )
     except ValueError as err:
-        raise ValueError(f"{_describe(expand_paths(args.inputs))}: {err}") from None
+        raise ValueError(f"{_describe(files)}: {err}") from None
     labels.attrs["climnb_config"] = json.dumps(config.to_dict())
-    if out.suffix == ".zarr":
-        table = _write_zarr(labels, events, out, args)
-    else:
-        table = _write_netcdf(labels, events, out, args)
-    with atomic_path(events_path) as tmp:
-        table.to_csv(tmp, index=False)
+    if args.scheduler and out.suffix == ".zarr":
+        raise ValueError(f"--out {out}: --scheduler writes NetCDF only; give a .nc name")
+    # the client first: the NetCDF writer then takes a lock the workers can share
+    with _client(args) as client:
+        table = write_labels(
+            labels,
+            events,
+            out,
+            events_path=events_path,
+            workers=args.workers,
+            client=client,
+            progress=not args.no_progress,
+        )
     counts = table.class_name.value_counts()
     found = ", ".join(
         f"{name.replace('_', ' ')}s: {counts.get(name, 0)}"
         for name in labels.attrs["classes"].split()
     )
+    checks = labels.attrs["storm_checks"]
     print(
-        f"{labels.sizes['time']} time steps labelled -> {out}\n"
+        f"{time_steps(labels)} time steps labelled -> {out}\n"
         f"  {found} -> {events_path}\n"
-        f"  {labels.attrs['notes']}"
+        f"  {labels.attrs['notes']}" + (f"\n  storm checks: {checks}" if checks else "")
     )
     return 0
 
 
-def _write_netcdf(labels, events, out, args):
-    """Labels to NetCDF and the event table, in one pass (each step labelled once)."""
-    import dask
-
-    from climnb.atomic import atomic_path
-    from climnb.labels import compute
-
-    # threads in this process schedule the work and write (the NetCDF writer's lock cannot go
-    # to other processes); each label task reads and labels its steps in one of --workers
-    # processes (climnb.labels.dataset.worker_processes), so labelling scales past the GIL
-    # and HDF5's lock, and only the uint8 labels come back
-    scheduler = "sync" if args.workers == 1 else "threads"
-    local_bar = _progress(labels.sizes["time"], args.no_progress or bool(args.scheduler))
-    # the client first: the NetCDF writer then takes a lock the workers can share
-    with (
-        _client(args) as client,
-        _processes(args),
-        atomic_path(out) as tmp,
-        local_bar,
-    ):
-        write = labels.to_dataset().to_netcdf(
-            tmp, compute=False, encoding={"labels": {"dtype": "u1", "zlib": True}}
-        )
-        if client is not None:
-            from climnb.scheduler import compute as compute_on
-
-            progress = not args.no_progress
-            _, table = compute_on(client, write, events, progress=progress, notebook=False)
-        else:
-            with dask.config.set(scheduler=scheduler, num_workers=args.workers):
-                _, table = compute(write, events)
-    return table
-
-
-def _write_zarr(labels, events, out, args):
-    """Labels to a Zarr store (replaced only when complete) and the event table, in one pass."""
-    from climnb.store import write
-
-    if args.scheduler:
-        raise ValueError(f"--out {out}: --scheduler writes NetCDF only; give a .nc name")
-    with _processes(args):
-        _, table = write(
-            labels.to_dataset(),
-            out,
-            encoding={"labels": {"dtype": "u1"}},
-            also=[events],
-            progress=not args.no_progress,
-            workers=args.workers,
-        )
-    return table
-
-
-def _processes(args):
-    """The worker processes that label (a context manager) for ``--workers`` above 1 without
-    ``--scheduler`` (whose workers are processes already)."""
-    import contextlib
-
-    if args.scheduler or args.workers < 2:
-        return contextlib.nullcontext()
-    from climnb.labels.dataset import worker_processes
-
-    return worker_processes(args.workers)
-
-
 def _client(args):
     """A dask.distributed client for ``--scheduler`` (a context manager), else ``None``."""
-    import contextlib
-
     if not args.scheduler:
         return contextlib.nullcontext()
-    from climnb.scheduler import dask_client
-
     options = {"n_workers": args.workers} if args.scheduler == "local" else {}
     client = dask_client(args.scheduler, **options)
     print(f"dask dashboard: {client.dashboard_link}", flush=True)
     return client
-
-
-def _progress(total: int, disable: bool):
-    from dask.callbacks import Callback
-    from tqdm.auto import tqdm
-
-    class _Bar(Callback):
-        def __enter__(self):
-            self.bar = tqdm(total=total, unit="step", desc="labelling", disable=disable)
-            return super().__enter__()
-
-        def __exit__(self, *exc):
-            self.bar.close()
-            return super().__exit__(*exc)
-
-        def _posttask(self, key, result, dsk, state, worker_id):
-            name = key[0] if isinstance(key, tuple) else key
-            if str(name).startswith("label-step"):
-                self.bar.update(1)
-
-    return _Bar()

@@ -40,11 +40,13 @@ import glob
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import xarray as xr
 
+from climnb.io.grib import is_grib, open_grib
+from climnb.io.regrid import Curvilinear, regrid_dataset
 from climnb.io.variables import canonicalize, known_names
 
 __all__ = [
@@ -53,14 +55,22 @@ __all__ = [
     "input_grid",
     "InputGrid",
     "expand_paths",
+    "coord_names",
+    "time_steps",
     "missing_message",
     "DIMS",
+    "LAT_ATTRS",
+    "LON_ATTRS",
     "COORD_ALIASES",
 ]
 
 log = logging.getLogger(__name__)
 
 DIMS = ("time", "lat", "lon")
+#: CF attributes of the latitude and longitude coordinates (results get them where the input's
+#: coordinates have none).
+LAT_ATTRS = {"standard_name": "latitude", "long_name": "latitude", "units": "degrees_north"}
+LON_ATTRS = {"standard_name": "longitude", "long_name": "longitude", "units": "degrees_east"}
 #: Names under which latitude, longitude and time are recognised, canonical first (after the
 #: CF attributes, which are looked at first).
 COORD_ALIASES = {
@@ -75,8 +85,11 @@ _FILL_LIMIT = FILL_LIMIT
 _TOL_DEG = 1e-6  # coordinates closer than this are the same (reanalysis rounding)
 
 
-def _coord_names(ds: xr.Dataset) -> dict[str, str]:
-    """The file's names of latitude, longitude and time: CF attributes first, then names."""
+def coord_names(ds: xr.Dataset | xr.DataArray) -> dict[str, str]:
+    """The names of latitude, longitude and time in ``ds`` (those it has), by CF attributes
+    (``standard_name``, ``units``, ``axis``, through cf-xarray) first, then by name
+    (:data:`COORD_ALIASES`): ``{"lat": "latitude", "lon": "longitude", "time": "valid_time"}``.
+    """
     import cf_xarray  # noqa: F401  (registers the .cf accessor)
 
     try:
@@ -88,21 +101,42 @@ def _coord_names(ds: xr.Dataset) -> dict[str, str]:
     for canonical, aliases in COORD_ALIASES.items():
         cands = [c for c in cf.get(_CF_KEYS[canonical], []) if c in names]
         cands += [a for a in aliases if a in names]
+        cands.sort(key=lambda c: c not in ds.dims)  # a dimension first (GRIB: time, not valid_time)
         if cands:
             found[canonical] = str(cands[0])
     return found
 
 
-def _rename(ds: xr.Dataset) -> xr.Dataset:
-    names = _coord_names(ds)
-    for dim in ("lat", "lon"):
-        name = names.get(dim)
-        if name is not None and ds[name].ndim > 1:
-            raise ValueError(
-                f"{_CF_KEYS[dim]} {name!r} is 2-D {tuple(map(str, ds[name].dims))}: a curvilinear "
-                "grid; climnb needs a regular latitude/longitude grid: regrid first (for "
-                "example with xESMF or cdo remapbil)"
-            )
+def time_steps(ds: xr.Dataset | xr.DataArray) -> int:
+    """The number of time steps of ``ds`` (1 without a time dimension), whatever its name."""
+    name = coord_names(ds).get("time")
+    return int(ds.sizes[name]) if name in ds.dims else 1
+
+
+def _curvilinear(ds: xr.Dataset, names: Mapping[str, str]) -> bool:
+    """Whether the latitude or longitude of ``ds`` is 2-D (a projected or curvilinear grid)."""
+    return any(names.get(d) is not None and ds[names[d]].ndim > 1 for d in ("lat", "lon"))
+
+
+def _refuse_2d(ds: xr.Dataset, names: Mapping[str, str], regrid: float | None) -> None:
+    """Refuse a 2-D grid unless it is to be regridded, naming the option that does it."""
+    if regrid is not None:
+        return
+    name = names["lat"] if ds[names["lat"]].ndim > 1 else names["lon"]
+    raise ValueError(
+        f"{'latitude' if name == names['lat'] else 'longitude'} {name!r} is 2-D "
+        f"{tuple(map(str, ds[name].dims))}: a projected or curvilinear grid; give "
+        "--regrid DEG (regrid=DEG) to label on a regular grid of DEG degrees, with the "
+        "results put back on this grid"
+    )
+
+
+def _rename(ds: xr.Dataset, regrid: float | None = None) -> xr.Dataset:
+    names = coord_names(ds)
+    if _curvilinear(ds, names):
+        _refuse_2d(ds, names, regrid)
+        ds = regrid_dataset(ds, regrid, names["lat"], names["lon"])
+        names = {**names, "lat": "lat", "lon": "lon"}
     mapping = {v: k for k, v in names.items() if v != k}
     clash = [k for k, v in names.items() if v != k and k in (set(ds.dims) | set(ds.variables))]
     if clash:
@@ -128,6 +162,8 @@ def normalize(
     required: Iterable[str] | None = None,
     variables: Mapping[str, str] | None = None,
     mask_fill: bool = True,
+    units: Mapping[str, str] | None = None,
+    regrid: float | None = None,
 ) -> xr.Dataset:
     """Return ``ds`` on the canonical grid and names, checking that ``required`` variables exist.
 
@@ -141,6 +177,11 @@ def normalize(
     mask_fill : make values of magnitude :data:`FILL_LIMIT` or more NaN in the ``required``
         variables (a lazy pass over each); False leaves them for a caller that treats them as
         missing itself (the labeller does, in the same pass as NaN).
+    units : units to take instead of a variable's ``units`` attribute, by the file's name or
+        climnb's (``{"IVT": "kg m-1 s-1"}``, ``--units IVT=kg m-1 s-1``).
+    regrid : for a projected or curvilinear grid (2-D latitude and longitude), the spacing
+        (degrees) of the regular grid its fields are put on (:mod:`climnb.io.regrid`); such a
+        grid is refused without it.
 
     Raises
     ------
@@ -150,9 +191,9 @@ def normalize(
     """
     if not isinstance(ds, xr.Dataset):
         raise ValueError(f"expected an xarray.Dataset, got {type(ds).__name__}")
-    ds = _rename(ds)
+    ds = _rename(ds, regrid)
     _require_coords(ds)
-    ds, _ = canonicalize(ds, variables)
+    ds, _ = canonicalize(ds, variables, units)
     required = list(required or [])
     missing = [v for v in required if v not in ds.data_vars]
     if missing:
@@ -221,7 +262,9 @@ def _fix_lon(ds: xr.Dataset) -> xr.Dataset:
 
 @dataclass(frozen=True)
 class InputGrid:
-    """A Dataset's own horizontal grid: coordinate names, values (in their order) and attributes.
+    """A Dataset's own grid: coordinate names, values (in their order) and attributes, the
+    name of its time coordinate, its order of dimensions and its scalar coordinates (ERA5's
+    ``number`` and ``expver``, a picked level).
 
     :meth:`restore` puts a result computed on the canonical grid back on it.
     """
@@ -232,20 +275,36 @@ class InputGrid:
     lon: np.ndarray
     lat_attrs: dict
     lon_attrs: dict
+    time_name: str = "time"
+    dims: tuple[str, ...] = ()
+    scalars: dict = field(default_factory=dict)
+    curvilinear: Curvilinear | None = None
 
     def restore(self, da):
         """``da`` (a DataArray or Dataset on the canonical grid) on this grid's values, order
         and names."""
+        if self.curvilinear is not None:
+            return self._finish(self.curvilinear.restore(da))
         lat = da.lat.values
         rows = _match(lat, self.lat, "latitude")
         cols = _match(da.lon.values, _wrap_lon(self.lon), "longitude")
         out = da.isel(lat=rows, lon=cols)
         out = out.assign_coords(
-            lat=("lat", self.lat, self.lat_attrs), lon=("lon", self.lon, self.lon_attrs)
+            lat=("lat", self.lat, {**LAT_ATTRS, **self.lat_attrs}),
+            lon=("lon", self.lon, {**LON_ATTRS, **self.lon_attrs}),
         )
-        return out.rename(
-            {k: v for k, v in (("lat", self.lat_name), ("lon", self.lon_name)) if k != v}
-        )
+        names = (("lat", self.lat_name), ("lon", self.lon_name))
+        return self._finish(out.rename({k: v for k, v in names if k != v}))
+
+    def _finish(self, out):
+        """The input's name of time, its scalar coordinates and its order of dimensions."""
+        if self.time_name != "time" and "time" in out.dims:
+            out = out.rename(time=self.time_name)
+        out = out.assign_coords({k: xr.Variable((), v, a) for k, (v, a) in self.scalars.items()})
+        order = [d for d in self.dims if d in out.dims]
+        if len(order) == len(out.dims):
+            out = out.transpose(*order)
+        return out
 
 
 def _match(have: np.ndarray, want: np.ndarray, what: str) -> np.ndarray:
@@ -258,16 +317,53 @@ def _match(have: np.ndarray, want: np.ndarray, what: str) -> np.ndarray:
     return idx
 
 
-def input_grid(ds: xr.Dataset) -> InputGrid:
-    """Remember the horizontal grid of ``ds`` as it comes (see :meth:`InputGrid.restore`)."""
-    names = _coord_names(ds)
-    _rename(ds)  # refuses curvilinear grids
+def input_grid(ds: xr.Dataset, regrid: float | None = None) -> InputGrid:
+    """Remember the grid of ``ds`` as it comes (see :meth:`InputGrid.restore`); a projected
+    or curvilinear grid needs ``regrid`` (see :func:`normalize`)."""
+    names = coord_names(ds)
+    if "lat" in names and "lon" in names and _curvilinear(ds, names):
+        _refuse_2d(ds, names, regrid)
     if "lat" not in names or "lon" not in names:
         _require_coords(ds.rename({v: k for k, v in names.items() if v != k}))
     lat, lon = ds[names["lat"]], ds[names["lon"]]
+    curvilinear = None
+    if _curvilinear(ds, names):
+        curvilinear = Curvilinear(
+            names["lat"],
+            names["lon"],
+            lat.values,
+            lon.values,
+            tuple(map(str, lat.dims)),
+            dict(lat.attrs),
+            dict(lon.attrs),
+        )
+    own = [names[k] for k in ("time", "lat", "lon") if k in names]
+    own += list(curvilinear.dims) if curvilinear else []
+    first = next((v for v in ds.data_vars.values() if _holds(v, own, curvilinear)), None)
+    dims = tuple(str(d) for d in (first.dims if first is not None else own) if d in own)
+    scalars = {
+        str(k): (c.values, dict(c.attrs))
+        for k, c in ds.coords.items()
+        if c.ndim == 0 and k not in names.values()
+    }
     return InputGrid(
-        names["lat"], names["lon"], lat.values, lon.values, dict(lat.attrs), dict(lon.attrs)
+        names["lat"],
+        names["lon"],
+        lat.values,
+        lon.values,
+        dict(lat.attrs),
+        dict(lon.attrs),
+        time_name=names.get("time", "time"),
+        dims=dims,
+        scalars=scalars,
+        curvilinear=curvilinear,
     )
+
+
+def _holds(var: xr.DataArray, own: list[str], curvilinear) -> bool:
+    """Whether ``var`` spans the grid's dimensions (the 2-D grid's, or latitude and longitude)."""
+    need = set(curvilinear.dims) if curvilinear else set(own[-2:])
+    return need <= set(var.dims)
 
 
 def expand_paths(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
@@ -299,6 +395,15 @@ def _open_one(path: str, chunks) -> xr.Dataset:
     zarr = is_zarr(path)
     if os.path.isdir(path) and not zarr:
         raise ValueError(f"{path}: is a directory, not a NetCDF file or Zarr store")
+    if not zarr and is_grib(path):
+        try:
+            return open_grib(path, chunks)
+        except ImportError:
+            raise
+        except Exception as err:  # ecCodes raises many kinds
+            raise ValueError(
+                f"{path}: cannot be read as GRIB ({type(err).__name__}: {str(err).split('.')[0]})"
+            ) from None
     try:
         # dask from the start (chunks={} keeps the file's own), so that the arrays' names come
         # from the path and modification time: the same file gives the same dask token in any
@@ -306,7 +411,7 @@ def _open_one(path: str, chunks) -> xr.Dataset:
         if zarr:
             return xr.open_zarr(path, consolidated=False, chunks=chunks or {})
         ds = xr.open_dataset(path, chunks=chunks or {})
-        time = _coord_names(ds).get("time")
+        time = coord_names(ds).get("time")
         if chunks is None and time in ds.dims and _steps_apart(ds, time):
             # one dask chunk per step straight from the file (not the file's whole contiguous
             # variable split afterwards): each step is then read by a task of its own
@@ -339,43 +444,99 @@ def open_dataset(
     required: Iterable[str] | None = None,
     chunks: dict | None = None,
     variables: Mapping[str, str] | None = None,
+    units: Mapping[str, str] | None = None,
     canonical: bool = True,
+    regrid: float | None = None,
 ) -> xr.Dataset:
-    """Open one or many NetCDF files lazily (dask) and :func:`normalize` them.
+    """Open one or many NetCDF files, Zarr stores or GRIB files lazily (dask) and
+    :func:`normalize` them.
 
     Parameters
     ----------
     paths : a file, a glob pattern, or a list of them; several files are joined along time.
+        They must share one grid (within 1e-6 degrees) and must not repeat a time.
     required : variables that must be present (see :func:`normalize`).
     chunks : dask chunks; default one time step per chunk and whole lat/lon fields.
     variables : extra mapping from the files' variable names to climnb's.
+    units : units to take instead of the files' ``units`` attributes (see :func:`normalize`).
     canonical : False returns the files joined along time as they are (names, grid, units),
         for callers that normalise later and want results on the input's own grid.
+    regrid : the spacing (degrees) a projected or curvilinear grid is put on (see
+        :func:`normalize`).
 
     Raises
     ------
     FileNotFoundError
         For a path that does not exist.
     ValueError
-        For a file that is not NetCDF or lacks what is required, naming the file.
+        For a file that cannot be read or lacks what is required, naming the file; for files
+        whose grids differ or whose times repeat, naming both files.
     """
     files = expand_paths(paths)
     parts = []
     for f in files:
         ds = _open_one(f, chunks)
-        time = _coord_names(ds).get("time", "time")
+        time = coord_names(ds).get("time", "time")
         ds = ds.chunk(chunks or ({time: 1} if time in ds.dims else {}))
         try:
-            part = normalize(ds, required=required, variables=variables)
+            part = normalize(ds, required=required, variables=variables, units=units, regrid=regrid)
         except ValueError as err:
             raise ValueError(f"{f}: {err}") from None
-        parts.append(part if canonical else ds)
+        parts.append((f, part, ds))
+    if len(parts) > 1:  # in time order, whatever the files' names
+        parts.sort(key=lambda p: p[1].time.values[0] if p[1].sizes["time"] else 0)
+        _check_joinable([(f, part) for f, part, _ in parts])
     log.info(
-        "opened %d file(s), %d time steps", len(files), sum(p.sizes.get("time", 1) for p in parts)
+        "opened %d file(s), %d time steps",
+        len(files),
+        sum(part.sizes["time"] for _, part, _ in parts),
     )
-    if len(parts) == 1:
-        return parts[0]
-    dim = "time" if canonical else _coord_names(parts[0]).get("time", "time")
+    chosen = [part if canonical else raw for _, part, raw in parts]
+    if len(chosen) == 1:
+        return chosen[0]
+    dim = "time" if canonical else coord_names(chosen[0]).get("time", "time")
     return xr.concat(
-        parts, dim=dim, data_vars="minimal", coords="minimal", compat="override", join="override"
+        chosen, dim=dim, data_vars="minimal", coords="minimal", compat="override", join="override"
     )
+
+
+def _check_joinable(parts: Sequence[tuple[str, xr.Dataset]]) -> None:
+    """Refuse files (canonical) whose grids differ or whose times repeat or go back."""
+    first, ref = parts[0]
+    for f, ds in parts[1:]:
+        for dim in ("lat", "lon"):
+            a, b = ref[dim].values, ds[dim].values
+            if a.shape != b.shape:
+                raise ValueError(
+                    f"{f}: its grid differs from that of {first}: {ds.sizes[dim]} "
+                    f"{_CF_KEYS[dim]}s instead of {ref.sizes[dim]}; regrid one of them first"
+                )
+            bad = np.flatnonzero(~np.isclose(a, b, rtol=0, atol=_TOL_DEG))
+            if bad.size:
+                raise ValueError(
+                    f"{f}: its grid differs from that of {first}: {_CF_KEYS[dim]} "
+                    f"{b[bad[0]]:g} instead of {a[bad[0]]:g} (index {bad[0]}); regrid one of "
+                    "them first"
+                )
+    seen: dict = {}
+    last = None
+    for f, ds in parts:
+        times = ds.time.values
+        for t in times:
+            if t in seen:
+                raise ValueError(
+                    f"{f}: time {_fmt_time(t)} is also in {seen[t]}; give each time once "
+                    "(leave out the overlapping file)"
+                )
+        if last is not None and times.size and times[0] < last[1]:
+            raise ValueError(
+                f"{f}: its times ({_fmt_time(times[0])} on) overlap those of {last[0]} (to "
+                f"{_fmt_time(last[1])}); give each time once"
+            )
+        seen.update(dict.fromkeys(list(times), f))
+        if times.size:
+            last = (f, times[-1])
+
+
+def _fmt_time(t) -> str:
+    return str(np.datetime_as_string(t, unit="m")) if isinstance(t, np.datetime64) else str(t)

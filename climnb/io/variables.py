@@ -53,6 +53,7 @@ import numpy as np
 import xarray as xr
 
 from climnb.channels import CHANNELS
+from climnb.io.levels import ivt_from_levels, specific_humidity
 
 __all__ = ["Quantity", "QUANTITIES", "LEVEL_NAMES", "canonicalize", "known_names"]
 
@@ -74,6 +75,8 @@ class Quantity:
     on_levels : names of variables on a pressure-level coordinate that hold it at ``level``.
     level : the pressure level (hPa) to pick from ``on_levels``.
     long_name : description, for the attributes of the result.
+    standard_names : CF ``standard_name`` attributes that identify it, whatever the variable's
+        name (on ``level`` when the variable has a pressure-level dimension or coordinate).
     """
 
     name: str
@@ -82,11 +85,17 @@ class Quantity:
     on_levels: tuple[str, ...] = ()
     level: float | None = None
     long_name: str = ""
+    standard_names: tuple[str, ...] = ()
 
 
 _IVT_LONG = "vertically integrated water vapour transport"
 QUANTITIES: tuple[Quantity, ...] = (
-    Quantity("TMQ", "kg m-2", ("TMQ", "tcwv", "TQV", "IWV", "PW", "prw", "tpw")),
+    Quantity(
+        "TMQ",
+        "kg m-2",
+        ("TMQ", "tcwv", "TQV", "IWV", "PW", "prw", "tpw", "pwat", "PWAT"),
+        standard_names=("atmosphere_mass_content_of_water_vapor",),
+    ),
     Quantity("IVT", "kg m-1 s-1", ("IVT", "ivt"), long_name=f"{_IVT_LONG} (magnitude)"),
     Quantity(
         "IVTU",
@@ -100,13 +109,31 @@ QUANTITIES: tuple[Quantity, ...] = (
         ("IVTV", "TVQ", "viwvn", "p72.162", "VFLXQV", "vIVT", "ivtv"),
         long_name=f"northward {_IVT_LONG}",
     ),
-    Quantity("U850", "m s-1", ("U850",), ("u", "ua", "U"), 850.0),
-    Quantity("V850", "m s-1", ("V850",), ("v", "va", "V"), 850.0),
+    Quantity(
+        "U850", "m s-1", ("U850",), ("u", "ua", "U"), 850.0, standard_names=("eastward_wind",)
+    ),
+    Quantity(
+        "V850", "m s-1", ("V850",), ("v", "va", "V"), 850.0, standard_names=("northward_wind",)
+    ),
+    Quantity(
+        "VORT850",
+        "s-1",
+        ("VORT850", "vo850", "VO850"),
+        ("vo", "VO", "vor", "VOR", "rv"),
+        850.0,
+        "relative vorticity at 850 hPa",
+        ("atmosphere_relative_vorticity",),
+    ),
     Quantity("UBOT", "m s-1", ("UBOT", "u10", "U10M", "uas")),
     Quantity("VBOT", "m s-1", ("VBOT", "v10", "V10M", "vas")),
     Quantity("QREFHT", "kg kg-1", ("QREFHT", "QV2M", "huss")),
-    Quantity("PS", "Pa", ("PS", "sp", "ps")),
-    Quantity("PSL", "Pa", ("PSL", "msl", "SLP", "psl")),
+    Quantity("PS", "Pa", ("PS", "sp", "ps"), standard_names=("surface_air_pressure",)),
+    Quantity(
+        "PSL",
+        "Pa",
+        ("PSL", "msl", "SLP", "psl", "prmsl", "PRMSL", "MSLP", "mslp"),
+        standard_names=("air_pressure_at_mean_sea_level",),
+    ),
     Quantity("T200", "K", ("T200",), ("t", "ta", "T"), 200.0),
     Quantity("T500", "K", ("T500",), ("t", "ta", "T"), 500.0),
     Quantity("PRECT", "m s-1", ("PRECT", "tp", "PRECTOT", "PRECTOTCORR", "pr")),
@@ -120,7 +147,16 @@ _BY_NAME = {q.name: q for q in QUANTITIES}
 _CHANNEL_LONG = {c.name: c.long_name for c in CHANNELS}
 
 #: Names of pressure-level coordinates (besides CF ``axis: Z`` / pressure units).
-LEVEL_NAMES = ("level", "pressure_level", "plev", "lev", "isobaricInhPa", "pressure", "pres")
+LEVEL_NAMES = (
+    "level",
+    "pressure_level",
+    "plev",
+    "lev",
+    "isobaricInhPa",
+    "isobaricInPa",
+    "pressure",
+    "pres",
+)
 _PA_PER = {"pa": 1.0, "hpa": 100.0, "mbar": 100.0, "millibar": 100.0, "millibars": 100.0}
 _PA_PER.update({"mb": 100.0, "hectopascal": 100.0, "hectopascals": 100.0, "pascal": 1.0})
 # spellings pint does not parse, and what they mean
@@ -146,7 +182,9 @@ def known_names(name: str) -> tuple[str, ...]:
 
 
 def canonicalize(
-    ds: xr.Dataset, variables: Mapping[str, str] | None = None
+    ds: xr.Dataset,
+    variables: Mapping[str, str] | None = None,
+    units: Mapping[str, str] | None = None,
 ) -> tuple[xr.Dataset, list[str]]:
     """Rename, pick levels and convert units of the quantities ``ds`` holds.
 
@@ -155,6 +193,9 @@ def canonicalize(
     ds : a Dataset with horizontal dimensions already called ``lat`` and ``lon``.
     variables : extra mapping from the file's names to climnb's (``{"pw": "TMQ"}``); applied
         first, and wins over the table.
+    units : units to take instead of a variable's own ``units`` attribute, by the file's
+        variable name or climnb's (``{"IVT": "kg m-1 s-1"}``; ``--units IVT=kg m-1 s-1``): for
+        a file whose attribute is wrong or missing.
 
     Returns
     -------
@@ -170,6 +211,7 @@ def canonicalize(
         a unit cannot be converted to the channel's.
     """
     ds, notes = _rename_by_hand(ds, variables or {})
+    ds, by_quantity = _override_units(ds, units or {}, notes)
     level_dim = _level_dim(ds)
     out, used = {}, set()
     for q in QUANTITIES:
@@ -177,12 +219,17 @@ def canonicalize(
         if found is None:
             continue
         name, source, da = found
+        if q.name in by_quantity:
+            da = da.assign_attrs(units=by_quantity[q.name])
+            notes.append(f"{q.name}: units {by_quantity[q.name]!r} as asked")
         da, note = _to_units(da, q, source)
         label = f"{q.name} <- {source}" + (f" ({note})" if note else "")
         if source != q.name or note:
             notes.append(label)
         out[q.name] = da.assign_attrs(climnb_source=label)
         used.add(name)
+    if not {"IVT", "IVTU", "IVTV"} & set(out) and level_dim is not None:
+        out.update(_ivt_from_levels(ds, level_dim, out.get("PS"), notes))
     rest = {k: v for k, v in ds.data_vars.items() if k not in used and k not in out}
     for note in notes:
         log.info("input: %s", note)
@@ -208,8 +255,84 @@ def _rename_by_hand(ds: xr.Dataset, variables: Mapping[str, str]):
     return ds, notes
 
 
+#: Names (and CF standard names) of the fields on pressure levels that IVT is computed from.
+_ON_LEVELS = {
+    "u": (("u", "ua", "U", "UGRD"), "eastward_wind"),
+    "v": (("v", "va", "V", "VGRD"), "northward_wind"),
+    "q": (("q", "hus", "Q", "QV", "SPFH"), "specific_humidity"),
+    "r": (("r", "hur", "RH", "RELHUM"), "relative_humidity"),
+    "t": (("t", "ta", "T", "TMP"), "air_temperature"),
+}
+
+
+def _level_field(ds: xr.Dataset, key: str, level_dim: str) -> xr.DataArray | None:
+    names, standard = _ON_LEVELS[key]
+    for name, var in ds.data_vars.items():
+        if level_dim in var.dims and (name in names or var.attrs.get("standard_name") == standard):
+            return var
+    return None
+
+
+def _ivt_from_levels(ds, level_dim: str, ps, notes: list[str]) -> dict:
+    """IVTU and IVTV from u, v and q (or r and t) on pressure levels, or nothing."""
+    f = {k: _level_field(ds, k, level_dim) for k in _ON_LEVELS}
+    if f["u"] is None or f["v"] is None or (f["q"] is None and (f["r"] is None or f["t"] is None)):
+        return {}
+    if f["q"] is not None:
+        q, how = f["q"], f"q={f['q'].name}"
+        if str(q.attrs.get("units", "")).replace(" ", "") in ("gkg-1", "g/kg", "gkg**-1"):
+            q = q / 1000.0
+    else:
+        t = (
+            f["t"] + 273.15
+            if str(f["t"].attrs.get("units", "K")).lower() in ("degc", "c")
+            else f["t"]
+        )
+        p_pa = xr.DataArray(_levels_hpa(ds[level_dim]) * 100.0, dims=level_dim)
+        q = specific_humidity(f["r"].drop_vars(level_dim), t.drop_vars(level_dim), p_pa)
+        q = q.assign_coords({level_dim: ds[level_dim]})
+        how = f"q from r={f['r'].name}, t={f['t'].name} (Bolton 1980)"
+    try:
+        ivt = ivt_from_levels(f["u"], f["v"], q, level=level_dim, surface_pressure=ps)
+    except ValueError as err:
+        log.warning("no IVT from levels: %s", err)
+        return {}
+    cut = ", levels below PS left out" if ps is not None else ""
+    note = (
+        f"IVTU, IVTV <- {f['u'].name}, {f['v'].name}, {how} on {level_dim}, trapezoid "
+        f"1000-300 hPa{cut}"
+    )
+    notes.append(note)
+    attrs = {"units": "kg m-1 s-1", "climnb_source": note}
+    return {
+        "IVTU": ivt.IVTU.assign_attrs(attrs, long_name=f"eastward {_IVT_LONG}"),
+        "IVTV": ivt.IVTV.assign_attrs(attrs, long_name=f"northward {_IVT_LONG}"),
+    }
+
+
+def _override_units(ds: xr.Dataset, units: Mapping[str, str], notes: list[str]):
+    """``ds`` with the ``units`` attribute of the variables named (by the file's name) set, and
+    the overrides given under climnb's names (applied when the quantity is found)."""
+    by_quantity = {}
+    for name, value in units.items():
+        if name in ds.data_vars:
+            ds = ds.assign({name: ds[name].assign_attrs(units=value)})
+            notes.append(f"{name}: units {value!r} as asked")
+        elif name in _BY_NAME:
+            by_quantity[name] = value
+        else:
+            raise ValueError(
+                f"--units {name}={value}: the input has no variable {name!r} and climnb knows "
+                f"no quantity {name!r}; it has {', '.join(map(str, ds.data_vars)) or 'nothing'}"
+            )
+    return ds, by_quantity
+
+
 def _level_dim(ds: xr.Dataset) -> str | None:
-    """The pressure-level dimension of ``ds``, found by CF attributes then by name."""
+    """The pressure-level dimension of ``ds``, found by name then by CF attributes."""
+    named = [d for d in LEVEL_NAMES if d in ds.dims and d in ds.coords]
+    if named:
+        return named[0]
     for dim in ds.dims:
         coord = ds.coords.get(dim)
         if coord is None or coord.ndim != 1:
@@ -217,14 +340,15 @@ def _level_dim(ds: xr.Dataset) -> str | None:
         attrs = coord.attrs
         units = str(attrs.get("units", "")).strip().lower()
         cf = attrs.get("axis") == "Z" or attrs.get("standard_name") == "air_pressure"
-        if dim in LEVEL_NAMES or (cf and (units in _PA_PER or not units)):
+        if cf and (units in _PA_PER or not units):
             return str(dim)
     return None
 
 
 def _levels_hpa(coord: xr.DataArray) -> np.ndarray:
+    """The values of a pressure coordinate in hPa (Pa or hPa by its units, else guessed)."""
     units = str(coord.attrs.get("units", "")).strip().lower()
-    values = np.asarray(coord.values, dtype=float)
+    values = np.atleast_1d(np.asarray(coord.values, dtype=float))
     if units in _PA_PER:
         return values * _PA_PER[units] / 100.0
     guess = 0.01 if np.nanmax(values) > 2000 else 1.0  # Pa (CMIP plev) or hPa (ERA5 level)
@@ -238,26 +362,46 @@ def _levels_hpa(coord: xr.DataArray) -> np.ndarray:
 
 def _find(ds, q: Quantity, level_dim):
     """``(variable, description, DataArray)`` of quantity ``q`` in ``ds``, or None."""
-    for name in q.aliases:
+    by_standard = [  # not a variable that already has another quantity's name
+        str(n)
+        for n, v in ds.data_vars.items()
+        if v.attrs.get("standard_name") in q.standard_names and _BY_NAME.get(n, q) is q
+    ]
+    for name in q.aliases + (tuple(by_standard) if q.level is None else ()):
         if name in ds.data_vars and (level_dim is None or level_dim not in ds[name].dims):
             return name, name, ds[name]
-    if level_dim is None or q.level is None:
+    if q.level is None:
         return None
-    for name in q.on_levels:
-        if name in ds.data_vars and level_dim in ds[name].dims:
-            levels = _levels_hpa(ds[level_dim])
-            hit = np.flatnonzero(np.isclose(levels, q.level, atol=0.5))
-            if hit.size == 0:
-                log.warning(
-                    "%s: %s has levels %s hPa, none at %g hPa",
-                    q.name,
-                    name,
-                    levels.tolist(),
-                    q.level,
-                )
-                return None
-            da = ds[name].isel({level_dim: int(hit[0])}, drop=True)
-            return name, f"{name}@{q.level:g}hPa", da
+    for name in dict.fromkeys(q.on_levels + tuple(by_standard)):
+        if name not in ds.data_vars:
+            continue
+        if level_dim is not None and level_dim in ds[name].dims:
+            return _at_level(ds, q, name, level_dim)
+        scalar = _scalar_level(ds[name])
+        if scalar is not None and np.isclose(scalar, q.level, atol=0.5):
+            return name, f"{name}@{q.level:g}hPa", ds[name]
+    return None
+
+
+def _at_level(ds, q: Quantity, name: str, level_dim: str):
+    levels = _levels_hpa(ds[level_dim])
+    hit = np.flatnonzero(np.isclose(levels, q.level, atol=0.5))
+    if hit.size == 0:
+        log.warning(
+            "%s: %s has levels %s hPa, none at %g hPa", q.name, name, levels.tolist(), q.level
+        )
+        return None
+    da = ds[name].isel({level_dim: int(hit[0])}, drop=True)
+    return name, f"{name}@{q.level:g}hPa", da
+
+
+def _scalar_level(da: xr.DataArray) -> float | None:
+    """The pressure (hPa) of a variable's scalar level coordinate (a level already picked)."""
+    for name, coord in da.coords.items():
+        if coord.ndim == 0 and (
+            name in LEVEL_NAMES or coord.attrs.get("standard_name") == "air_pressure"
+        ):
+            return float(_levels_hpa(coord)[0])
     return None
 
 
@@ -305,7 +449,8 @@ def _conversion(units: str, q: Quantity, source: str):
     except Exception as err:  # pint raises several kinds of parse error
         raise ValueError(
             f"variable {source} ({q.name}) has units {units!r}, which cannot be read; "
-            f"expected {q.units}; set its 'units' attribute or rename it"
+            f"expected {q.units}; give the right ones with --units {source.split('@')[0]}=UNITS "
+            f"(units={{'{source.split('@')[0]}': ...}}) or rename it"
         ) from err
     g = ureg.Quantity(G, "m s-2")
     water = ureg.Quantity(_WATER, "kg m-3")
@@ -334,5 +479,7 @@ def _conversion(units: str, q: Quantity, source: str):
         return float(one - zero), float(zero), how
     raise ValueError(
         f"variable {source} ({q.name}) has units {units!r}, which do not convert to "
-        f"{q.units}; fix its 'units' attribute or map another variable to {q.name}"
+        f"{q.units}; if the attribute is wrong, give the right units with --units "
+        f"{source.split('@')[0]}=UNITS (units={{'{source.split('@')[0]}': ...}}), or map another "
+        f"variable to {q.name}"
     )

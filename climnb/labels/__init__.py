@@ -9,6 +9,8 @@ Step 1 of the workflow: raw fields (xarray) in, pixel labels (xarray) and an eve
 * :mod:`~climnb.labels.components` - connected components joined across the 0/360 seam;
 * :mod:`~climnb.labels.ar`, :mod:`~climnb.labels.tc` - the two detectors;
 * :mod:`~climnb.labels.dataset` - :func:`label_dataset`, lazily with dask;
+* :mod:`~climnb.labels.writer` - :func:`~climnb.labels.writer.write_labels`: labels and
+  events to NetCDF or Zarr in one pass, in parallel, atomically;
 * :mod:`~climnb.labels.scores` - IoU, recall and precision against a known truth, and
   agreement with another detector;
 * :mod:`~climnb.labels.reference` - IPART (optional extra), an independent river detector.

@@ -38,7 +38,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-__all__ = ["ARConfig", "TCConfig", "LabelConfig"]
+__all__ = ["ARConfig", "TCConfig", "LabelConfig", "MASK_FIELDS"]
+
+#: Fields a storm's mask can be drawn from (see :attr:`TCConfig.mask_fields`).
+MASK_FIELDS = ("TMQ", "PRECT", "wind", "vorticity", "psl")
 
 
 def _check_range(obj, name: str, lo: float, hi: float) -> None:
@@ -171,11 +174,19 @@ class TCConfig:
     thickness_rise_m, thickness_deg : optional check of the ``Z200 - Z1000`` thickness in the same
         way (TECA: 50 m within 4 degrees); None switches it off.
     max_abs_lat : storms are looked for within this latitude (TECA: 80).
+    max_abs_lat_no_warm_core : without T200 and T500 (no warm-core check: storms from pressure
+        minima with cyclonic vorticity alone, as from ERA5's ``msl`` and ``vo``), centres are
+        looked for only within this latitude: poleward of it, the deep lows with strong
+        cyclonic vorticity are mostly extratropical, which only a warm core tells apart.
     n_directions : number of compass directions of the closed-contour checks.
     box_radius_km, box_margin_deg : half size of the box around each centre in which the mask
         is drawn: the largest storm radius expected plus a margin.
     mask_fields : fields thresholded in the box; their union is the storm's mask.
-        ``"wind"`` is the 850 hPa wind speed.
+        ``"wind"`` is the 850 hPa wind speed (10 m wind without it), ``"vorticity"`` the
+        cyclonic 850 hPa vorticity and ``"psl"`` the sea-level pressure deficit; those the
+        input lacks are left out.
+    fallback_mask_fields : the masks' fields when the input has none of ``mask_fields``
+        (ERA5's ``msl`` and ``vo`` alone).
     threshold : ``"half_max"`` (default): each field's edge lies at ``edge_fraction`` of the way
         from the box's background (its median) to the peak near the centre;
         ``"percentile"``: at the ``percentile`` of the field within the box (the paper).
@@ -194,10 +205,12 @@ class TCConfig:
     thickness_rise_m: float | None = None
     thickness_deg: float = 4.0
     max_abs_lat: float = 80.0
+    max_abs_lat_no_warm_core: float = 30.0
     n_directions: int = 8
     box_radius_km: float = 800.0
     box_margin_deg: float = 3.0
     mask_fields: tuple[str, ...] = ("TMQ", "PRECT")
+    fallback_mask_fields: tuple[str, ...] = ("psl",)
     threshold: Literal["half_max", "percentile"] = "half_max"
     percentile: float = 93.0
     edge_fraction: float = 0.5
@@ -208,12 +221,14 @@ class TCConfig:
         _check_range(self, "percentile", 0.0, 100.0)
         _check_range(self, "edge_fraction", 0.0, 1.0)
         _check_range(self, "max_abs_lat", 0.0, 90.0)
-        bad = set(self.mask_fields) - {"TMQ", "PRECT", "wind"}
-        if bad or not self.mask_fields:
-            raise ValueError(
-                f"TCConfig.mask_fields must be a non-empty subset of TMQ, PRECT, wind; "
-                f"got {self.mask_fields}"
-            )
+        _check_range(self, "max_abs_lat_no_warm_core", 0.0, 90.0)
+        for name in ("mask_fields", "fallback_mask_fields"):
+            value = getattr(self, name)
+            if set(value) - set(MASK_FIELDS) or not value:
+                raise ValueError(
+                    f"TCConfig.{name} must be a non-empty subset of {', '.join(MASK_FIELDS)}; "
+                    f"got {value}"
+                )
 
 
 @dataclass(frozen=True)

@@ -96,13 +96,14 @@ def required_variables(config: LabelConfig | None = None) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Plan:
     """What an input allows: the classes to label, the variables used, the settings as they
-    apply to this input, and one note per choice made (which river method, why a class was
-    skipped)."""
+    apply to this input, one note per choice made (which river method, why a class was
+    skipped) and the checks storms are found by (which ran, which were skipped)."""
 
     classes: tuple[str, ...]
     variables: tuple[str, ...]
     config: LabelConfig
     notes: tuple[str, ...]
+    storm_checks: tuple[str, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -137,23 +138,50 @@ def _river_plan(have: set[str], config: LabelConfig):
 
 
 def _storm_plan(have: set[str], config: LabelConfig):
-    """(variables, TCConfig, note) for storms, or (None, None, why not)."""
+    """(variables, TCConfig, note, checks) for storms, or (None, None, why not, ())."""
     tc = config.tc
-    core = ["U850", "V850", "PSL", "T200", "T500"]
-    if tc.thickness_rise_m is not None:
-        core += ["Z200", "Z1000"]
-    missing = [v for v in core if v not in have]
+    vort = ("VORT850",) if "VORT850" in have else ("U850", "V850")
+    missing = [v for v in (*vort, "PSL") if v not in have]
     if missing:
-        return None, None, f"no storms: the input lacks {', '.join(missing)}"
-    fields = tuple(f for f in tc.mask_fields if f == "wind" or f in have)
-    if not fields:
-        need = " or ".join(f for f in tc.mask_fields if f != "wind")
-        return None, None, f"no storms: no field to draw their masks from ({need})"
-    note = "storms by vorticity, pressure and warm core"
+        lacks = "VORT850 (or U850 and V850)" if "VORT850" in missing or "U850" in missing else ""
+        lacks = ", ".join([lacks] * bool(lacks) + [m for m in missing if m == "PSL"])
+        return None, None, f"no storms: the input lacks {lacks}", ()
+    names = [*vort, "PSL"]
+    source = "VORT850 as given" if vort == ("VORT850",) else "U850, V850"
+    checks = [
+        f"cyclonic vorticity ({source}) >= {tc.min_vorticity:g} s-1",
+        f"closed low: PSL rises {tc.pressure_rise_pa:g} Pa within {tc.pressure_rise_deg:g} deg",
+    ]
+    if {"T200", "T500"} <= have:
+        names += ["T200", "T500"]
+        checks.append(f"warm core: (T200 + T500) / 2 {tc.warm_core_k:g} K above its ring")
+    else:
+        checks.append(
+            "warm core skipped (no T200, T500): centres within "
+            f"{min(tc.max_abs_lat, tc.max_abs_lat_no_warm_core):g} deg of the equator"
+        )
+    if tc.thickness_rise_m is not None:
+        if {"Z200", "Z1000"} <= have:
+            names += ["Z200", "Z1000"]
+            checks.append(f"thickness: Z200 - Z1000 {tc.thickness_rise_m:g} m above its ring")
+        else:
+            checks.append("thickness check skipped (no Z200, Z1000)")
+    wind = next((p for p in (("U850", "V850"), ("UBOT", "VBOT")) if set(p) <= have), None)
+    names += list(wind or ())
+    checks.append(f"max wind from {', '.join(wind)}" if wind else "no max wind (no winds)")
+    usable = {"TMQ", "PRECT", "vorticity", "psl"} & have | {"vorticity", "psl"}
+    usable |= {"wind"} if wind else set()
+    fields = tuple(f for f in tc.mask_fields if f in usable) or tc.fallback_mask_fields
+    checks.append(f"masks from {', '.join(fields)}")
+    note = "storms by " + (
+        "vorticity, pressure and warm core"
+        if "T200" in names
+        else "vorticity and pressure (no warm-core check)"
+    )
     if fields != tc.mask_fields:
         note += f", masks from {', '.join(fields)} only"
-    names = tuple(core) + tuple(f for f in fields if f != "wind")
-    return names, replace(tc, mask_fields=fields), note
+    names += [f for f in fields if f in ("TMQ", "PRECT")]
+    return tuple(dict.fromkeys(names)), replace(tc, mask_fields=fields), note, tuple(checks)
 
 
 def plan_labels(
@@ -179,7 +207,9 @@ def plan_labels(
     have = set(map(str, available))
     want = {"auto": (_TC, _AR), "ar": (_AR,), "tc": (_TC,), "both": (_TC, _AR)}[classes]
     ar_vars, ar_config, ar_note = _river_plan(have, config) if _AR in want else (None, None, "")
-    tc_vars, tc_config, tc_note = _storm_plan(have, config) if _TC in want else (None, None, "")
+    tc_vars, tc_config, tc_note, checks = (
+        _storm_plan(have, config) if _TC in want else (None, None, "", ())
+    )
     failed = [
         n
         for c, v, n in ((_AR, ar_vars, ar_note), (_TC, tc_vars, tc_note))
@@ -197,7 +227,7 @@ def plan_labels(
     notes += [f"{c} not asked for" for c in (_TC, _AR) if c not in want]
     names = tuple(dict.fromkeys((tc_vars or ()) + (ar_vars or ())))
     config = replace(config, ar=ar_config or config.ar, tc=tc_config or config.tc)
-    return Plan(labelled, names, config, tuple(notes))
+    return Plan(labelled, names, config, tuple(notes), checks if tc_vars else ())
 
 
 def label_step(
@@ -502,6 +532,8 @@ def label_dataset(
     classes: str = "auto",
     variables: Mapping[str, str] | None = None,
     grid: str = "input",
+    units: Mapping[str, str] | None = None,
+    regrid: float | None = None,
 ) -> tuple[xr.DataArray, dask.delayed.Delayed]:
     """Label every time step of ``ds`` lazily.
 
@@ -515,7 +547,14 @@ def label_dataset(
     classes : ``"auto"`` (what the input supports), ``"ar"``, ``"tc"`` or ``"both"``.
     variables : extra mapping from ``ds``'s variable names to climnb's (``{"pw": "TMQ"}``).
     grid : ``"input"`` (default) gives the labels on ``ds``'s own latitudes, longitudes, order
-        and coordinate names; ``"canonical"`` on ascending latitudes and longitudes 0..360.
+        and coordinate names (time's too, and its scalar coordinates such as ERA5's
+        ``number``); ``"canonical"`` on ascending latitudes and longitudes 0..360.
+    units : units to take instead of the variables' ``units`` attributes, by the input's
+        name or climnb's (``{"IVT": "kg m-1 s-1"}``): for an attribute that is wrong or missing.
+    regrid : for a projected or curvilinear grid (2-D latitude and longitude, WRF, NAM): the
+        spacing (degrees) of the regular grid the fields are labelled on
+        (:mod:`climnb.io.regrid`); with ``grid="input"`` the labels come back on the input's
+        points. Such a grid is refused without it.
 
     Returns
     -------
@@ -538,8 +577,8 @@ def label_dataset(
     """
     if grid not in ("input", "canonical"):
         raise ValueError(f"grid must be 'input' or 'canonical', got {grid!r}")
-    own = input_grid(ds) if grid == "input" else None
-    ds = normalize(ds, variables=variables)
+    own = input_grid(ds, regrid) if grid == "input" else None
+    ds = normalize(ds, variables=variables, units=units, regrid=regrid)
     plan = plan_labels(ds.data_vars, config, classes)
     config, names = plan.config, list(plan.variables)
     if ds.sizes["time"] == 0:
@@ -595,9 +634,12 @@ def label_dataset(
             "source": written_by("climnb.labels.label_dataset"),
             "classes": " ".join(plan.classes),
             "notes": "; ".join(notes),
+            "storm_checks": "; ".join(plan.storm_checks),
         },
     )
-    events = dask.delayed(_concat, pure=True)(tables, own is not None and own.lon.min() < 0)
+    events = dask.delayed(_concat, pure=True)(
+        tables, own is not None and float(np.nanmin(own.lon)) < 0
+    )
     if own is not None:
         labels = own.restore(labels)
     log.info(

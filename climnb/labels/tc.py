@@ -34,7 +34,14 @@ from climnb.labels.config import TCConfig
 from climnb.labels.dynamics import vorticity
 from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2
 
-__all__ = ["Storm", "find_centres", "storm_mask", "detect_storms"]
+__all__ = [
+    "Storm",
+    "find_centres",
+    "cyclonic_vorticity",
+    "wind_fields",
+    "storm_mask",
+    "detect_storms",
+]
 
 log = logging.getLogger(__name__)
 
@@ -97,17 +104,17 @@ def find_centres(
     config: TCConfig,
     *,
     periodic: bool = True,
+    zeta: np.ndarray | None = None,
 ) -> list[tuple[int, int, float, float]]:
-    """Storm centres ``(row, col, vorticity, min_psl)`` that pass every TECA-style check."""
+    """Storm centres ``(row, col, vorticity, min_psl)`` that pass every TECA-style check.
+
+    ``zeta``: the cyclonic vorticity (:func:`cyclonic_vorticity`) if already computed.
+    """
     grid = _Grid(lat, lon, periodic)
-    hemi = np.where(grid.lat < 0, -1.0, 1.0).astype(np.float32)[:, None]
-    zeta = vorticity(fields["U850"], fields["V850"], lat, lon)
-    zeta *= hemi
-    bad = ~np.isfinite(zeta).all(axis=1)  # NaN in the rows at the poles
-    if bad.any():
-        zeta[bad] = np.nan_to_num(zeta[bad], nan=0.0)
-    rows, cols = _vorticity_maxima(zeta, grid, config)
+    if zeta is None:
+        zeta = cyclonic_vorticity(fields, lat, lon)
     checks = _Checks(fields, grid, config)
+    rows, cols = _vorticity_maxima(zeta, grid, config, checks.max_abs_lat)
     centres: list[tuple[int, int, float, float]] = []
     for i, j in zip(rows, cols, strict=True):
         r, c = _pressure_minimum(fields["PSL"], grid, i, j, config.psl_search_deg)
@@ -118,7 +125,29 @@ def find_centres(
     return centres
 
 
-def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig):
+def cyclonic_vorticity(fields: Mapping[str, np.ndarray], lat, lon) -> np.ndarray:
+    """850 hPa relative vorticity, sign flipped in the southern hemisphere (cyclones positive),
+    NaN made 0: ``VORT850`` when given, else computed from ``U850`` and ``V850``."""
+    if "VORT850" in fields:
+        zeta = np.array(fields["VORT850"], dtype=np.float32)
+    else:
+        zeta = vorticity(fields["U850"], fields["V850"], lat, lon)
+    zeta *= np.where(np.asarray(lat) < 0, -1.0, 1.0).astype(zeta.dtype)[:, None]
+    bad = ~np.isfinite(zeta).all(axis=1)  # NaN in the rows at the poles
+    if bad.any():
+        zeta[bad] = np.nan_to_num(zeta[bad], nan=0.0)
+    return zeta
+
+
+def wind_fields(fields: Mapping[str, np.ndarray]) -> tuple[str, str] | None:
+    """The winds that give a storm's maximum wind: 850 hPa, else the lowest level (10 m)."""
+    for pair in (("U850", "V850"), ("UBOT", "VBOT")):
+        if all(n in fields for n in pair):
+            return pair
+    return None
+
+
+def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig, max_abs_lat: float | None = None):
     """Rows and columns of local maxima above the threshold, strongest first.
 
     A pixel is a maximum when no pixel of its window (``vorticity_window_deg``; rows clipped
@@ -130,7 +159,7 @@ def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig):
     """
     hr, hc = grid.cells(config.vorticity_window_deg / 2)
     n_row, n_col = zeta.shape
-    near = np.abs(grid.lat) <= config.max_abs_lat
+    near = np.abs(grid.lat) <= (config.max_abs_lat if max_abs_lat is None else max_abs_lat)
     rows, cols = np.nonzero(zeta >= config.min_vorticity)
     keep = near[rows]
     rows, cols = rows[keep], cols[keep]
@@ -155,24 +184,35 @@ def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig):
 
 
 class _Checks:
-    """The checks of a candidate centre: latitude, closed low, warm core, thickness."""
+    """The checks of a candidate centre: latitude, closed low, warm core, thickness.
+
+    The warm core is checked when ``T200`` and ``T500`` are among the fields, the thickness
+    when ``config.thickness_rise_m`` is set and ``Z200`` and ``Z1000`` are; without a warm-core
+    check, centres are looked for only within ``config.max_abs_lat_no_warm_core``.
+    """
 
     def __init__(self, fields, grid: _Grid, config: TCConfig):
         self.psl, self.grid, self.config = fields["PSL"], grid, config
-        self.tavg = _ZonalAnomaly(lambda k: (fields["T200"][k] + fields["T500"][k]) / 2)
-        self.thick = None
-        if config.thickness_rise_m is not None:
+        self.tavg = self.thick = None
+        self.max_abs_lat = config.max_abs_lat
+        if "T200" in fields and "T500" in fields:
+            self.tavg = _ZonalAnomaly(lambda k: (fields["T200"][k] + fields["T500"][k]) / 2)
+        else:
+            self.max_abs_lat = min(config.max_abs_lat, config.max_abs_lat_no_warm_core)
+        if config.thickness_rise_m is not None and "Z200" in fields and "Z1000" in fields:
             self.thick = _ZonalAnomaly(lambda k: fields["Z200"][k] - fields["Z1000"][k])
 
     def __call__(self, r: int, c: int) -> bool:
         grid, cfg = self.grid, self.config
-        if abs(grid.lat[r]) > cfg.max_abs_lat:
+        if abs(grid.lat[r]) > self.max_abs_lat:
             return False
         low = cfg.pressure_rise_pa, cfg.pressure_rise_deg, cfg.n_directions
         if not _closed(self.psl, grid, r, c, *low):
             return False
         core = grid.box(r, c, *grid.cells(cfg.psl_search_deg, r))
-        if not _core_above_ring(self.tavg, grid, r, c, cfg.warm_core_k, cfg.warm_core_deg, core):
+        if self.tavg is not None and not _core_above_ring(
+            self.tavg, grid, r, c, cfg.warm_core_k, cfg.warm_core_deg, core
+        ):
             return False
         return self.thick is None or _core_above_ring(
             self.thick, grid, r, c, cfg.thickness_rise_m, cfg.thickness_deg, core
@@ -256,7 +296,10 @@ def storm_mask(
 
 def _box_field(fields, name, idx):
     if name == "wind":
-        return np.hypot(fields["U850"][idx], fields["V850"][idx])
+        u, v = wind_fields(fields)
+        return np.hypot(fields[u][idx], fields[v][idx])
+    if name == "psl":  # the pressure deficit: deepest at the centre
+        return -fields["PSL"][idx]
     return fields[name][idx]
 
 
@@ -292,20 +335,24 @@ def detect_storms(
 
     Parameters
     ----------
-    fields : 2-D (lat, lon) arrays ``U850, V850, PSL, T200, T500`` and the ``mask_fields``
-        (``Z200, Z1000`` for the thickness check), ascending latitude, without NaN.
+    fields : 2-D (lat, lon) arrays, ascending latitude, without NaN: ``PSL``; ``VORT850``
+        (850 hPa relative vorticity) or ``U850, V850``; optionally ``T200, T500`` (the warm-core
+        check, skipped without them), ``Z200, Z1000`` (the thickness check), ``UBOT, VBOT``
+        (the maximum wind when there are no 850 hPa winds); and the ``mask_fields``.
     lat, lon, config, periodic : the grid, the settings, whether longitude wraps.
 
     Returns
     -------
     storms : each storm with its own mask.
     table : one row per storm: ``lat, lon`` (centre), ``area_km2, radius_km`` (of its own
-        mask; radius of the disc of equal area), ``min_psl``, ``max_wind`` (850 hPa, in its
-        mask), ``vorticity``.
+        mask; radius of the disc of equal area), ``min_psl``, ``max_wind`` (850 hPa, else 10 m
+        winds, in its mask; NaN without winds), ``vorticity``.
     """
     grid = _Grid(lat, lon, periodic)
+    cyclonic = cyclonic_vorticity(fields, lat, lon)
+    fields = {**fields, "vorticity": cyclonic}
     storms = []
-    for r, c, zeta, psl in find_centres(fields, lat, lon, config, periodic=periodic):
+    for r, c, zeta, psl in find_centres(fields, lat, lon, config, periodic=periodic, zeta=cyclonic):
         rows, cols = storm_mask(fields, grid, r, c, config)
         storms.append(
             Storm(float(grid.lat[r]), float(grid.lon[c]) % 360.0, r, c, zeta, psl, rows, cols)
@@ -315,10 +362,14 @@ def detect_storms(
 
 def _table(storms, fields, grid: _Grid) -> pd.DataFrame:
     area_row = cell_area_km2(grid.lat, grid.lon)
+    winds = wind_fields(fields)
     rows = []
     for s in storms:
         area = float(area_row[s.rows].sum())
-        wind = np.hypot(fields["U850"][s.rows, s.cols], fields["V850"][s.rows, s.cols])
+        if winds is None:
+            wind = np.empty(0)
+        else:
+            wind = np.hypot(fields[winds[0]][s.rows, s.cols], fields[winds[1]][s.rows, s.cols])
         rows.append(
             {
                 "lat": s.lat,

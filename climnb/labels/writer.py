@@ -1,0 +1,125 @@
+"""Write labels and their event table: NetCDF or Zarr, in one pass, in parallel, atomically.
+
+:func:`write_labels` is what ``climnb label`` runs after :func:`climnb.labels.label_dataset`;
+the accessor and the notebooks can call it too. Each step is labelled once: the label array
+and the event table are computed together (:func:`climnb.labels.compute`).
+
+* NetCDF (any name but ``*.zarr``): threads of this process schedule the work and write (the
+  NetCDF writer's lock cannot go to other processes); with ``workers`` above 1 each label task
+  reads and labels its steps in one of ``workers`` processes
+  (:func:`climnb.labels.dataset.worker_processes`), so labelling scales past the GIL and
+  HDF5's lock and only the uint8 labels come back. With a dask.distributed ``client``
+  (:func:`climnb.scheduler.dask_client`) the work runs on its workers instead.
+* Zarr (``*.zarr``): :func:`climnb.store.write`, the store replaced only when complete.
+
+The event table goes to ``events_path`` (CSV), written atomically after the labels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+
+import dask
+import pandas as pd
+import xarray as xr
+
+from climnb.atomic import atomic_path
+from climnb.io.netcdf import time_steps
+from climnb.labels.dataset import compute, worker_processes
+from climnb.scheduler import compute as compute_on
+from climnb.store import write
+
+__all__ = ["write_labels"]
+
+log = logging.getLogger(__name__)
+
+_ENCODING = {"labels": {"dtype": "u1", "zlib": True}}
+
+
+def write_labels(
+    labels: xr.DataArray,
+    events,
+    out: str | os.PathLike,
+    *,
+    events_path: str | os.PathLike | None = None,
+    workers: int = 1,
+    client=None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Compute and write ``labels`` (lazy, from :func:`climnb.labels.label_dataset`) to ``out``
+    and the ``events`` (its Delayed table) to ``events_path`` (default: ``out`` with the suffix
+    ``.events.csv``); returns the event table.
+
+    Parameters
+    ----------
+    workers : processes that label (NetCDF) or dask threads (Zarr), without ``client``.
+    client : a dask.distributed client to compute on (NetCDF only), or ``None``.
+    progress : show a progress bar.
+    """
+    if workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
+    out = Path(out)
+    events_path = Path(events_path) if events_path else out.with_suffix(".events.csv")
+    if out.suffix == ".zarr":
+        if client is not None:
+            raise ValueError(f"--out {out}: --scheduler writes NetCDF only; give a .nc name")
+        with _processes(workers, client):
+            _, table = write(
+                labels.to_dataset(),
+                out,
+                encoding={"labels": {"dtype": "u1"}},
+                also=[events],
+                progress=progress,
+                workers=workers,
+            )
+    else:
+        table = _write_netcdf(labels, events, out, workers, client, progress)
+    with atomic_path(events_path) as tmp:
+        table.to_csv(tmp, index=False)
+    log.info("wrote %s and %s", out, events_path)
+    return table
+
+
+def _write_netcdf(labels, events, out: Path, workers: int, client, progress: bool):
+    bar = _progress(time_steps(labels), not progress or client is not None)
+    with _processes(workers, client), atomic_path(out) as tmp, bar:
+        write_task = labels.to_dataset().to_netcdf(tmp, compute=False, encoding=_ENCODING)
+        if client is not None:
+            _, table = compute_on(client, write_task, events, progress=progress, notebook=False)
+        else:
+            threads = "sync" if workers == 1 else "threads"
+            with dask.config.set(scheduler=threads, num_workers=workers):
+                _, table = compute(write_task, events)
+    return table
+
+
+def _processes(workers: int, client):
+    """The worker processes that label, for ``workers`` above 1 without a distributed
+    client (whose workers are processes already)."""
+    if client is not None or workers < 2:
+        return contextlib.nullcontext()
+    return worker_processes(workers)
+
+
+def _progress(total: int, disable: bool):
+    from dask.callbacks import Callback
+    from tqdm.auto import tqdm
+
+    class _Bar(Callback):
+        def __enter__(self):
+            self.bar = tqdm(total=total, unit="step", desc="labelling", disable=disable)
+            return super().__enter__()
+
+        def __exit__(self, *exc):
+            self.bar.close()
+            return super().__exit__(*exc)
+
+        def _posttask(self, key, result, dsk, state, worker_id):
+            name = key[0] if isinstance(key, tuple) else key
+            if str(name).startswith("label-step"):
+                self.bar.update(1)
+
+    return _Bar()
