@@ -45,3 +45,12 @@ def mpi_environ(mpi_env, monkeypatch):
         monkeypatch.delenv(key)
     monkeypatch.setenv("IPP_NONINTERACTIVE", "1")
     return mpi_env
+
+
+def pytest_runtest_logreport(report):
+    """With ``CLIMNB_TEST_TIMES=FILE``, append each test phase's seconds to FILE as it ends
+    (survives a killed run, unlike ``--durations``; for finding what makes the suite slow)."""
+    path = os.environ.get("CLIMNB_TEST_TIMES")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{report.duration:8.2f}\t{report.when}\t{report.outcome}\t{report.nodeid}\n")
