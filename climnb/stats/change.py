@@ -207,7 +207,12 @@ def _maps(ca: xr.Dataset, cb: xr.Dataset, config: CompareConfig, rng) -> xr.Data
     shape = ca["count"].shape[1:]
     dims = ("class", "lat", "lon")
     names = [CLASS_NAMES[int(k)] for k in ca.class_id.values]
-    coords = {"class": names, "class_id": ca.class_id, "lat": ca.lat, "lon": ca.lon}
+    coords = {
+        "class": np.array(names, object),
+        "class_id": ca.class_id,
+        "lat": ca.lat,
+        "lon": ca.lon,
+    }
     out = xr.Dataset(
         {k: (dims, v.reshape(shape).astype(np.float32)) for k, v in stats.items()},
         coords=coords,

@@ -269,7 +269,7 @@ def event_table(steps: EventSteps) -> pd.DataFrame:
             "max_ivt": max_ivt.where(ar),
             "mean_ivt": g.mean_ivt.mean().where(ar),
             "ar_category": np.where(ar, ralph_category(max_ivt, duration), ""),
-            "landfall_regions": fallen.reindex(first.index).fillna("").to_numpy(),
+            "landfall_regions": fallen.astype(object).reindex(first.index).fillna("").to_numpy(),
         }
     )
     return out.reset_index(drop=True)

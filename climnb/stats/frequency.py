@@ -61,7 +61,7 @@ def frequency_from_counts(
     freq = (counts["count"] / steps).astype(np.float32)
     freq = freq.transpose("class", dim, "lat", "lon")
     names = [CLASS_NAMES[int(k)] for k in counts.class_id.values]
-    freq = freq.assign_coords({"class": names})
+    freq = freq.assign_coords({"class": np.array(names, object)})  # vlen strings: Zarr 3 spec
     out = xr.Dataset({"frequency": freq, "steps": counts.steps})
     if drop_group:
         out = out.isel({dim: 0}, drop=True)

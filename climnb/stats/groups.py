@@ -95,7 +95,7 @@ def class_counts(
             "steps": ((dim,), np.bincount(idx, minlength=len(labels)).astype(np.int64)),
         },
         coords={
-            dim: list(labels),
+            dim: np.array(labels, object if isinstance(labels[0], str) else None),
             "class_id": ("class", np.array(classes, np.uint8)),
             "lat": mask.lat,
             "lon": mask.lon,
