@@ -73,7 +73,11 @@ class CompareConfig:
     alpha : level of each test and of the confidence intervals (``1 - alpha``).
     n_resamples : permutations and bootstrap draws.
     seed : seed of the resampling.
-    chunk_points : grid points resampled at a time (bounds the memory of the maps).
+    chunk_points : at most this many grid points resampled at a time (and fewer for many
+        resamples: about 128 MB of resampled values at a time).
+    coarsen : test cells of ``coarsen x coarsen`` grid points (their mean frequency) rather
+        than single points: fewer, less noisy tests, so that FDR can pass real changes on
+        short or fine-grained series (the maps are then on the coarser grid).
     """
 
     block: str | int = "year"
@@ -81,8 +85,11 @@ class CompareConfig:
     n_resamples: int = 999
     seed: int = 0
     chunk_points: int = 8192
+    coarsen: int = 1
 
     def __post_init__(self):
+        if self.coarsen < 1:
+            raise ValueError(f"coarsen must be at least 1, got {self.coarsen}")
         if not 0 < self.alpha < 0.5:
             raise ValueError(f"alpha must be in (0, 0.5), got {self.alpha}")
         if self.n_resamples < 19:
@@ -151,6 +158,9 @@ def compare(
     masks = region_masks(regions, a.lat.values, a.lon.values, source=names[0])
     ca, cb = class_counts(a, config.block), class_counts(b, config.block)
     ca, cb = dask.compute(ca, cb)
+    if config.coarsen > 1:
+        ca, cb = _coarsen(ca, config.coarsen), _coarsen(cb, config.coarsen)
+        masks = masks.coarsen(lat=config.coarsen, lon=config.coarsen, boundary="trim").max()
     for counts, mask, name in ((ca, a, names[0]), (cb, b, names[1])):
         _check_blocks(counts, mask, name, config.block)
     rng = np.random.default_rng(config.seed)
@@ -172,6 +182,14 @@ def compare(
         }
     )
     return Comparison(cf_coords(maps), table, config)
+
+
+def _coarsen(counts: xr.Dataset, n: int) -> xr.Dataset:
+    """Counts of cells of ``n x n`` points: summed, and the steps multiplied by ``n * n``, so
+    that count / steps is the cells' mean frequency."""
+    summed = counts["count"].coarsen(lat=n, lon=n, boundary="trim").sum()
+    steps = counts.steps * n * n
+    return xr.Dataset({"count": summed, "steps": steps}).assign_coords(class_id=counts.class_id)
 
 
 def _check_pair(a: xr.DataArray, b: xr.DataArray, names) -> None:
@@ -245,8 +263,9 @@ def _resample(xa, sa, xb, sb, config: CompareConfig, rng) -> dict[str, np.ndarra
     lo, hi = np.empty_like(change), np.empty_like(change)
     pooled = np.concatenate([xa, xb])
     q = (100 * config.alpha / 2, 100 * (1 - config.alpha / 2))
-    for s in range(0, change.size, config.chunk_points):
-        cols = slice(s, s + config.chunk_points)
+    step = max(64, min(config.chunk_points, int(16e6 // n)))
+    for s in range(0, change.size, step):
+        cols = slice(s, s + step)
         null = perm @ pooled[:, cols]
         tol = 1e-12 * np.maximum(np.abs(change[cols]), 1e-12)
         p[cols] = (1 + (np.abs(null) >= np.abs(change[cols]) - tol).sum(0)) / (n + 1)
