@@ -465,3 +465,13 @@ def test_track_summary_schema_is_reused(toy):
     summary = track_summary(steps.obs)
     table = event_table(steps)
     np.testing.assert_array_equal(summary.lifetime_h.to_numpy(), table.lifetime_h.to_numpy())
+
+
+def test_compare_in_coarser_cells_averages_the_points(toy):
+    ds, _ = toy
+    m = class_mask(ds)
+    fine = compare(m, m, CompareConfig(block=4, n_resamples=19)).maps
+    coarse = compare(m, m, CompareConfig(block=4, n_resamples=19, coarsen=2)).maps
+    assert coarse.sizes["lat"] == 48 and coarse.sizes["lon"] == 72
+    expected = fine.a.coarsen(lat=2, lon=2).mean()
+    np.testing.assert_allclose(coarse.a.values, expected.values, atol=1e-6)
