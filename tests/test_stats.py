@@ -475,3 +475,16 @@ def test_compare_in_coarser_cells_averages_the_points(toy):
     assert coarse.sizes["lat"] == 48 and coarse.sizes["lon"] == 72
     expected = fine.a.coarsen(lat=2, lon=2).mean()
     np.testing.assert_allclose(coarse.a.values, expected.values, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["masks", "groups", "frequency", "regions", "events", "precip", "change", "workflow"],
+)
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(f"climnb.stats.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
