@@ -106,8 +106,9 @@ def class_counts(
 def _count_block(block: np.ndarray, groups: np.ndarray, n_groups: int, classes) -> np.ndarray:
     """(1, group, class, lat, lon) counts of one time chunk."""
     out = np.zeros((1, n_groups, len(classes), *block.shape[1:]), np.int32)
-    for g in np.unique(groups):
-        steps = block[groups == g]
+    present = np.unique(groups)
+    for g in present:
+        steps = block if present.size == 1 else block[groups == g]
         for j, k in enumerate(classes):
-            out[0, g, j] = np.count_nonzero(steps == k, axis=0)
+            np.add.reduce(steps == k, axis=0, dtype=np.int32, out=out[0, g, j])
     return out
