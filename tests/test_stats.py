@@ -121,14 +121,16 @@ def test_frequency_runs_on_a_distributed_client(toy):
     )
 
 
-def test_one_pass_reads_each_chunk_once(toy):
-    """The counts graph holds one task per time chunk of the mask, then a tree sum."""
-    ds, _ = toy
-    mask = class_mask(ds).chunk({"time": 4})
-    freq = frequency(mask)
-    graph = dict(freq.frequency.data.__dask_graph__())
-    counting = [k for k in graph if isinstance(k, tuple) and "count_block" in str(k[0])]
-    assert len(counting) == 6
+def test_counting_tasks_join_chunks_and_never_span_two_groups():
+    import dask.array as da
+
+    from climnb.stats.groups import _group_chunks
+
+    idx = np.array([0] * 5 + [1] * 3 + [2] * 10)
+    small = da.zeros((18, 1000, 1000), dtype=np.uint8, chunks=(2, -1, -1))  # 1 MB a step: joined
+    assert _group_chunks(idx, small) == (5, 3, 10)
+    big = da.zeros((18, 8192, 8192), dtype=np.uint8, chunks=(2, -1, -1))  # 64 MB a step: kept
+    assert _group_chunks(idx, big) == (2, 2, 1, 2, 1, 2, 2, 2, 2, 2)
 
 
 # --- masks ---------------------------------------------------------------------------------

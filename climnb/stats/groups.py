@@ -62,8 +62,12 @@ def class_counts(
 ) -> xr.Dataset:
     """Lazy counts of the steps each grid point lies in each class, per group of ``by``.
 
-    Returns a Dataset with ``count`` (group, class, lat, lon) int32 (dask; one task per time
-    chunk of ``mask`` and a tree sum) and ``steps`` (group) int64, the steps in each group.
+    The time chunks are first made to hold one group each (cut where the group changes) and
+    about :data:`TASK_BYTES` of mask (several file chunks joined); each is reduced to
+    (class, lat, lon) counts, and each group's counts are summed in a tree.
+
+    Returns a Dataset with ``count`` (group, class, lat, lon) int32 (dask) and ``steps``
+    (group) int64, the steps in each group.
     """
     mask = mask.transpose("time", "lat", "lon")
     idx, labels = group_index(mask.time, by)
@@ -72,22 +76,25 @@ def class_counts(
         if isinstance(mask.data, da.Array)
         else da.from_array(mask.data, chunks=(1, -1, -1))
     )
-    groups = da.from_array(idx.astype(np.int32), chunks=(data.chunks[0],))
-    parts = da.blockwise(
+    data = data.rechunk({0: _group_chunks(idx, data)})
+    parts = data.map_blocks(
         _count_block,
-        "tgkyx",
-        data,
-        "tyx",
-        groups,
-        "t",
-        new_axes={"g": len(labels), "k": len(classes)},
-        adjust_chunks={"t": 1},
-        dtype=np.int32,
-        n_groups=len(labels),
         classes=tuple(classes),
-        meta=np.empty((0, 0, 0, 0, 0), np.int32),
+        new_axis=1,
+        chunks=((1,) * data.numblocks[0], (len(classes),), *data.chunks[1:]),
+        dtype=np.int32,
+        meta=np.empty((0, 0, 0, 0), np.int32),
     )
-    counts = parts.sum(axis=0, dtype=np.int32)
+    first = np.cumsum((0,) + data.chunks[0][:-1])  # each chunk's first step
+    owner = idx[first] if idx.size else np.zeros(0, int)
+    shape = (len(classes), *data.shape[1:])
+    sums = [
+        parts[np.flatnonzero(owner == g)].sum(axis=0, dtype=np.int32)
+        if (owner == g).any()
+        else da.zeros(shape, np.int32, chunks=parts.chunks[1:])
+        for g in range(len(labels))
+    ]
+    counts = da.stack(sums) if sums else da.zeros((0, *shape), np.int32)
     dim = "group" if not isinstance(by, str) else by if by != "all" else "group"
     return xr.Dataset(
         {
@@ -95,7 +102,7 @@ def class_counts(
             "steps": ((dim,), np.bincount(idx, minlength=len(labels)).astype(np.int64)),
         },
         coords={
-            dim: np.array(labels, object if isinstance(labels[0], str) else None),
+            dim: np.array(labels, object if labels and isinstance(labels[0], str) else None),
             "class_id": ("class", np.array(classes, np.uint8)),
             "lat": mask.lat,
             "lon": mask.lon,
@@ -103,12 +110,32 @@ def class_counts(
     )
 
 
-def _count_block(block: np.ndarray, groups: np.ndarray, n_groups: int, classes) -> np.ndarray:
-    """(1, group, class, lat, lon) counts of one time chunk."""
-    out = np.zeros((1, n_groups, len(classes), *block.shape[1:]), np.int32)
-    present = np.unique(groups)
-    for g in present:
-        steps = block if present.size == 1 else block[groups == g]
+#: Bytes of mask per counting task (several file chunks are joined up to this).
+TASK_BYTES = 64 * 2**20
+
+
+def _group_chunks(idx: np.ndarray, data: da.Array) -> tuple[int, ...]:
+    """Time chunks that never span two groups and hold about :data:`TASK_BYTES` (at least
+    the input's own chunks, cut where the group changes)."""
+    step_bytes = max(int(np.prod(data.shape[1:])) * data.dtype.itemsize, 1)
+    target = max(max(data.chunks[0], default=1), TASK_BYTES // step_bytes, 1)
+    cuts = set(np.flatnonzero(np.diff(idx)) + 1)
+    chunks, size = [], 0
+    for t in range(idx.size):
+        if size and (t in cuts or size >= target):
+            chunks.append(size)
+            size = 0
+        size += 1
+    if size:
+        chunks.append(size)
+    return tuple(chunks)
+
+
+def _count_block(block: np.ndarray, classes) -> np.ndarray:
+    """(1, class, lat, lon) counts of one time chunk, a few steps at a time (small temporaries)."""
+    out = np.zeros((1, len(classes), *block.shape[1:]), np.int32)
+    for s in range(0, block.shape[0], 8):
+        steps = block[s : s + 8]
         for j, k in enumerate(classes):
-            np.add.reduce(steps == k, axis=0, dtype=np.int32, out=out[0, g, j])
+            out[0, j] += np.add.reduce(steps == k, axis=0, dtype=np.int32)
     return out
