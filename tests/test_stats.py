@@ -490,3 +490,13 @@ def test_docstring_examples_run(module):
     mod = importlib.import_module(f"climnb.stats.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_events_landfall_and_precipitation_on_a_noleap_calendar():
+    ds, _ = make_dataset(n_time=8, seed=0, ivt=True)
+    noleap = ds.convert_calendar("noleap")
+    steps = event_steps(class_mask(noleap), fields=noleap, regions=[BUILTIN["california"]])
+    same = event_steps(class_mask(ds), fields=ds, regions=[BUILTIN["california"]])
+    pd.testing.assert_series_equal(event_table(steps).max_ivt, event_table(same).max_ivt)
+    shares = attributed_precipitation(class_mask(noleap), precipitation(noleap), by="month")
+    assert set(shares.season) == {1}
