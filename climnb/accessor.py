@@ -9,7 +9,9 @@ Importing this module registers the accessor (``import climnb`` stays light and 
   :func:`climnb.predict.predict`);
 * ``ds.climnb.tracks(mask)``: events of a class mask linked over time
   (:func:`climnb.tracks.track_events`), as a CF trajectory Dataset;
-* ``ds.climnb.explore(prediction)``: the segmentation explorer (HoloViews).
+* ``ds.climnb.explore(prediction)``: the segmentation explorer (HoloViews);
+* ``ds.climnb.frequency(mask, by)``: how often each point lies in each class
+  (:func:`climnb.stats.frequency`).
 
 Results are xarray objects with CF attributes on the grid of ``ds``: its coordinate names,
 latitude order and longitude convention, whatever climnb computes on internally.
@@ -105,6 +107,21 @@ class ClimnbAccessor:
         return segmentation_explorer(
             fields, self._canonical(labels), self._canonical(prediction), **kwargs
         )
+
+    # --- statistics (climnb.stats) ---
+    def frequency(self, mask: xr.DataArray | str | None = None, by: str = "all") -> xr.Dataset:
+        """Fraction of time steps each point lies in each class, lazily, on this grid.
+
+        ``mask``: a class mask on this grid, the name of one in the Dataset, or ``None`` for
+        the Dataset's own (prediction, labels, truth, LABELS); ``by``: ``"all"``, ``"season"``
+        or ``"month"`` (see :func:`climnb.stats.frequency`).
+        """
+        from climnb.stats import class_mask, frequency
+
+        mask = self._ds[mask] if isinstance(mask, str) else mask
+        mask = class_mask(self._ds if mask is None else mask)
+        freq = frequency(self._canonical(mask).assign_attrs(mask.attrs), by)
+        return to_caller_grid(freq, self._ds)
 
     def _canonical(self, mask: xr.DataArray) -> xr.DataArray:
         """A mask on this Dataset's grid, put on the canonical grid (as the fields are)."""

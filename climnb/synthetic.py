@@ -56,6 +56,7 @@ from climnb.channels import CHANNEL_NAMES, CHANNELS, CLASS_NAMES
 from climnb.versions import written_by
 
 __all__ = [
+    "Future",
     "make_dataset",
     "write_dataset",
     "save_dataset",
@@ -119,6 +120,40 @@ class _River:
     path: np.ndarray = field(default=None, repr=False)  # (n, 2) lat, unwrapped lon
 
 
+@dataclass(frozen=True)
+class Future:
+    """A second climate drawn by the same generator, with known changes.
+
+    Attributes
+    ----------
+    more_rivers : atmospheric rivers added to ``n_ar`` at every step.
+    storm_intensity : factor on every storm's central pressure drop (its maximum wind grows
+        with the square root, its warm core with the drop).
+    river_shift_deg : degrees by which rivers form closer to their pole.
+
+    The event list of :func:`make_dataset` holds each event as drawn, so the expected change
+    of any statistic is known exactly from it.
+    """
+
+    more_rivers: int = 0
+    storm_intensity: float = 1.0
+    river_shift_deg: float = 0.0
+
+    def __post_init__(self):
+        if not isinstance(self.more_rivers, (int, np.integer)) or self.more_rivers < 0:
+            raise ValueError(
+                f"more_rivers must be a non-negative integer, got {self.more_rivers!r}"
+            )
+        if not 0.2 <= self.storm_intensity <= 3.0:
+            raise ValueError(f"storm_intensity must be in [0.2, 3], got {self.storm_intensity}")
+        if not -20.0 <= self.river_shift_deg <= 20.0:
+            raise ValueError(f"river_shift_deg must be in [-20, 20], got {self.river_shift_deg}")
+
+
+#: Today's climate: no change.
+PRESENT = Future()
+
+
 def _great_circle_km(lat1, lon1, lat2, lon2):
     p1, p2 = np.radians(lat1), np.radians(lat2)
     dl = np.radians(lon2 - lon1)
@@ -129,8 +164,9 @@ def _great_circle_km(lat1, lon1, lat2, lon2):
 class _Events:
     """Draws, moves and retires storms and rivers so that each step has a fixed count."""
 
-    def __init__(self, rng, n_tc, n_ar, tc_radius_km, moving_fraction, style=None):
+    def __init__(self, rng, n_tc, n_ar, tc_radius_km, moving_fraction, style=None, future=PRESENT):
         self.rng = rng
+        self.future = future
         # the rivers' cross-sections come from their own generator, so that the events'
         # places and times stay those of earlier versions for the same seed
         self.style = style if style is not None else np.random.default_rng(0)
@@ -168,7 +204,7 @@ class _Events:
                 f"{len(self.storms)} fit); "
                 "ask for fewer storms (n_tc) or smaller ones (tc_radius_km)"
             )
-        drop = rng.uniform(1000.0, 8000.0)
+        drop = rng.uniform(1000.0, 8000.0) * self.future.storm_intensity
         moving = (rng.random() < self.moving_fraction) if moving is None else moving
         return _Storm(
             id=self._id(),
@@ -189,7 +225,7 @@ class _Events:
         heading = rng.uniform(np.radians(5), np.radians(28))
         river = _River(
             id=self._id(),
-            lat=hemi * rng.uniform(26.0, 42.0),
+            lat=hemi * (rng.uniform(26.0, 42.0) + self.future.river_shift_deg),
             lon=rng.uniform(0.0, 360.0),
             heading=heading,
             curvature=rng.uniform(-0.15, 0.15),
@@ -537,6 +573,7 @@ def make_dataset(
     tc_radius_km: tuple[float, float] = (350.0, 700.0),
     moving_fraction: float = 0.6,
     ivt: bool = False,
+    future: Future | None = None,
 ) -> tuple[xr.Dataset, pd.DataFrame]:
     """Generate CAM5-like fields with known tropical cyclones and atmospheric rivers.
 
@@ -552,6 +589,8 @@ def make_dataset(
     moving_fraction : fraction of storms that move between steps.
     ivt : also return the generated vapour transport ``IVT``, ``IVTU``, ``IVTV``
         (kg m-1 s-1), from which the rivers' truth is drawn.
+    future : a second climate (:class:`Future`): more rivers, stronger storms, rivers
+        shifted poleward; ``None`` is today's. Its settings go in the attributes.
 
     Returns
     -------
@@ -571,13 +610,15 @@ def make_dataset(
     ValueError
         For impossible sizes, negative counts, or a grid too coarse for the events asked for.
     """
+    future = future or PRESENT
     _validate(n_time, n_lat, n_lon, n_tc, n_ar, tc_radius_km, moving_fraction)
+    n_ar += future.more_rivers
     time, lat, lon = _coords(n_time, n_lat, n_lon, start, freq)
     rng = np.random.default_rng(seed)
     topo = _topography(rng, lat, lon)
     noise = _Noise(rng, lat, lon, n_fields=7)
     style = np.random.default_rng([seed, 1])  # cross-sections, background and column wind
-    events = _Events(rng, n_tc, n_ar, tc_radius_km, moving_fraction, style)
+    events = _Events(rng, n_tc, n_ar, tc_radius_km, moving_fraction, style, future)
     column = _Noise(style, lat, lon, n_fields=1, memory=0.9)
     rh0, jet0 = style.uniform(0.68, 0.8), style.uniform(9.0, 14.0)
     names = list(CHANNEL_NAMES) + (["IVTU", "IVTV", "IVT"] if ivt else [])
@@ -602,7 +643,14 @@ def make_dataset(
         for name in names:
             data[name][t] = f[name]
         rows += _catalogue(time[t], events, strong, peaks)
-    return _to_dataset(data, truth, time, lat, lon, seed), _events_frame(rows)
+    ds = _to_dataset(data, truth, time, lat, lon, seed)
+    if future != PRESENT:
+        ds.attrs.update(
+            future_more_rivers=future.more_rivers,
+            future_storm_intensity=future.storm_intensity,
+            future_river_shift_deg=future.river_shift_deg,
+        )
+    return ds, _events_frame(rows)
 
 
 def _catalogue(time, events: _Events, strong, peaks) -> list[dict]:

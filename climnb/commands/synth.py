@@ -18,6 +18,27 @@ def add_arguments(parser):
         help="also write the generated vapour transport IVT, IVTU, IVTV (the rivers' truth is "
         "their region of IVT >= 250 kg m-1 s-1)",
     )
+    future = parser.add_argument_group(
+        "a second climate with known changes (climnb.synthetic.Future)",
+        "e.g. --more-rivers 2 --storm-intensity 1.3 --river-shift 5 for a 'future' to compare "
+        "with `climnb stats compare`",
+    )
+    future.add_argument(
+        "--more-rivers", type=int, default=0, help="rivers added at every step (default 0)"
+    )
+    future.add_argument(
+        "--storm-intensity",
+        type=float,
+        default=1.0,
+        help="factor on the storms' pressure drops (default 1)",
+    )
+    future.add_argument(
+        "--river-shift",
+        type=float,
+        default=0.0,
+        metavar="DEG",
+        help="degrees by which rivers form closer to their pole (default 0)",
+    )
     parser.add_argument(
         "--like",
         choices=("era5", "merra2", "cam5", "ivt", "tmq"),
@@ -26,7 +47,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from climnb.synthetic import make_dataset, save_dataset, summarize
+    from climnb.synthetic import Future, make_dataset, save_dataset, summarize
 
     n_lat, n_lon = _shape(args.shape)
     ds, events = make_dataset(
@@ -37,6 +58,11 @@ def run(args) -> int:
         n_ar=args.n_ar,
         seed=args.seed,
         ivt=args.ivt or args.like is not None,
+        future=Future(
+            more_rivers=args.more_rivers,
+            storm_intensity=args.storm_intensity,
+            river_shift_deg=args.river_shift,
+        ),
     )
     summary = summarize(ds, events, path=args.out)
     if args.like:

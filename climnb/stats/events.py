@@ -1,0 +1,349 @@
+"""Events from tracks: counts, genesis, lifetime, intensity and category, and landfall by region.
+
+The tracks of :mod:`climnb.tracks` (one row per track and step) are joined, step by step, with
+the mask's regions they came from (the same connected components, so each row meets its own
+pixels), and with the fields where given:
+
+* tropical cyclones: the maximum wind speed over the storm's pixels (lowest-level wind
+  ``UBOT``/``VBOT``, else 850 hPa ``U850``/``V850``), the minimum sea-level pressure ``PSL``
+  and the Saffir-Simpson category of the lifetime maximum wind (:func:`saffir_simpson`);
+  ``"unknown"`` without winds. Grid-box winds of a climate model are lower than the 1-minute
+  10 m winds the scale is defined on, so categories on coarse grids are low;
+* atmospheric rivers: duration, the maximum and the mean IVT (``IVT``, or the magnitude of
+  ``IVTU``/``IVTV``) over the river's pixels, and the category of Ralph et al. (2019, BAMS
+  100, 269-289; :func:`ralph_category`) from the event's maximum IVT and duration;
+  ``"unknown"`` without IVT;
+* landfall: an event makes landfall in a region at a step when its pixels overlap land
+  (:func:`climnb.stats.regions.land_mask`) inside the region.
+
+The mask is read one step at a time, so memory stays that of one step of mask and fields.
+:func:`event_table` gives one row per event (:data:`EVENT_STATS_COLUMNS`), :func:`event_counts`
+counts per year and season, :func:`landfall_table` per region and year.
+
+Examples
+--------
+>>> from climnb.synthetic import make_dataset
+>>> ds, _ = make_dataset(n_time=6, seed=0)
+>>> steps = event_steps(ds.truth, fields=ds)
+>>> table = event_table(steps)
+>>> sorted(table.class_name.unique()), set(table.category) <= set(SAFFIR_SIMPSON + ("",))
+(['atmospheric_river', 'tropical_cyclone'], True)
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from climnb.channels import CLASS_NAMES
+from climnb.labels.components import label_components, label_pixels, measure
+from climnb.labels.sphere import is_periodic
+from climnb.stats.groups import SEASONS
+from climnb.stats.masks import check_same_grid
+from climnb.stats.regions import Region, land_mask, region_masks
+from climnb.tracks import track_events
+
+__all__ = [
+    "EventSteps",
+    "event_steps",
+    "event_table",
+    "event_counts",
+    "landfall_table",
+    "events_to_dataset",
+    "saffir_simpson",
+    "ralph_category",
+    "SAFFIR_SIMPSON",
+    "EVENT_STATS_COLUMNS",
+    "LANDFALL_COLUMNS",
+]
+
+log = logging.getLogger(__name__)
+
+_KNOT = 0.514444  # m s-1
+#: Saffir-Simpson classes (the first two are below hurricane strength) and their lower
+#: 1-minute sustained wind bounds in knots (NHC): 34, 64, 83, 96, 113, 137.
+SAFFIR_SIMPSON = ("TD", "TS", "1", "2", "3", "4", "5", "unknown")
+_SS_KNOTS = np.array([34.0, 64.0, 83.0, 96.0, 113.0, 137.0])
+
+#: Columns of :func:`event_table`, one row per event (track).
+EVENT_STATS_COLUMNS = (
+    "track_id",
+    "class_name",
+    "year",
+    "season",
+    "start",
+    "end",
+    "steps",
+    "lifetime_h",
+    "genesis_lat",
+    "genesis_lon",
+    "max_wind",
+    "min_psl",
+    "category",
+    "max_ivt",
+    "mean_ivt",
+    "ar_category",
+    "landfall_regions",
+)
+#: Columns of :func:`landfall_table`.
+LANDFALL_COLUMNS = ("region", "year", "class_name", "landfalling_events", "landfall_steps")
+
+
+@dataclass
+class EventSteps:
+    """What :func:`event_steps` returns: ``obs`` (the tracks' rows with ``max_wind``,
+    ``min_psl``, ``max_ivt``, ``mean_ivt``), ``landfalls`` (one row per track, step and
+    region where it is over land there) and the region names."""
+
+    obs: pd.DataFrame
+    landfalls: pd.DataFrame
+    regions: tuple[str, ...]
+
+
+def saffir_simpson(wind_ms) -> np.ndarray:
+    """Saffir-Simpson class of maximum winds (m s-1): ``TD``, ``TS``, ``1``..``5``, or
+    ``unknown`` where the wind is missing."""
+    w = np.asarray(wind_ms, float) / _KNOT
+    idx = np.searchsorted(_SS_KNOTS, np.nan_to_num(w, nan=0.0), side="right")
+    names = np.array(SAFFIR_SIMPSON[:7], object)[idx]
+    return np.where(np.isfinite(w), names, "unknown").astype(object)
+
+
+def ralph_category(max_ivt, duration_h) -> np.ndarray:
+    """AR category of Ralph et al. (2019): ``AR1``..``AR5`` from the maximum IVT (kg m-1 s-1;
+    250, 500, 750, 1000, 1250 start ranks 1-5), one rank up for AR conditions lasting over 48
+    h and one down under 24 h; ``none`` below rank 1, ``unknown`` without IVT."""
+    ivt, hours = np.asarray(max_ivt, float), np.asarray(duration_h, float)
+    rank = np.searchsorted([250.0, 500.0, 750.0, 1000.0, 1250.0], np.nan_to_num(ivt), "right")
+    rank = rank + (hours > 48.0) - (hours < 24.0)
+    rank = np.where(np.nan_to_num(ivt) < 250.0, 0, np.clip(rank, 0, 5))
+    names = np.where(rank > 0, np.char.add("AR", rank.astype(str)), "none").astype(object)
+    return np.where(np.isfinite(ivt), names, "unknown").astype(object)
+
+
+def event_steps(
+    mask: xr.DataArray,
+    obs: pd.DataFrame | None = None,
+    *,
+    fields: xr.Dataset | None = None,
+    regions: list[Region] = (),
+    source: str = "mask",
+) -> EventSteps:
+    """The tracks of ``mask`` with per-step intensities from ``fields`` and landfalls.
+
+    Parameters
+    ----------
+    mask : a class mask (time, lat, lon) on the canonical grid.
+    obs : its tracks (:func:`climnb.tracks.track_events` or
+        :func:`climnb.tracks.read_tracks`); tracked here when None.
+    fields : fields on the same grid and times (canonical names: ``UBOT``/``VBOT`` or
+        ``U850``/``V850``, ``PSL``, ``IVT`` or ``IVTU``/``IVTV``); any may be missing.
+    regions : regions for landfall.
+    source : what to call the mask in messages.
+    """
+    mask = _datetime_mask(mask.transpose("time", "lat", "lon"))
+    if fields is not None:
+        check_same_grid(mask, fields, (source, "the fields"))
+        fields = _datetime_mask(fields)
+    if obs is None:
+        obs = track_events(mask)
+    obs = obs.reset_index(drop=True).copy()
+    lat, lon = mask.lat.values.astype(float), mask.lon.values.astype(float)
+    where_land = None
+    if regions:
+        land = land_mask(lat, lon).values
+        where_land = region_masks(list(regions), lat, lon, source=source).values & land
+    extra = {c: np.full(len(obs), np.nan) for c in ("max_wind", "min_psl", "max_ivt", "mean_ivt")}
+    landfalls = []
+    by_time = obs.groupby("time").indices
+    for t, time in enumerate(pd.DatetimeIndex(mask.time.values)):
+        rows = by_time.get(time)
+        if rows is None:
+            continue
+        values = np.asarray(mask.isel(time=t).values)
+        step = _step_fields(fields, time)
+        for k in (1, 2):
+            _one_class(values == k, k, obs, rows, step, lat, lon, extra, where_land, landfalls)
+    for c, v in extra.items():
+        obs[c] = v
+    names = tuple(r.name for r in regions)
+    landfalls = pd.DataFrame(landfalls, columns=["track_id", "time", "class_name", "region"])
+    landfalls["region"] = [names[i] for i in landfalls.region]
+    return EventSteps(obs, landfalls, names)
+
+
+def _datetime_mask(obj):
+    """``obj`` with numpy datetimes (tracks use them): a noleap or 360-day calendar converted."""
+    if obj.time.dtype == object:
+        obj = obj.convert_calendar("standard", align_on="year", use_cftime=False)
+    return obj
+
+
+def _step_fields(fields: xr.Dataset | None, time) -> dict[str, np.ndarray]:
+    """The wind speed, PSL and IVT of one step, those the fields allow."""
+    if fields is None:
+        return {}
+    ds = fields.sel(time=time)
+    out = {}
+    for u, v in (("UBOT", "VBOT"), ("U850", "V850")):
+        if u in ds and v in ds:
+            out["wind"] = np.hypot(ds[u].values, ds[v].values)
+            break
+    if "PSL" in ds:
+        out["psl"] = np.asarray(ds.PSL.values)
+    if "IVT" in ds:
+        out["ivt"] = np.asarray(ds.IVT.values)
+    elif "IVTU" in ds and "IVTV" in ds:
+        out["ivt"] = np.hypot(ds.IVTU.values, ds.IVTV.values)
+    return out
+
+
+def _one_class(binary, k, obs, rows, step, lat, lon, extra, where_land, landfalls):
+    """Match the class-``k`` components of one step to the tracks' rows and measure them."""
+    rows = [r for r in rows if obs.class_id.iat[r] == k]
+    if not rows or not binary.any():
+        return
+    labels, n = label_components(binary, periodic=is_periodic(lon))
+    where, idx = label_pixels(labels)
+    table = measure(labels, n, lat, lon, pixels=(where, idx))
+    order = np.argsort(idx, kind="stable")
+    bounds = np.searchsorted(idx[order], np.arange(n + 2))
+    coslat = np.cos(np.radians(lat))
+    for r in rows:
+        d = np.hypot(table.lat - obs.lat.iat[r], (table.lon - obs.lon.iat[r] + 180) % 360 - 180)
+        area = obs.area_km2.iat[r]
+        d = d + 1e3 * (np.abs(table.area_km2 - area) > 1e-6 * area)  # the same region first
+        label = int(table.label.iat[int(np.argmin(d.values))])
+        pixels = where[order[bounds[label] : bounds[label + 1]]]
+        _measure_fields(step, pixels, coslat[pixels // lon.size], r, k, extra)
+        if where_land is not None:
+            over = where_land.reshape(where_land.shape[0], -1)[:, pixels].any(axis=1)
+            for i in np.flatnonzero(over):
+                landfalls.append((obs.track_id.iat[r], obs.time.iat[r], CLASS_NAMES[k], int(i)))
+
+
+def _measure_fields(step, pixels, weights, r, k, extra):
+    if k == 1 and "wind" in step:
+        extra["max_wind"][r] = float(np.nanmax(step["wind"].ravel()[pixels]))
+    if k == 1 and "psl" in step:
+        extra["min_psl"][r] = float(np.nanmin(step["psl"].ravel()[pixels]))
+    if k == 2 and "ivt" in step:
+        ivt = step["ivt"].ravel()[pixels]
+        extra["max_ivt"][r] = float(np.nanmax(ivt))
+        extra["mean_ivt"][r] = float(np.average(ivt, weights=weights))
+
+
+def event_table(steps: EventSteps) -> pd.DataFrame:
+    """One row per event: :data:`EVENT_STATS_COLUMNS` (``year`` and ``season`` of genesis;
+    ``landfall_regions``: the regions it made landfall in, space-separated)."""
+    obs = steps.obs.sort_values(["track_id", "time"], kind="stable")
+    if obs.empty:
+        return pd.DataFrame(columns=list(EVENT_STATS_COLUMNS))
+    g = obs.groupby("track_id", sort=True)
+    first, last = g.first(), g.last()
+    hours = (last.time - first.time).dt.total_seconds() / 3600.0
+    step_h = _step_hours(obs)
+    duration = hours + step_h  # the time covered: a one-step event lasts one step
+    max_wind, max_ivt = g.max_wind.max(), g.max_ivt.max()
+    tc, ar = first.class_id == 1, first.class_id == 2
+    fallen = steps.landfalls.groupby("track_id").region.agg(lambda r: " ".join(dict.fromkeys(r)))
+    out = pd.DataFrame(
+        {
+            "track_id": first.index,
+            "class_name": first.class_name,
+            "year": first.time.dt.year,
+            "season": [SEASONS[(m % 12) // 3] for m in first.time.dt.month],
+            "start": first.time,
+            "end": last.time,
+            "steps": g.size(),
+            "lifetime_h": hours,
+            "genesis_lat": first.lat,
+            "genesis_lon": first.lon,
+            "max_wind": max_wind.where(tc),
+            "min_psl": g.min_psl.min().where(tc),
+            "category": np.where(tc, saffir_simpson(max_wind), ""),
+            "max_ivt": max_ivt.where(ar),
+            "mean_ivt": g.mean_ivt.mean().where(ar),
+            "ar_category": np.where(ar, ralph_category(max_ivt, duration), ""),
+            "landfall_regions": fallen.astype(object).reindex(first.index).fillna("").to_numpy(),
+        }
+    )
+    return out.reset_index(drop=True)
+
+
+def _step_hours(obs: pd.DataFrame) -> float:
+    times = np.unique(obs.time.to_numpy())
+    return float(np.median(np.diff(times)) / np.timedelta64(1, "h")) if times.size > 1 else 0.0
+
+
+def event_counts(table: pd.DataFrame, by: str = "year") -> pd.DataFrame:
+    """Events per class and ``by`` (``"year"`` or ``"season"``; of genesis): count, mean
+    lifetime (h), and for storms the count per Saffir-Simpson class."""
+    if by not in ("year", "season"):
+        raise ValueError(f"by must be 'year' or 'season', got {by!r}")
+    g = table.groupby(["class_name", by])
+    out = g.agg(count=("track_id", "size"), mean_lifetime_h=("lifetime_h", "mean"))
+    return out.reset_index()
+
+
+def landfall_table(steps: EventSteps, *, classes=(1, 2)) -> pd.DataFrame:
+    """Landfalling events and landfall steps per region, year and class (every region and
+    class of the period, zeros included)."""
+    lf = steps.landfalls
+    years = sorted(pd.DatetimeIndex(steps.obs.time).year.unique()) if len(steps.obs) else []
+    index = pd.MultiIndex.from_product(
+        [list(steps.regions), years, [CLASS_NAMES[k] for k in classes]],
+        names=["region", "year", "class_name"],
+    )
+    if lf.empty:
+        out = pd.DataFrame(0, index=index, columns=["landfalling_events", "landfall_steps"])
+        return out.reset_index()
+    lf = lf.assign(year=pd.DatetimeIndex(lf.time).year)
+    first = lf.sort_values("time").drop_duplicates(["track_id", "region"])  # year of 1st landfall
+    events = first.groupby(["region", "year", "class_name"]).size()
+    stepsn = (
+        lf.drop_duplicates(["time", "region", "class_name"])
+        .groupby(["region", "year", "class_name"])
+        .size()
+    )
+    out = pd.DataFrame(
+        {
+            "landfalling_events": events.reindex(index, fill_value=0),
+            "landfall_steps": stepsn.reindex(index, fill_value=0),
+        }
+    )
+    return out.reset_index()[list(LANDFALL_COLUMNS)]
+
+
+def events_to_dataset(table: pd.DataFrame, *, attrs: dict | None = None) -> xr.Dataset:
+    """The event table as a NetCDF-ready Dataset along ``event`` (CF units on the columns)."""
+    units = {
+        "lifetime_h": "h",
+        "genesis_lat": "degrees_north",
+        "genesis_lon": "degrees_east",
+        "max_wind": "m s-1",
+        "min_psl": "Pa",
+        "max_ivt": "kg m-1 s-1",
+        "mean_ivt": "kg m-1 s-1",
+    }
+    t = table.reset_index(drop=True)
+    ds = xr.Dataset(
+        {
+            c: ("event", t[c].astype(str).to_numpy() if t[c].dtype == object else t[c].to_numpy())
+            for c in t.columns
+        }
+    )
+    for c, u in units.items():
+        if c in ds:
+            ds[c].attrs["units"] = u
+    ds.attrs = {
+        "title": "events of tropical cyclones and atmospheric rivers",
+        "source": "climnb.stats.events",
+        "Conventions": "CF-1.8",
+        **(attrs or {}),
+    }
+    return ds

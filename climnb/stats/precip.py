@@ -1,0 +1,179 @@
+"""Precipitation attributed to events: the share that falls inside cyclone and river masks.
+
+ClimateNet's analysis, per region and season: of all precipitation that fell in a region
+(area-weighted), the share that fell at points and steps inside each class's mask; and the
+same share for extreme precipitation, the part of each point's series above that point's own
+95th and 99th percentile.
+
+Precipitation is read through climnb's variable and unit handling
+(:func:`climnb.io.netcdf.normalize`: ``PRECT``, ``tp``, ``PRECTOT``, ``pr``, ... in m s-1).
+The percentiles need each point's whole series (a second pass, with the time axis in one
+chunk and few latitudes per chunk); the shares are one lazy pass over mask and precipitation.
+
+Examples
+--------
+>>> from climnb.synthetic import make_dataset
+>>> ds, _ = make_dataset(n_time=8, seed=0)
+>>> table = attributed_precipitation(ds.truth, ds.PRECT)
+>>> sorted(table.measure.unique())
+['above_p95', 'above_p99', 'total']
+>>> bool(((table.share >= 0) & (table.share <= 1)).all())
+True
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from climnb.channels import CLASS_NAMES
+from climnb.io.netcdf import normalize
+from climnb.stats.groups import CLASS_IDS, group_index
+from climnb.stats.masks import check_same_grid
+from climnb.stats.regions import BUILTIN, Region, region_masks
+
+__all__ = ["attributed_precipitation", "precipitation", "PRECIP_COLUMNS"]
+
+#: Columns of :func:`attributed_precipitation`.
+PRECIP_COLUMNS = ("region", "season", "class_name", "measure", "mean_mm_day", "share")
+_MM_DAY = 1000.0 * 86400.0  # m s-1 -> mm day-1
+_CHUNK_BYTES = 128 * 2**20
+
+
+def precipitation(ds: xr.Dataset, *, source: str = "fields") -> xr.DataArray:
+    """The precipitation rate of ``ds`` as ``PRECT`` (m s-1) on the canonical grid, through
+    the same names and units as labelling (``tp``, ``PRECTOT``, ``pr``, ... converted).
+
+    Raises
+    ------
+    ValueError
+        Naming ``source``: no precipitation, or units that do not convert to m s-1.
+    """
+    try:
+        return normalize(ds, required=["PRECT"]).PRECT
+    except ValueError as err:
+        raise ValueError(f"{source}: {err}") from None
+
+
+def attributed_precipitation(
+    mask: xr.DataArray,
+    precip: xr.DataArray,
+    *,
+    regions: list[Region] | None = None,
+    by: str = "season",
+    percentiles: tuple[float, ...] = (95.0, 99.0),
+    source: str = "mask",
+) -> pd.DataFrame:
+    """Share of total and extreme precipitation inside each class, per region and ``by`` group.
+
+    Parameters
+    ----------
+    mask : a class mask (time, lat, lon).
+    precip : precipitation rate (m s-1, :func:`precipitation`) on the same grid, over at least
+        the mask's times.
+    regions : default the whole globe.
+    by : ``"season"``, ``"month"``, ``"year"`` or ``"all"``.
+    percentiles : each point's own thresholds of extreme precipitation.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`PRECIP_COLUMNS`: ``measure`` is ``total`` or ``above_pNN``; ``mean_mm_day`` the
+        area-weighted mean rate of that measure over the region and group (mm day-1);
+        ``share`` the fraction of it inside the class's mask (NaN where none fell).
+    """
+    regions = regions or [BUILTIN["global"]]
+    check_same_grid(mask, precip, (source, "the precipitation"))
+    precip = precip.sel(time=mask.time).transpose("time", "lat", "lon")
+    mask = mask.transpose("time", "lat", "lon")
+    lat, lon = mask.lat.values, mask.lon.values
+    weights = region_masks(regions, lat, lon, source=source) * np.cos(np.radians(lat))[:, None]
+    idx, labels = group_index(mask.time, by)
+    thresholds = _thresholds(precip, percentiles)
+    m, p = _dask(mask.data, precip.data)
+    p = p.rechunk(m.chunks)
+    w = da.from_array(weights.values.astype(np.float64), chunks=(-1, m.chunks[1], m.chunks[2]))
+    q = thresholds.rechunk((-1, m.chunks[1], m.chunks[2]))
+    g = da.from_array(idx.astype(np.int32), chunks=(m.chunks[0],))
+    parts = da.blockwise(
+        _sums_block,
+        "tgcvr",
+        m,
+        "tyx",
+        p,
+        "tyx",
+        g,
+        "t",
+        q,
+        "qyx",
+        w,
+        "ryx",
+        new_axes={"g": len(labels), "c": 1 + len(CLASS_IDS), "v": 1 + len(percentiles)},
+        adjust_chunks={"t": 1},
+        concatenate=True,
+        dtype=np.float64,
+        n_groups=len(labels),
+        meta=np.empty((0,) * 5, np.float64),
+    )
+    (sums,) = dask.compute(parts.sum(axis=0))
+    steps = np.bincount(idx, minlength=len(labels))
+    return _table(sums, steps, weights, labels, percentiles, regions)
+
+
+def _dask(*arrays):
+    return [a if isinstance(a, da.Array) else da.from_array(a, chunks=(1, -1, -1)) for a in arrays]
+
+
+def _thresholds(precip: xr.DataArray, percentiles) -> da.Array:
+    """(percentile, lat, lon) thresholds, each point's own over the period (lazy)."""
+    nt, _, nx = precip.shape
+    rows = max(1, int(_CHUNK_BYTES // max(nt * nx * 8, 1)))
+    series = precip.chunk({"time": -1, "lat": rows, "lon": -1})
+    q = series.quantile([v / 100.0 for v in percentiles], dim="time")
+    return q.data if isinstance(q.data, da.Array) else da.from_array(q.data)
+
+
+def _sums_block(m, p, g, q, w, n_groups):
+    """(1, group, class (all, TC, AR), measure (total, above each threshold), region) sums
+    of precipitation times the region weights in one chunk; the blockwise pass calls it with
+    the chunk's mask ``m``, rate ``p``, groups ``g``, thresholds ``q`` and weights ``w``."""
+    p = np.nan_to_num(np.asarray(p, np.float64))
+    out = np.zeros((1, n_groups, 1 + len(CLASS_IDS), 1 + q.shape[0], w.shape[0]))
+    measures = [p] + [np.where(p > q[i], p, 0.0) for i in range(q.shape[0])]
+    flat_w = w.reshape(w.shape[0], -1)
+    for group in np.unique(g):
+        sel = g == group
+        for v, x in enumerate(measures):
+            xs = x[sel]
+            out[0, group, 0, v] = flat_w @ xs.sum(0).ravel()
+            for c, k in enumerate(CLASS_IDS, start=1):
+                inside = np.where(m[sel] == k, xs, 0.0).sum(0).ravel()
+                out[0, group, c, v] = flat_w @ inside
+    return out
+
+
+def _table(sums, steps, weights, labels, percentiles, regions) -> pd.DataFrame:
+    area = weights.sum(("lat", "lon")).values  # (region,)
+    measures = ["total"] + [f"above_p{v:g}" for v in percentiles]
+    rows = []
+    for gi, group in enumerate(labels):
+        if steps[gi] == 0:
+            continue
+        for v, measure in enumerate(measures):
+            for r, region in enumerate(regions):
+                total = sums[gi, 0, v, r]
+                for c, k in enumerate(CLASS_IDS, start=1):
+                    rows.append(
+                        {
+                            "region": region.name,
+                            "season": group,
+                            "class_name": CLASS_NAMES[k],
+                            "measure": measure,
+                            "mean_mm_day": _MM_DAY * total / (area[r] * steps[gi]),
+                            "share": sums[gi, c, v, r] / total if total > 0 else np.nan,
+                        }
+                    )
+    return pd.DataFrame(rows, columns=list(PRECIP_COLUMNS))

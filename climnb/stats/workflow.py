@@ -1,0 +1,214 @@
+"""``climnb stats`` as functions: open the files, check them all, compute, then write.
+
+Every check (flags, grids, classes, periods, regions, units) runs before anything is written,
+and each output appears atomically, so a failure leaves nothing behind.
+
+Examples
+--------
+>>> import tempfile
+>>> from pathlib import Path
+>>> from climnb.synthetic import make_dataset, save_dataset
+>>> d = Path(tempfile.mkdtemp())
+>>> _ = save_dataset(*make_dataset(n_time=4, seed=0), d / "fields.nc")
+>>> text = summarize(StatsRequest(inputs=(d / "fields.nc",), out=d / "freq.nc"))
+>>> (d / "freq.nc").exists(), text.splitlines()[0].startswith("frequency of truth")
+(True, True)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+
+from climnb.atomic import atomic_path
+from climnb.stats.change import CompareConfig, Comparison, compare
+from climnb.stats.events import event_steps, event_table, events_to_dataset, landfall_table
+from climnb.stats.frequency import frequency, write_frequency
+from climnb.stats.masks import check_same_grid, class_mask
+from climnb.stats.precip import attributed_precipitation, precipitation
+from climnb.stats.regions import BUILTIN, Region
+from climnb.store import check_output, expand, open_fields
+from climnb.tracks import read_tracks
+
+__all__ = ["StatsRequest", "summarize", "compare_files", "open_mask"]
+
+log = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike
+
+
+@dataclass(frozen=True)
+class StatsRequest:
+    """What ``climnb stats`` computes and where it goes.
+
+    Attributes
+    ----------
+    inputs : mask files (labels, predictions, truth, any flagged mask), joined along time.
+    out : the frequency file (NetCDF, or Zarr for ``*.zarr``); None for none.
+    by : ``"all"``, ``"season"`` or ``"month"``.
+    variable : the mask's name (default: found).
+    tracks : a CF trajectory file of these masks (default: tracked here when events are asked).
+    fields : files of the fields the masks were made from (default: the mask files).
+    events : the event table, CSV (or NetCDF for ``*.nc``).
+    landfall : the landfall table, CSV.
+    precip : the attributed-precipitation table, CSV.
+    regions : regions of landfall and precipitation (default: California and the US West
+        Coast for landfall, the globe and them for precipitation).
+    """
+
+    inputs: tuple[PathLike, ...]
+    out: PathLike | None = None
+    by: str = "all"
+    variable: str | None = None
+    tracks: PathLike | None = None
+    fields: tuple[PathLike, ...] = ()
+    events: PathLike | None = None
+    landfall: PathLike | None = None
+    precip: PathLike | None = None
+    regions: tuple[Region, ...] = field(default=())
+
+
+def open_mask(paths, variable: str | None = None) -> tuple[xr.DataArray, list[Path], xr.Dataset]:
+    """The class mask of ``paths`` (checked), the expanded paths and the opened Dataset."""
+    files = expand(paths)
+    ds = open_fields(files)
+    return class_mask(ds, variable, source=str(files[0])), files, ds
+
+
+def summarize(req: StatsRequest) -> str:
+    """Compute what ``req`` asks and write it; returns a few lines saying what was written."""
+    mask, files, ds = open_mask(req.inputs, req.variable)
+    outputs = _check_outputs(req, files)
+    if not outputs:
+        raise ValueError("nothing to do: give --out, --events, --landfall or --precip")
+    regions = list(req.regions) or [BUILTIN["california"], BUILTIN["us_west_coast"]]
+    fields = _fields(req, ds, mask, files)
+    lines = []
+    freq = frequency(mask, req.by) if req.out else None
+    steps = table = landfalls = precip = None
+    if req.events or req.landfall:
+        obs = read_tracks(req.tracks) if req.tracks else None
+        steps = event_steps(mask, obs, fields=fields, regions=regions, source=str(files[0]))
+        table = event_table(steps)
+        landfalls = landfall_table(steps)
+    if req.precip:
+        rain = precipitation(fields if fields is not None else ds, source=_fields_name(req, files))
+        prec_regions = [BUILTIN["global"], *[r for r in regions if r.name != "global"]]
+        precip = attributed_precipitation(mask, rain, regions=prec_regions, source=str(files[0]))
+    # everything is computed and checked: now write
+    if freq is not None:
+        write_frequency(freq, req.out)
+        lines.append(_freq_line(mask, freq, req))
+    if table is not None and req.events:
+        _write_table(table, req.events, events_to_dataset)
+        counts = table.class_name.value_counts()
+        lines.append(
+            f"events: {counts.get('tropical_cyclone', 0)} tropical cyclones, "
+            f"{counts.get('atmospheric_river', 0)} atmospheric rivers -> {req.events}"
+        )
+    if landfalls is not None and req.landfall:
+        _write_table(landfalls, req.landfall)
+        total = landfalls.groupby(["region", "class_name"]).landfalling_events.sum()
+        lines.append(f"landfalls -> {req.landfall}: " + _pairs(total))
+    if precip is not None:
+        _write_table(precip, req.precip)
+        lines.append(f"attributed precipitation ({len(precip)} rows) -> {req.precip}")
+    return "\n".join(lines)
+
+
+def _check_outputs(req: StatsRequest, files: list[Path]) -> dict[str, Path]:
+    outputs, seen = {}, {}
+    for option, path in (
+        ("--out", req.out),
+        ("--events", req.events),
+        ("--landfall", req.landfall),
+        ("--precip", req.precip),
+    ):
+        if path is not None:
+            outputs[option] = check_output(path, files, option=option, others=dict(seen))
+            seen[option] = outputs[option]
+    return outputs
+
+
+def _fields(req, ds, mask, files):
+    if not req.fields:
+        return ds
+    fields = open_fields(expand(req.fields))
+    name = str(expand(req.fields)[0])
+    check_same_grid(mask, fields, (str(files[0]), name))
+    missing = ~mask.time.isin(fields.time.values)
+    if bool(missing.any()):
+        raise ValueError(
+            f"{name}: lacks {int(missing.sum())} of the mask's {mask.sizes['time']} time steps "
+            f"(first missing: {mask.time.values[missing.values][0]})"
+        )
+    return fields
+
+
+def _fields_name(req, files) -> str:
+    return str(expand(req.fields)[0]) if req.fields else str(files[0])
+
+
+def _freq_line(mask, freq, req) -> str:
+    mean = freq.frequency.weighted(_coslat(freq)).mean(("lat", "lon"))
+    parts = ", ".join(
+        f"{c}: {100 * float(v.mean()):.2f} %"
+        for c, v in zip(mean["class"].values, mean, strict=True)
+    )
+    return (
+        f"frequency of {mask.name} over {mask.sizes['time']} steps "
+        f"({freq.attrs['period_start']} .. {freq.attrs['period_end']}), by {req.by}, "
+        f"global mean {parts} -> {req.out}"
+    )
+
+
+def _coslat(ds):
+    import numpy as np
+
+    return np.cos(np.radians(ds.lat))
+
+
+def _pairs(series: pd.Series) -> str:
+    return ", ".join(f"{r} {c}: {int(v)}" for (r, c), v in series.items())
+
+
+def _write_table(table: pd.DataFrame, path: PathLike, to_dataset=None) -> Path:
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        if path.suffix == ".nc" and to_dataset is not None:
+            to_dataset(table).to_netcdf(tmp)
+        else:
+            table.to_csv(tmp, index=False)
+    return path
+
+
+def compare_files(
+    a: PathLike | list[PathLike],
+    b: PathLike | list[PathLike],
+    config: CompareConfig | None = None,
+    *,
+    regions: list[Region] | None = None,
+    variable: str | None = None,
+    out: PathLike | None = None,
+    csv: PathLike | None = None,
+) -> Comparison:
+    """``climnb stats compare A B``: compare two mask files and write the maps and table."""
+    ma, fa, _ = open_mask(a, variable)
+    mb, fb, _ = open_mask(b, variable)
+    seen = {}
+    for option, path in (("--out", out), ("--csv", csv)):
+        if path is not None:
+            seen[option] = check_output(path, fa + fb, option=option, others=dict(seen))
+    result = compare(ma, mb, config, regions=regions, names=(str(fa[0]), str(fb[0])))
+    if out is not None:
+        from climnb.store import write
+
+        write(result.maps, Path(out))
+    if csv is not None:
+        _write_table(result.table, csv)
+    return result

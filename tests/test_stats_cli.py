@@ -1,0 +1,141 @@
+"""``climnb stats`` and ``climnb stats compare`` from the shell's side, on toy files: what they
+write and print, and how they refuse bad input (the cases of ``tests/bad_input_stats.py``)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pandas as pd
+import pytest
+import xarray as xr
+from bad_input_cases import Golden, judge, run_case
+from bad_input_stats import STATS_CASES
+
+from climnb.cli import main
+
+
+def _run(argv: list[str]) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(argv)
+    return rc, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("stats")
+    common = ["--n-time", "48", "--n-tc", "2", "--n-ar", "2", "--ivt"]
+    assert _run(["synth", "--out", str(d / "a.nc"), "--seed", "1", *common])[0] == 0
+    future = ["--more-rivers", "3", "--storm-intensity", "1.4", "--river-shift", "4"]
+    assert _run(["synth", "--out", str(d / "b.nc"), "--seed", "2", *common, *future])[0] == 0
+    return d
+
+
+def test_synth_writes_a_future_with_its_settings(files):
+    with xr.open_dataset(files / "b.nc") as b:
+        assert b.attrs["future_more_rivers"] == 3
+        assert b.attrs["future_river_shift_deg"] == 4.0
+    events = pd.read_csv(files / "b.events.csv")
+    assert (events[events.class_id == 2].groupby("time").size() == 5).all()
+
+
+def test_stats_writes_frequency_events_landfall_and_precipitation(files, tmp_path):
+    out = {
+        k: tmp_path / f"{k}.{ext}"
+        for k, ext in (("freq", "nc"), ("events", "csv"), ("landfall", "csv"), ("precip", "csv"))
+    }
+    rc, text = _run(
+        [
+            "stats",
+            str(files / "a.nc"),
+            "--out",
+            str(out["freq"]),
+            "--by",
+            "season",
+            "--events",
+            str(out["events"]),
+            "--landfall",
+            str(out["landfall"]),
+            "--precip",
+            str(out["precip"]),
+            "--region",
+            "california",
+            "--region",
+            "pacific=20:50,180:240",
+        ]
+    )
+    assert rc == 0, text
+    assert "frequency of truth over 48 steps" in text and "events:" in text
+    with xr.open_dataset(out["freq"]) as f:
+        assert f.frequency.attrs["cell_methods"] == "time: mean"
+        assert set(f.season.values) == {"DJF", "MAM", "JJA", "SON"}
+    events = pd.read_csv(out["events"])
+    assert {"max_wind", "category", "max_ivt", "ar_category"} <= set(events.columns)
+    truth = pd.read_csv(files / "a.events.csv")
+    tc = events[events.class_name == "tropical_cyclone"]
+    assert len(tc) == truth[truth.class_id == 1].event_id.nunique()
+    assert not (tc.category == "unknown").any()  # the file has winds
+    landfall = pd.read_csv(out["landfall"])
+    assert set(landfall.region) == {"california", "pacific"}
+    precip = pd.read_csv(out["precip"])
+    assert set(precip.region) == {"global", "california", "pacific"}
+    assert precip.share.between(0, 1).all()
+
+
+def test_stats_compare_prints_the_headline_table(files, tmp_path):
+    rc, text = _run(
+        [
+            "stats",
+            "compare",
+            str(files / "a.nc"),
+            str(files / "b.nc"),
+            "--block",
+            "8",
+            "--resamples",
+            "199",
+            "--region",
+            "global",
+            "--out",
+            str(tmp_path / "change.nc"),
+            "--csv",
+            str(tmp_path / "change.csv"),
+        ]
+    )
+    assert rc == 0, text
+    table = pd.read_csv(tmp_path / "change.csv")
+    assert list(table.columns) == [
+        "class_name",
+        "region",
+        "a",
+        "b",
+        "change",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "significant",
+    ]
+    row = table.set_index("class_name").loc["atmospheric_river"]
+    assert row.change > 0 and bool(row.significant)
+    assert "atmospheric_river" in text and "significant" in text and "FDR" in text
+    with xr.open_dataset(tmp_path / "change.nc") as maps:
+        assert {"change", "p_value", "significant", "ci_low", "ci_high"} <= set(maps.data_vars)
+        assert maps.attrs["alpha_fdr"] == pytest.approx(0.1)
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory):
+    d = tmp_path_factory.mktemp("golden")
+    assert _run(["synth", "--out", str(d / "fields.nc"), "--n-time", "40", "--seed", "3"])[0] == 0
+    return Golden(d / "fields.nc", None, None)
+
+
+@pytest.mark.parametrize("case", STATS_CASES, ids=[c.id for c in STATS_CASES])
+def test_bad_input_is_refused(case, golden, tmp_path_factory):
+    outcome = run_case(case, tmp_path_factory.mktemp("c"), golden)
+    problems = judge(case, outcome)
+    assert not problems, (
+        f"climnb {' '.join(outcome.argv)}\n  "
+        + "\n  ".join(problems)
+        + (f"\nstderr:\n{outcome.stderr}")
+    )
