@@ -59,9 +59,10 @@ def test_reader_stacks_labellers_with_missing_filled(expert, folder):
     assert expert.n_labellers.values.tolist() == [3, 3, 2]
     assert (expert.LABELS.isel(time=2, labeller=2) == MISSING).all()
     assert set(np.unique(expert.LABELS.isel(time=slice(0, 2)))) <= {0, 1, 2}
-    assert expert.file.values[2, 2] == "" and expert.file.values[0, 1] == folder.glob(
-        "data-2000-01-01-00-1_1.nc"
-    ).__next__().name
+    assert (
+        expert.file.values[2, 2] == ""
+        and expert.file.values[0, 1] == folder.glob("data-2000-01-01-00-1_1.nc").__next__().name
+    )
     # a glob and a list of files give the same
     xr.testing.assert_identical(open_expert(str(folder / "data-*.nc")), expert)
     files = sorted(folder.glob("data-*.nc"))
