@@ -70,6 +70,14 @@ def test_expert_scores_of_the_truth(files):
     assert same.tropical_cyclone == rows.loc[("truth", "labeller 2")].tropical_cyclone
 
 
+def test_mask_times_in_a_model_calendar_match(files):
+    mask = xr.open_dataset(files / "labels.nc").labels
+    noleap = mask.convert_calendar("noleap")
+    assert isinstance(noleap.indexes["time"], xr.CFTimeIndex)
+    expert = open_expert(files / "expert")
+    pd.testing.assert_frame_equal(expert_scores(noleap, expert), expert_scores(mask, expert))
+
+
 def test_expert_scores_refuses_a_soft_consensus(files):
     mask = xr.open_dataset(files / "labels.nc").labels
     with pytest.raises(ValueError, match="hard consensus"):

@@ -313,6 +313,9 @@ def expert_scores(
 
 def _common_steps(mask: xr.DataArray, labels: xr.DataArray):
     mask = mask.transpose("time", "lat", "lon")
+    index = mask.indexes["time"]
+    if isinstance(index, xr.CFTimeIndex):  # CAM5's noleap calendar: its dates are real dates
+        mask = mask.assign_coords(time=index.to_datetimeindex(unsafe=True, time_unit="ns"))
     common = np.intersect1d(mask.time.values, labels.time.values)
     if common.size == 0:
         raise ValueError(
