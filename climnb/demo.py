@@ -31,9 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+import xarray as xr
+
 from climnb.atomic import atomic_path
 from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, write_sample_set
+from climnb.labels import LabelConfig, compute, label_dataset
+from climnb.labels.scores import class_iou
 from climnb.synthetic import make_dataset
 from climnb.versions import __version__, written_by
 
@@ -319,24 +324,33 @@ def _read_copies(path: Path) -> dict[str, str]:
         return {}
 
 
+#: Where notebook 05 keeps the held-out fields (with ``truth``), the network's prediction of
+#: them (``prediction``) and, optionally, the teacher's labels of them (``labels``), relative
+#: to the notebooks folder; :func:`headlines` scores the prediction from these files.
+HELDOUT_FIELDS = "data/toy/heldout.nc"
+HELDOUT_PREDICTION = "runs/toy/heldout_prediction.nc"
+HELDOUT_TEACHER = "data/toy/heldout_labels.nc"
+
+
 def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
     """The workflow's headline figures, read from what the notebooks wrote.
 
     Label IoU per class against the synthetic truth (notebook 01's labels), the trained
-    model's validation IoU and training throughput (notebook 04), where those files exist.
+    model's validation IoU and training throughput (notebook 04), and the network's IoU on
+    held-out steps against its teacher (the heuristic labels it learnt from) and against the
+    truth, beside the teacher's own IoU against the truth (notebook 05's files
+    :data:`HELDOUT_PREDICTION` and :data:`HELDOUT_FIELDS`; the teacher's labels are
+    :data:`HELDOUT_TEACHER`, or made here with the default :class:`LabelConfig` when that file
+    is missing), where those files exist. IoU follows :func:`climnb.labels.scores.class_iou`
+    (a class absent from both masks is NaN).
     """
     import pandas as pd
 
     root, out = Path(notebooks), {}
     fields, labelled = root / "data/toy/fields.nc", root / "data/toy/labelled.nc"
     if fields.exists() and labelled.exists():
-        import xarray as xr
-
-        from climnb.models.metrics import confusion_matrix_np, iou_from_confusion
-
         with xr.open_dataset(fields) as f, xr.open_dataset(labelled) as lab:
-            truth, labels = f.truth.values, lab.labels.values
-        per_class, _ = iou_from_confusion(confusion_matrix_np(truth, labels, 3))
+            per_class, _ = class_iou(lab.labels.values, f.truth.values)
         out["label IoU TC vs truth"] = float(per_class[1])
         out["label IoU AR vs truth"] = float(per_class[2])
     run = root / "runs/toy"
@@ -351,7 +365,42 @@ def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
         out["training samples/s (median, all ranks)"] = float(steady.samples_per_s.median())
         out["training GFLOP/s (median)"] = float(steady.gflops.median())
         out["training steps"] = int(hist.step.max())
+    out.update(heldout_scores(root))
     return out
+
+
+def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
+    """The network's held-out IoU per class against its teacher and against the truth, and
+    the teacher's against the truth (see :func:`headlines`); empty without notebook 05's files.
+    """
+    root = Path(notebooks)
+    fields, predicted = root / HELDOUT_FIELDS, root / HELDOUT_PREDICTION
+    if not (fields.exists() and predicted.exists()):
+        return {}
+    with xr.open_dataset(fields) as ds, xr.open_dataset(predicted) as pred:
+        common = np.intersect1d(ds.time.values, pred.time.values)
+        if common.size == 0:
+            log.warning("%s and %s share no time step: no held-out scores", fields, predicted)
+            return {}
+        ds, prediction = ds.sel(time=common).load(), pred.prediction.sel(time=common).values
+    teacher = _teacher(root / HELDOUT_TEACHER, ds)
+    out = {}
+    for who, a, b in (
+        ("model held-out IoU {} vs teacher", prediction, teacher),
+        ("model held-out IoU {} vs truth", prediction, ds.truth.values),
+        ("teacher held-out IoU {} vs truth", teacher, ds.truth.values),
+    ):
+        per_class, _ = class_iou(a, b)
+        out[who.format("TC")], out[who.format("AR")] = float(per_class[1]), float(per_class[2])
+    return out
+
+
+def _teacher(path: Path, ds: xr.Dataset) -> np.ndarray:
+    if path.exists():
+        with xr.open_dataset(path) as lab:
+            return lab.labels.sel(time=ds.time.values).values
+    labels, _ = compute(*label_dataset(ds, LabelConfig()))
+    return labels.values
 
 
 def toy_samples(
@@ -373,8 +422,6 @@ def toy_samples(
         if ss.files("train") and ss.stats_path.is_file():
             return folder
     if fields is not None and Path(fields).exists():
-        import xarray as xr
-
         with xr.open_dataset(fields) as ds:
             label = "labels" if "labels" in ds else "truth"
             write_sample_set(ds, label, folder, seed=seed, overwrite=True)

@@ -9,7 +9,13 @@ Steps, in order:
    TensorFlow, with min-max normalisation from ``stats.h5``, the optional channel subset, the
    labels and the per-pixel loss weights fused into the read, straight into a batch in shared
    memory (:class:`climnb.io.reader.BatchLoader`);
-4. TensorFlow takes the batch over without a copy (DLPack), and prefetches.
+4. with ``augment="roll"`` (training batches only), each sample of the batch, data, labels and
+   weights together, is rolled along longitude by its own random number of columns
+   (:func:`roll_shifts`, seeded by ``seed``, the epoch and the batch). On a periodic global
+   grid a rolled sample is an exact sample of the same climate: storms and rivers keep their
+   shape across the 0/360 seam, so the network cannot learn where on the map events sit. It
+   costs one copy of the batch;
+5. TensorFlow takes the batch over without a copy (DLPack), and prefetches.
 
 Why processes and shared memory, and what else was measured: see :mod:`climnb.io.reader` and
 ``benchmarks/bench_pipeline.py``. TensorFlow is imported only by :func:`make_dataset`.
@@ -45,15 +51,21 @@ from climnb.io.samples import SampleError
 from climnb.io.stats import Stats
 
 __all__ = [
+    "AUGMENTS",
     "PipelineConfig",
     "SampleReader",
     "epoch_order",
     "make_dataset",
+    "roll_batch",
+    "roll_shifts",
     "shard_files",
     "throughput",
 ]
 
 PathLike = str | os.PathLike
+
+#: Augmentations :class:`PipelineConfig` knows (``None``: none).
+AUGMENTS = ("roll",)
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,11 @@ class PipelineConfig:
     autotune : let tf.data's autotuner run. Off by default: the sizes above are fixed, so it
         has nothing to tune, and its model thread made destroying an iterator wait ~5 s at
         random (at the end of most epochs of a two-rank run; benchmarks/bench_training.py).
+    augment : ``"roll"``: roll each sample (data, labels, weights together) by a random number
+        of longitude columns, seeded (:func:`roll_shifts`). Exact only on a periodic global
+        grid (longitudes covering 0-360, the last column next to the first). For training
+        batches only: it needs ``shuffle``, so validation batches (read in file order) are
+        never augmented.
 
     Memory: about ``(read_ahead + prefetch + 2) * batch_size`` samples of shared memory
     (57 MB each at full size, plus labels and weights).
@@ -89,8 +106,16 @@ class PipelineConfig:
     drop_remainder: bool = False
     block_rows: int = 16
     autotune: bool = False
+    augment: str | None = None
 
     def __post_init__(self):
+        if self.augment is not None and self.augment not in AUGMENTS:
+            raise ValueError(f"augment must be one of {AUGMENTS} or None, got {self.augment!r}")
+        if self.augment and not self.shuffle:
+            raise ValueError(
+                f"augment={self.augment!r} is for training batches, which are shuffled; "
+                "validation batches (shuffle=False) are never augmented"
+            )
         for name in ("batch_size", "block_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -115,6 +140,38 @@ def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True) -> np.nd
     if not shuffle:
         return np.arange(n, dtype=np.int64)
     return np.random.default_rng(seed + epoch).permutation(n).astype(np.int64)
+
+
+def roll_shifts(n: int, width: int, *, seed: int, epoch: int, batch: int) -> np.ndarray:
+    """Longitude shifts (columns, ``0 .. width - 1``) of the ``n`` samples of one batch.
+
+    The same ``seed``, epoch and batch give the same shifts, however many reader processes run.
+
+    >>> roll_shifts(3, 144, seed=0, epoch=0, batch=0).tolist() == roll_shifts(
+    ...     3, 144, seed=0, epoch=0, batch=0).tolist()
+    True
+    """
+    return np.random.default_rng([seed, epoch, batch]).integers(0, width, size=n)
+
+
+def roll_batch(arrays: Sequence[np.ndarray], shifts: np.ndarray) -> list[np.ndarray]:
+    """Copies of (B, H, W, ...) ``arrays`` with sample ``i`` rolled by ``shifts[i]`` along W.
+
+    The same as ``np.roll(a[i], shifts[i], axis=1)`` for every array and sample.
+
+    >>> x = np.arange(8).reshape(2, 1, 4)
+    >>> roll_batch([x], np.array([1, 0]))[0].tolist()
+    [[[3, 0, 1, 2]], [[4, 5, 6, 7]]]
+    """
+    out = []
+    for a in arrays:
+        rolled = np.empty_like(a)
+        width = a.shape[2]
+        for i, s in enumerate(int(s) % width for s in shifts):
+            rolled[i, :, s:] = a[i, :, : width - s]
+            rolled[i, :, :s] = a[i, :, width - s :]
+        out.append(rolled)
+    return out
 
 
 class _Schedule:
@@ -192,6 +249,9 @@ def make_dataset(
     def read(e, b):
         e, b = int(e), int(b)
         views = loader.get((e, b), plan.indices(e, b), plan.after(e, b))
+        if cfg.augment == "roll":
+            shifts = roll_shifts(len(views[0]), w, seed=cfg.seed, epoch=e, batch=b)
+            views = roll_batch(views, shifts)
         if plan.is_last(e, b):
             loader.close()
         return [tf.experimental.dlpack.from_dlpack(v.__dlpack__()) for v in views]

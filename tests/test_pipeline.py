@@ -200,3 +200,35 @@ def test_dataset_error_names_file(files, stats, tmp_path, tf):
         f.truncate(100_000)
     with pytest.raises(tf.errors.OpError, match="truncated"):
         list(ds)
+
+
+def test_roll_augmentation_rolls_data_and_labels_together(files, stats, tf):
+    from climnb.pipeline import make_dataset, roll_shifts
+
+    plain = PipelineConfig(batch_size=3, seed=4, workers=0)
+    rolled = PipelineConfig(batch_size=3, seed=4, workers=2, augment="roll")
+    kwargs = {"class_weights": WEIGHTS, "epochs": 2}
+    a = list(make_dataset(files, stats, config=plain, **kwargs))
+    b = list(make_dataset(files, stats, config=rolled, **kwargs))
+    assert len(a) == len(b) == 6
+    moved = 0
+    for n, ((x, y, w), (rx, ry, rw)) in enumerate(zip(a, b, strict=True)):
+        shifts = roll_shifts(int(x.shape[0]), 144, seed=4, epoch=n // 3, batch=n % 3)
+        moved += int((shifts != 0).sum())
+        for i, s in enumerate(shifts):
+            np.testing.assert_array_equal(rx[i].numpy(), np.roll(x[i].numpy(), s, axis=1))
+            np.testing.assert_array_equal(ry[i].numpy(), np.roll(y[i].numpy(), s, axis=1))
+            np.testing.assert_array_equal(rw[i].numpy(), np.roll(w[i].numpy(), s, axis=1))
+    assert moved > 10  # the shifts are not all zero
+    # seeded: the same configuration rolls the same way; another seed another way
+    again = next(iter(make_dataset(files, stats, config=rolled, **kwargs)))
+    np.testing.assert_array_equal(again[1].numpy(), b[0][1].numpy())
+    first = roll_shifts(3, 144, seed=4, epoch=0, batch=0)
+    assert not np.array_equal(roll_shifts(3, 144, seed=5, epoch=0, batch=0), first)
+
+
+def test_roll_augmentation_is_for_training_batches_only():
+    with pytest.raises(ValueError, match="never augmented"):
+        PipelineConfig(shuffle=False, augment="roll")
+    with pytest.raises(ValueError, match="augment must be one of"):
+        PipelineConfig(augment="flip")

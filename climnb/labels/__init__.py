@@ -13,6 +13,8 @@ Step 1 of the workflow: raw fields (xarray) in, pixel labels (xarray) and an eve
   events to NetCDF or Zarr in one pass, in parallel, atomically;
 * :mod:`~climnb.labels.scores` - IoU, recall and precision against a known truth, and
   agreement with another detector;
+* :mod:`~climnb.labels.expert` - expert labels in the ClimateNet layout (one file per step and
+  labeller), their consensus, and a synthetic folder of them;
 * :mod:`~climnb.labels.reference` - IPART (optional extra), an independent river detector.
 
 Examples

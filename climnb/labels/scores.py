@@ -4,12 +4,19 @@ Used by the tests, the benchmark and the notebook on synthetic data, whose ``tru
 from the generator's own event geometry.
 
 * IoU of a class: pixels labelled that class in both, over pixels labelled it in either,
-  summed over all time steps.
+  summed over all time steps. A class absent from both masks has no IoU (0 / 0): it is NaN,
+  and a mean over classes leaves it out. This is the rule of the training and validation
+  metric (:func:`climnb.models.metrics.iou_from_confusion`, as ``tf.metrics.mean_iou`` in the
+  paper's code), so a figure means the same wherever climnb prints it.
 * Storms (class 1): a true storm is found when a detected centre lies within its radius (at
   least ``min_km``); a detected storm is right when it lies within the radius of a true one.
 * Rivers (class 2): objects are the seam-joined connected components of each mask; a true
   river is found when at least ``overlap`` of its pixels are labelled river, and a detected
   river is right when at least ``overlap`` of its pixels are river in the truth.
+* Expert labels (:func:`expert_scores`, :func:`score_files`, ``climnb score``): the IoU per
+  class of a mask against each labeller of :func:`climnb.labels.expert.open_expert` and
+  against their consensus, on the steps both have, and of each labeller against each other
+  (the inter-labeller agreement: the ceiling no detector can be blamed for missing).
 * Agreement with another detector (:func:`agreement`, e.g. IPART's rivers from
   :mod:`climnb.labels.reference`): the IoU and matched rivers above, and where the two differ:
   how much of the other's river area and of its rivers lies under a transport threshold, the
@@ -19,22 +26,61 @@ from the generator's own event geometry.
 
 from __future__ import annotations
 
+from itertools import combinations
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import xarray as xr
 from scipy import ndimage
 
+from climnb.channels import CLASS_NAMES
+from climnb.io.netcdf import coord_names, is_zarr
 from climnb.labels.components import label_components
+from climnb.labels.expert import MISSING, consensus, open_expert
 from climnb.labels.sphere import great_circle_km, is_periodic
 
-__all__ = ["iou", "storm_scores", "river_scores", "score", "agreement"]
+__all__ = [
+    "iou",
+    "class_iou",
+    "storm_scores",
+    "river_scores",
+    "score",
+    "agreement",
+    "expert_scores",
+    "score_files",
+]
 
 
 def iou(labels, truth, class_id: int) -> float:
-    """Intersection over union of ``class_id`` pixels, over all time steps."""
+    """Intersection over union of ``class_id`` pixels, over all time steps.
+
+    NaN when neither mask has the class (see the module's docstring).
+
+    >>> iou([0, 1, 1], [1, 1, 0], 1), iou([0, 0], [0, 0], 2)
+    (0.3333333333333333, nan)
+    """
     a, b = np.asarray(labels) == class_id, np.asarray(truth) == class_id
     union = np.count_nonzero(a | b)
-    return float(np.count_nonzero(a & b) / union) if union else 1.0
+    return float(np.count_nonzero(a & b) / union) if union else float("nan")
+
+
+def class_iou(labels, truth, n_classes: int = len(CLASS_NAMES)) -> tuple[np.ndarray, float]:
+    """IoU of every class ``0 .. n_classes - 1`` and their mean, NaN classes left out.
+
+    >>> per_class, mean = class_iou([0, 1, 1, 0], [0, 1, 0, 0])
+    >>> per_class.round(3).tolist(), round(mean, 3)
+    ([0.667, 0.5, nan], 0.583)
+    """
+    a = np.asarray(labels).ravel().astype(np.int64)
+    b = np.asarray(truth).ravel().astype(np.int64)
+    cm = np.bincount(a * n_classes + b, minlength=n_classes**2).reshape(n_classes, n_classes)
+    tp = np.diag(cm)
+    union = cm.sum(axis=0) + cm.sum(axis=1) - tp
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_class = np.where(union > 0, tp / np.maximum(union, 1), np.nan)
+    present = ~np.isnan(per_class)
+    return per_class, float(per_class[present].mean()) if present.any() else float("nan")
 
 
 def storm_scores(found: pd.DataFrame, true: pd.DataFrame, *, min_km: float = 300.0) -> dict:
@@ -188,3 +234,158 @@ def agreement(
         "recall_strong": _ratio(found_strong, n_strong),
         "only_ours_absorbed": absorbed_share,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Scores against expert labels (ClimateNet layout)
+# ---------------------------------------------------------------------------------------------
+
+#: Columns of the table :func:`expert_scores` returns.
+EXPERT_COLUMNS = ("compared", "against", "steps", *CLASS_NAMES, "mean")
+
+#: Variables :func:`score_files` looks for in the mask file, in this order.
+MASK_VARIABLES = ("prediction", "labels", "LABELS", "truth")
+
+
+def _row(compared: str, against: str, a: np.ndarray, b: np.ndarray) -> dict:
+    per_class, mean = class_iou(a, b)
+    return {
+        "compared": compared,
+        "against": against,
+        "steps": len(a),
+        **dict(zip(CLASS_NAMES, per_class.tolist(), strict=True)),
+        "mean": mean,
+    }
+
+
+def expert_scores(
+    mask: xr.DataArray,
+    expert: xr.Dataset,
+    *,
+    rules: tuple[str, ...] = ("majority",),
+    name: str = "mask",
+) -> pd.DataFrame:
+    """IoU per class of ``mask`` against each labeller and their consensus, and of the
+    labellers against each other.
+
+    Parameters
+    ----------
+    mask : class ids (time, lat, lon), e.g. heuristic labels or a prediction.
+    expert : :func:`climnb.labels.expert.open_expert`'s Dataset (``LABELS`` with a
+        ``labeller`` dimension).
+    rules : consensus rules to score against (``majority``, ``union``; see
+        :func:`climnb.labels.expert.consensus`).
+    name : what to call the mask in the table.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`EXPERT_COLUMNS`: one row per comparison; ``steps`` is the number of time steps
+        compared (a labeller is scored on the steps it labelled). Rows of ``name`` against
+        ``labeller N`` and against each rule come first, then ``labeller N`` against
+        ``labeller M`` (the inter-labeller agreement). IoU is NaN for a class absent from
+        both; ``mean`` leaves NaN classes out.
+
+    Raises
+    ------
+    ValueError
+        When the mask and the expert labels have no time in common or different grids.
+    """
+    mask, labels = _common_steps(mask, expert.LABELS)
+    rows = []
+    present = (labels != MISSING).all(("lat", "lon")).values  # (time, labeller)
+    names = [f"labeller {n}" for n in labels.labeller.values]
+    m = mask.values
+    for j, who in enumerate(names):
+        rows.append(_row(name, who, m[present[:, j]], labels.values[present[:, j], j]))
+    for rule in rules:
+        agreed = consensus(labels, rule)
+        if "class_id" in agreed.dims:
+            raise ValueError(f"a mask is scored against a hard consensus, not {rule!r}")
+        rows.append(_row(name, rule, m, agreed.values))
+    for j, k in combinations(range(len(names)), 2):
+        both = present[:, j] & present[:, k]
+        if both.any():
+            a, b = labels.values[both, j], labels.values[both, k]
+            rows.append(_row(names[j], names[k], a, b))
+    return pd.DataFrame(rows, columns=list(EXPERT_COLUMNS))
+
+
+def _common_steps(mask: xr.DataArray, labels: xr.DataArray):
+    mask = mask.transpose("time", "lat", "lon")
+    index = mask.indexes["time"]
+    if isinstance(index, xr.CFTimeIndex):  # CAM5's noleap calendar: its dates are real dates
+        mask = mask.assign_coords(time=index.to_datetimeindex(unsafe=True, time_unit="ns"))
+    common = np.intersect1d(mask.time.values, labels.time.values)
+    if common.size == 0:
+        raise ValueError(
+            f"no time step in common: mask {_span(mask.time)}, expert labels {_span(labels.time)}"
+        )
+    for c in ("lat", "lon"):
+        a, b = mask[c].values, labels[c].values
+        if a.shape != b.shape or not np.allclose(a, b, atol=1e-6):
+            raise ValueError(
+                f"the grids differ: mask {mask.sizes['lat']}x{mask.sizes['lon']}, expert labels "
+                f"{labels.sizes['lat']}x{labels.sizes['lon']} ({c} values)"
+            )
+    return mask.sel(time=common), labels.sel(time=common).transpose("time", "labeller", ...)
+
+
+def _span(time: xr.DataArray) -> str:
+    values = pd.DatetimeIndex(time.values)
+    return f"{values.min():%Y-%m-%d %H:%M} .. {values.max():%Y-%m-%d %H:%M}"
+
+
+def score_files(
+    mask_path,
+    expert_paths,
+    *,
+    variable: str | None = None,
+    rules: tuple[str, ...] = ("majority",),
+) -> pd.DataFrame:
+    """:func:`expert_scores` of a mask file against ClimateNet-layout files.
+
+    Parameters
+    ----------
+    mask_path : a NetCDF or Zarr file with class ids (time, lat, lon): ``climnb label``'s
+        ``labels``, ``climnb predict``'s ``prediction``, ...
+    expert_paths : the expert files (folder, glob or list; :func:`open_expert`).
+    variable : the mask's variable (default: the first of :data:`MASK_VARIABLES` it has).
+    rules : consensus rules to score against.
+
+    Raises
+    ------
+    ValueError
+        One line naming the file: no such variable, values other than 0, 1, 2, no time in
+        common, or different grids.
+    """
+    mask = _read_mask(mask_path, variable)
+    expert = open_expert(expert_paths)
+    try:
+        return expert_scores(mask, expert, rules=rules, name=Path(mask_path).name)
+    except ValueError as err:
+        raise ValueError(f"{mask_path}: {err}") from None
+
+
+def _read_mask(path, variable: str | None) -> xr.DataArray:
+    try:
+        ds = xr.open_zarr(path) if is_zarr(path) else xr.open_dataset(path)
+    except Exception as err:  # backends raise many kinds
+        raise ValueError(f"{path}: cannot be read ({type(err).__name__})") from None
+    names = [variable] if variable else [v for v in MASK_VARIABLES if v in ds]
+    if not names or names[0] not in ds:
+        wanted = variable or " or ".join(MASK_VARIABLES)
+        raise ValueError(f"{path}: has no variable {wanted} (choose one with --variable)")
+    da = ds[names[0]]
+    da = da.rename({v: k for k, v in coord_names(da).items() if v in da.dims or v in da.coords})
+    if set(da.dims) != {"time", "lat", "lon"}:
+        raise ValueError(f"{path}: {names[0]} has dimensions {da.dims}, expected time, lat, lon")
+    da = da.load()
+    values = da.values
+    bad = ~np.isin(values, np.arange(len(CLASS_NAMES)))
+    if bad.any():
+        raise ValueError(
+            f"{path}: {names[0]} holds values other than 0, 1, 2 (background, TC, AR): "
+            f"{np.unique(values[bad])[:5].tolist()}"
+        )
+    return da

@@ -1,0 +1,57 @@
+"""``climnb score``: IoU per class of a mask against expert labels (ClimateNet layout)."""
+
+from __future__ import annotations
+
+from climnb.atomic import atomic_path
+from climnb.labels.expert import CONSENSUS
+from climnb.labels.scores import MASK_VARIABLES, score_files
+from climnb.store import check_output
+
+HELP = "score a mask (labels, a prediction) against expert labels in the ClimateNet layout"
+EXAMPLE = (
+    "climnb score data/labels.nc --expert 'climatenet/data-*.nc' --csv scores.csv\n"
+    "  climnb score prediction.nc --expert climatenet/ --consensus majority union"
+)
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "mask",
+        metavar="MASK",
+        help="NetCDF or Zarr file with class ids (time, lat, lon): 0 background, 1 TC, 2 AR",
+    )
+    parser.add_argument(
+        "--expert",
+        required=True,
+        nargs="+",
+        metavar="PATH",
+        help="expert label files data-YYYY-MM-DD-HH-1_N.nc (N: the labeller): a folder, glob "
+        "pattern(s) or files; scored on the time steps they share with MASK",
+    )
+    parser.add_argument(
+        "--variable",
+        help=f"the mask's variable (default: the first of {', '.join(MASK_VARIABLES)})",
+    )
+    parser.add_argument(
+        "--consensus",
+        nargs="+",
+        choices=[c for c in CONSENSUS if c != "mean"],
+        default=["majority"],
+        help="consensus of the labellers to score against too (default: majority; a tie goes "
+        "to background)",
+    )
+    parser.add_argument("--csv", help="also write the table to this CSV file")
+
+
+def run(args) -> int:
+    if args.csv:
+        check_output(args.csv, inputs=[args.mask], option="--csv")
+    table = score_files(args.mask, args.expert, variable=args.variable, rules=tuple(args.consensus))
+    print(
+        "IoU per class (NaN: the class is in neither mask; left out of the mean)\n"
+        + table.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="NaN")
+    )
+    if args.csv:
+        with atomic_path(args.csv) as tmp:
+            table.to_csv(tmp, index=False)
+    return 0
