@@ -120,6 +120,7 @@ def _sample_files(paths: Sequence[PathLike]) -> list[tuple[Path, str | None]]:
     for p in map(Path, paths):
         if p.is_dir():
             ss = SampleSet.open(p)
+            ss.check_complete()  # a manifest is a promise: every file it lists is read
             parts = [(ss.manifest(s), ss.files(s)) for s in ss.splits or (None,)]
         else:
             parts = [(SampleSet(p.parent).manifest(), [p])]
@@ -224,7 +225,44 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 _MODEL_LOCK = threading.Lock()  # dask threads share a bundle: build each grid's network once
 
 
-def predict_batch(bundle: Bundle, x: np.ndarray, *, probabilities: bool = False) -> np.ndarray:
+def check_ranges(bundle: Bundle, x: np.ndarray, *, where: str) -> None:
+    """Refuse fields far outside the range their channel had in training: ``x`` (..., channels)
+    whose median of a channel lies more than the training range's width below its minimum or
+    above its maximum. That is a unit mistake (PSL in hPa for Pa, T in deg C for K), which
+    the network would otherwise turn silently into nonsense classes.
+
+    >>> import numpy as np
+    >>> b = type("B", (), {"channels": ("PSL",), "minval": np.array([96000.0]),
+    ...                    "maxval": np.array([104000.0])})()
+    >>> check_ranges(b, np.full((1, 2, 2, 1), 101000.0), where="x")
+    >>> check_ranges(b, np.full((1, 2, 2, 1), 1010.0), where="x")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    climnb.bundle.BundleError: x: variable PSL has values 1010..1010 (median 1010), far ...
+    """
+    flat = np.asarray(x).reshape(-1, len(bundle.channels))
+    for i, (name, lo, hi) in enumerate(
+        zip(bundle.channels, bundle.minval, bundle.maxval, strict=True)
+    ):
+        values = flat[:, i]
+        values = values[np.isfinite(values)]
+        if not values.size:
+            continue
+        median = float(np.median(values))
+        width = max(float(hi - lo), abs(float(hi)) * 1e-3, 1e-12)
+        if lo - width <= median <= hi + width:
+            continue
+        raise BundleError(
+            f"{where}: variable {name} has values {values.min():.4g}..{values.max():.4g} "
+            f"(median {median:.4g}), far outside its training range {lo:.4g}..{hi:.4g}: wrong "
+            "units (hPa for Pa? deg C for K?); convert it, or skip this check with "
+            "--no-range-check"
+        )
+
+
+def predict_batch(
+    bundle: Bundle, x: np.ndarray, *, probabilities: bool = False, check_range: bool = True
+) -> np.ndarray:
     """Run the network over one batch ``x`` (time, lat, lon, channels) on the canonical grid.
 
     Returns class ids (time, lat, lon) uint8, or with ``probabilities`` the per-class
@@ -232,6 +270,8 @@ def predict_batch(bundle: Bundle, x: np.ndarray, *, probabilities: bool = False)
     it already ends in one). ``x`` is not changed.
     """
     x = np.array(x, np.float32)  # a copy: normalisation works in place
+    if check_range:
+        check_ranges(bundle, x, where="a batch of the input")
     n_bad = int(np.isnan(x).sum())
     if n_bad:
         log.warning("%d missing values in a batch set to the normalised minimum", n_bad)
@@ -255,6 +295,7 @@ def predict(
     batch_size: int = 4,
     probabilities: bool = False,
     grid: str = "input",
+    check_range: bool = True,
 ) -> xr.DataArray | xr.Dataset:
     """Segment every time step of ``source`` with a trained network, lazily.
 
@@ -278,6 +319,9 @@ def predict(
         attributes (for example ``latitude`` descending, ``longitude`` -180..180);
         ``"canonical"`` returns ``lat`` ascending and ``lon`` 0..360, like
         :func:`climnb.io.netcdf.normalize`.
+    check_range : refuse a channel far outside its training range (wrong units:
+        :func:`check_ranges`), on the first and last steps before any work and on every
+        batch.
 
     Returns
     -------
@@ -301,8 +345,13 @@ def predict(
     if ds.sizes["time"] == 0:
         raise BundleError(f"{_describe(source)}: the input has no time steps")
     x = _stacked(ds, bundle.channels, batch_size)
-    token = dask.base.tokenize(str(bundle.path), bundle.extra, x.name, probabilities)
-    block = functools.partial(predict_batch, bundle, probabilities=probabilities)
+    if check_range:  # before any work: the first and the last step
+        ends = sorted({0, ds.sizes["time"] - 1})
+        check_ranges(bundle, x[ends].compute(), where=_describe(source))
+    token = dask.base.tokenize(str(bundle.path), bundle.extra, x.name, probabilities, check_range)
+    block = functools.partial(
+        predict_batch, bundle, probabilities=probabilities, check_range=check_range
+    )
     if probabilities:
         probs = x.map_blocks(
             block,
