@@ -174,6 +174,13 @@ class TrainConfig:
     def __post_init__(self):
         if isinstance(self.optimizer, Mapping):
             object.__setattr__(self, "optimizer", _optimizer(self.optimizer))
+        for name, kind in (("optimizer", OptimizerConfig), ("model_overrides", Mapping)):
+            if not isinstance(getattr(self, name), kind):
+                value = getattr(self, name)
+                raise ValueError(
+                    f"{name} must be a JSON object of settings, got {value!r} "
+                    f"({type(value).__name__})"
+                )
         object.__setattr__(self, "model_overrides", dict(self.model_overrides))
         for name in _POSITIVE:
             value = getattr(self, name)
@@ -231,7 +238,7 @@ class TrainConfig:
             raise ValueError(f"unknown training settings {sorted(unknown)}; known: {sorted(names)}")
         d = dict(d)
         for key in ("split", "channels"):
-            if d.get(key) is not None:
+            if isinstance(d.get(key), (list, tuple)):
                 d[key] = tuple(d[key])
         if "data_dir" not in d:
             raise ValueError("training settings need data_dir (the sample set folder)")
