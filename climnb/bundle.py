@@ -325,5 +325,15 @@ def _rebuild(bundle: Bundle, saved, height: int, width: int):
             raise
         keras = import_keras()  # a foreign architecture: re-run its layers on a new input
         model = keras.models.clone_model(saved, input_tensors=keras.Input(shape))
-    model.set_weights(saved.get_weights())
+    try:
+        model.set_weights(saved.get_weights())
+    except ValueError:
+        trained = "x".join(str(s) for s in bundle.input_shape[:2])
+        raise BundleError(
+            f"{bundle.path}: the network cannot be rebuilt for a {height} x {width} grid: its "
+            f"weights do not fit {bundle.name}/{bundle.preset} with overrides "
+            f"{bundle.overrides or '{}'} (a bundle from before climnb recorded the model "
+            f"overrides?); predict on its training grid ({trained}) or save the bundle again "
+            "with overrides="
+        ) from None
     return model

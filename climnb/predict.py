@@ -147,14 +147,9 @@ def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
     import dask.array as dsa
 
     files = _sample_files(paths)
-    first = inspect_sample(files[0][0])
-    infos = [first] + [inspect_sample(f, shape=first.shape) for f, _ in files[1:]]
+    infos = [inspect_sample(f) for f, _ in files]
+    first = _odd_one_out(infos)
     h, w = first.shape
-    for info in infos[1:]:
-        if info.channels != first.channels:
-            raise BundleError(
-                f"{info.path}: channels {info.channels} differ from those of {first.path}"
-            )
     read = dask.delayed(_read_data, pure=True)
     data = dsa.stack(
         [
@@ -172,6 +167,25 @@ def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
     time = np.array(times, "datetime64[ns]") if all(times) else np.arange(len(infos))
     coords = {"time": time, "lat": lat, "lon": lon, "file": ("time", [str(i.path) for i in infos])}
     return xr.Dataset(variables, coords=coords)
+
+
+def _odd_one_out(infos: Sequence) -> object:
+    """A file whose grid or channels differ from those of most files is refused, naming it
+    (not the good files: the first file in name order may be the stray one); returns a
+    file of the majority."""
+    from collections import Counter
+
+    for what in ("shape", "channels"):
+        counts = Counter(getattr(i, what) for i in infos)
+        usual, n = counts.most_common(1)[0]
+        odd = next((i for i in infos if getattr(i, what) != usual), None)
+        if odd is not None:
+            word = "grid" if what == "shape" else "channels"
+            raise BundleError(
+                f"{odd.path}: {word} {getattr(odd, what)}, while {n} of the {len(infos)} sample "
+                f"files have {usual}: a file of another set among them?"
+            )
+    return infos[0]
 
 
 def _read_data(path: Path, sha256: str | None = None) -> np.ndarray:
@@ -344,10 +358,9 @@ def predict(
     ds = open_input(source, bundle.channels)
     if ds.sizes["time"] == 0:
         raise BundleError(f"{_describe(source)}: the input has no time steps")
-    x = _stacked(ds, bundle.channels, batch_size)
     if check_range:  # before any work: the first and the last step
-        ends = sorted({0, ds.sizes["time"] - 1})
-        check_ranges(bundle, x[ends].compute(), where=_describe(source))
+        check_ranges(bundle, _ends(ds, bundle.channels), where=_describe(source))
+    x = _stacked(ds, bundle.channels, batch_size)
     token = dask.base.tokenize(str(bundle.path), bundle.extra, x.name, probabilities, check_range)
     block = functools.partial(
         predict_batch, bundle, probabilities=probabilities, check_range=check_range
@@ -369,6 +382,13 @@ def predict(
         if original is not None:
             out = to_caller_grid(out, original)
     return out
+
+
+def _ends(ds: xr.Dataset, channels: Sequence[str]) -> np.ndarray:
+    """The first and last steps' channels (steps, lat, lon, channel), each step read once."""
+    steps = sorted({0, ds.sizes["time"] - 1})
+    arrays = [ds[c].isel(time=steps).data for c in channels]
+    return np.stack([np.asarray(a, np.float32) for a in dask.compute(*arrays)], axis=-1)
 
 
 def _describe(source) -> str:
