@@ -147,15 +147,6 @@ def run(args) -> int:
             )
 
     result = train(config, on_record=progress)
-    if result.finished_before:
-        if result.rank == 0:
-            print(
-                f"{config.out_dir}: this run had finished ({len(result.history)} steps); left "
-                f"as it is, nothing trained (model bundle: {result.bundle}). To train further, "
-                "raise --max-steps or --epochs; to start over, use another --out",
-                flush=True,
-            )
-        return 0
     last = result.history.iloc[-1] if len(result.history) else None
     loss = f"loss {last.loss_avg:.4f}" if last is not None else "no steps"
     print(
@@ -163,6 +154,12 @@ def run(args) -> int:
         f"weights {result.checksum[:16]}" + (" (stopped)" if result.stopped else ""),
         flush=True,
     )
+    if result.finished_before and result.rank == 0:
+        print(
+            f"{config.out_dir}: this run had finished; left as it is, nothing trained. To "
+            "train further, raise --max-steps or --epochs; to start over, use another --out",
+            flush=True,
+        )
     if result.bundle:
         print(f"model bundle: {result.bundle}")
     return 0
