@@ -78,6 +78,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
+    except OSError as err:  # a full disk fails a write that names no file: name the output
+        if err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
