@@ -7,14 +7,14 @@ For each command:
    reference, and the files where the two clean runs already differ are reported (those are
    not expected to be bit-identical, and are left out of the comparison);
 2. until ``--kills`` kills have landed (a run that ends before its kill is counted as missed
-   and another is tried, up to 3 x ``--kills`` tries): start the command into a fresh
-   folder, wait until it has begun writing (the first path appears in its folder), sleep a
-   seeded random fraction of the clean run's working time, send SIGKILL to the whole process tree (mpirun and its ranks), then run
-   the same command again to completion; a rerun refused because the folder is not empty is
-   repeated once with ``--overwrite`` (counted). ``train`` (``--chain``: its runs take
-   minutes on a loaded 2-core machine) is killed again and again in one folder, each restart
-   resuming from what the last one left, at moments drawn over a clean run's working phase
-   (counted from the process start, after the clean run's start-up time);
+   and another is tried, up to 3 x ``--kills`` tries): start the command into a fresh folder,
+   wait until it has begun writing (the first path appears in its folder), sleep a seeded
+   random fraction of the clean run's working time, send SIGKILL to the whole process tree
+   (mpirun and its ranks), then run the same command again to completion; a rerun refused
+   because the folder is not empty is repeated once with ``--overwrite`` (counted). ``train``
+   (``--chain``: its runs take minutes on a loaded 2-core machine) is killed again and again in
+   one folder, each restart resuming from what the last one left, at moments drawn over a clean
+   run's working phase (counted from the process start, after the clean run's start-up time);
    when a restart ends before its kill, that chain is complete (rerun once more to read its
    result) and the next kills start a new chain, until ``--kills`` kills have landed;
 3. compare every output's SHA-256 with the reference, and count what was left behind after
