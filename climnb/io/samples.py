@@ -414,8 +414,15 @@ def open_checked(
             yield _info(path, f, shape), f
     except SampleError:
         raise
-    except FileNotFoundError:
-        raise SampleError(f"{path}: no such file") from None
+    except FileNotFoundError as err:
+        if not path.exists():  # HDF5 says "not found" of some damaged files that exist
+            what = (
+                "a symbolic link whose target is missing" if path.is_symlink() else "no such file"
+            )
+            raise SampleError(f"{path}: {what}") from None
+        raise SampleError(
+            f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}"
+        ) from err
     except (OSError, KeyError, RuntimeError, TypeError) as err:
         raise SampleError(
             f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}"
