@@ -49,3 +49,36 @@ def test_a_failed_write_names_the_output(tmp_path):
         raise OSError(errno.ENOSPC, "No space left on device")
     assert info.value.filename == str(tmp_path / "out.bin") and info.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bundle_on_a_full_disk_names_it_and_leaves_no_scratch(tmp_path):
+    """Keras writes an ``assets`` scratch folder under the temporary directory; on a full disk
+    it stayed in /tmp. It now goes with the bundle's own temporary folder."""
+    import glob
+    import shutil
+    import tempfile
+
+    keras = pytest.importorskip("keras")
+    from climnb.bundle import save_bundle
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    full = tmp_path / "full"
+    full.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)])
+    if done.returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        inp = keras.Input((None, None, 2))
+        model = keras.Model(inp, keras.layers.Conv2D(3, 1)(inp))
+        before = set(glob.glob(os.path.join(tempfile.gettempdir(), "tmp*")))
+        with pytest.raises(OSError) as info:
+            for k in range(64):  # fill the disk: a bundle is ~20 kB
+                save_bundle(model, full / f"b{k}", channels=("a", "b"), minval=[0, 0],
+                            maxval=[1, 1], name="pointwise", preset="test", stride=1)  # fmt: skip
+        assert str(full) in str(info.value.filename)
+        after = set(glob.glob(os.path.join(tempfile.gettempdir(), "tmp*")))
+        assert not [p for p in after - before if os.path.isdir(os.path.join(p, "assets"))]
+        assert not list(full.glob(".*.tmp"))
+    finally:
+        subprocess.run(["umount", "-l", str(full)])
