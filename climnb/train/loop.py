@@ -708,7 +708,13 @@ class _Run:
     # --- saving --------------------------------------------------------------------------------
 
     def save(self, epoch: int) -> str | None:
+        """Checkpoint (rank 0 writes; every rank calls it at the same step). The batch-norm
+        statistics are averaged over the ranks first: a checkpoint holds rank 0's variables
+        only, and a run resumed from it gives them to every rank, so unsynchronised
+        statistics made a resumed run end with other statistics than an uninterrupted one
+        (``benchmarks/bench_faults.py``); synchronised, both runs hold the same state."""
         self._check_weights(epoch)
+        self.sync_statistics()
         if self.rank != 0:
             return None
         state = {
@@ -735,8 +741,7 @@ class _Run:
                     pd.DataFrame(rows).to_csv(tmp, index=False)
 
     def finish(self) -> tuple[str | None, str | None]:
-        self.sync_statistics()
-        checkpoint = self.save(self.epoch)
+        checkpoint = self.save(self.epoch)  # the statistics averaged over the ranks first
         if self.rank != 0:
             return None, None
         return checkpoint, self.write_bundle()
