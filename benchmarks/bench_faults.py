@@ -417,7 +417,7 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     kills = 3 if args.quick and args.kills == 10 else args.kills
-    n_time = 16 if args.quick else 48
+    n_time = 24 if args.quick else 48  # 16 steps were too few for the block split
     args.stage_samples = 12 if args.quick else 24
     args.stage_shape = "192x288" if args.quick else "384x576"
     args.train_steps = 3 if args.quick else 8
