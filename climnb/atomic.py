@@ -3,6 +3,11 @@
 An interrupted run therefore never leaves a half-written file under its final name, and a
 reader never sees one.
 
+Temporary names carry the writer's process id (``.NAME.PID-XXXXXXXX.tmp``), so that the
+clean-up of what killed runs left (:func:`remove_leftovers`) takes only the temporaries of
+processes that are gone, never those of a run writing the same output at this moment; a
+second run into an output that a live run is writing is refused (:class:`OutputBusy`).
+
 Examples
 --------
 >>> import tempfile, pathlib
@@ -17,12 +22,46 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "remove_leftovers"]
+__all__ = ["OutputBusy", "atomic_path", "owner_alive", "remove_leftovers", "temp_path"]
+
+
+class OutputBusy(ValueError):
+    """Another live process is writing the same output now."""
+
+
+def temp_path(path: str | os.PathLike, suffix: str = ".tmp") -> Path:
+    """A hidden temporary name beside ``path`` that records this process's id:
+    ``.NAME.PID-XXXXXXXX.tmp`` (``suffix`` ``.old`` for a displaced folder)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
+
+
+_OWNED = re.compile(r"\.(\d+)-[0-9a-f]{8}\.(tmp|old)$")
+
+
+def _owner(p: Path) -> int | None:
+    """The process id a temporary name records (``None``: an old name without one)."""
+    m = _OWNED.search(p.name)
+    return int(m.group(1)) if m else None
+
+
+def owner_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` runs on this machine (``None``: unknown, taken as gone)."""
+    if pid is None or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -35,10 +74,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = temp_path(path)
     try:
         yield tmp
         os.replace(tmp, path)
+    except OSError as err:  # a full disk fails a write that names no file: name the output
+        if err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -47,19 +90,29 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def remove_leftovers(folder: str | os.PathLike, name: str | None = None) -> list[Path]:
     """Remove what writes killed in ``folder`` left behind; returns what was removed.
 
-    That is the temporary files of :func:`atomic_path` (``.NAME.XXXXXXXX.tmp``) and the
-    temporary or displaced directories of a directory swap (``.NAME.XXXXXXXX.tmp`` /
-    ``.old``). With ``name``, only those of the output ``NAME`` (what a command about to write
-    ``folder/NAME`` may remove: another run may be writing other outputs in the same folder);
-    without it, all of them: call it so only where no other process writes into ``folder``.
+    That is the temporary files of :func:`atomic_path` (``.NAME.PID-XXXXXXXX.tmp``) and the
+    temporary or displaced directories of a directory swap (``.tmp`` / ``.old``) whose
+    owner process is gone (names without a process id, of older versions, count as gone).
+    With ``name``, only those of the output ``NAME`` (what a command about to write
+    ``folder/NAME`` may remove), and a temporary of ``NAME`` that another *live* process
+    owns raises :class:`OutputBusy`: two runs must not write one output at once. Without
+    ``name``, every dead run's temporaries in ``folder``; live ones are left alone.
     """
     folder = Path(folder)
     if not folder.is_dir():
         return []
     prefix = f".{name}." if name is not None else "."
     removed = []
-    for p in folder.iterdir():
+    for p in sorted(folder.iterdir()):
         if p.name.startswith(prefix) and p.suffix in (".tmp", ".old"):
+            pid = _owner(p)
+            if owner_alive(pid):
+                if name is not None and pid != os.getpid():
+                    raise OutputBusy(
+                        f"{folder / name}: another run (process {pid}) is writing it now "
+                        f"({p.name}); wait for it to finish, stop it, or choose another output"
+                    )
+                continue
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
             else:

@@ -17,17 +17,18 @@ saved or loaded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from climnb.atomic import temp_path
 from climnb.channels import CLASS_NAMES
 
 __all__ = ["Bundle", "BundleError", "save_bundle", "load_bundle", "MODEL_FILE", "META_FILE"]
@@ -163,12 +164,17 @@ def save_bundle(
     meta = _metadata(
         model, channels, minval, maxval, name, preset, overrides or {}, stride, extra or {}
     )
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = temp_path(path)
     tmp.mkdir(parents=True)
     try:
-        model.save(tmp / MODEL_FILE)
+        with _tempdir_in(tmp):  # Keras's own scratch (assets/) too: removed with ``tmp``
+            model.save(tmp / MODEL_FILE)
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         _replace_dir(tmp, path)
+    except OSError as err:  # a full disk: name the bundle (a failed write names nothing)
+        if err.filename is None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("saved %s/%s bundle (%d channels) to %s", name, preset, len(channels), path)
@@ -221,6 +227,20 @@ def _architecture_stride(name: str, preset: str, overrides: dict) -> int:
         ) from None
 
 
+@contextlib.contextmanager
+def _tempdir_in(folder: Path):
+    """Point :mod:`tempfile` at ``folder`` for a while: ``model.save`` writes an ``assets``
+    folder under the temporary directory and leaves it there when the save fails."""
+    import tempfile
+
+    before = tempfile.tempdir
+    tempfile.tempdir = str(folder)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
+
+
 def _replace_dir(new: Path, path: Path) -> None:
     """Move directory ``new`` to ``path``, replacing what is there."""
     if not path.exists():
@@ -228,7 +248,7 @@ def _replace_dir(new: Path, path: Path) -> None:
         return
     if not (path / META_FILE).exists() and any(path.iterdir()):
         raise BundleError(f"{path} exists and is not a model bundle; not replacing it")
-    old = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.old")
+    old = temp_path(path, ".old")
     os.replace(path, old)
     os.replace(new, path)
     shutil.rmtree(old, ignore_errors=True)
@@ -305,5 +325,15 @@ def _rebuild(bundle: Bundle, saved, height: int, width: int):
             raise
         keras = import_keras()  # a foreign architecture: re-run its layers on a new input
         model = keras.models.clone_model(saved, input_tensors=keras.Input(shape))
-    model.set_weights(saved.get_weights())
+    try:
+        model.set_weights(saved.get_weights())
+    except ValueError:
+        trained = "x".join(str(s) for s in bundle.input_shape[:2])
+        raise BundleError(
+            f"{bundle.path}: the network cannot be rebuilt for a {height} x {width} grid: its "
+            f"weights do not fit {bundle.name}/{bundle.preset} with overrides "
+            f"{bundle.overrides or '{}'} (a bundle from before climnb recorded the model "
+            f"overrides?); predict on its training grid ({trained}) or save the bundle again "
+            "with overrides="
+        ) from None
     return model

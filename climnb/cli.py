@@ -11,6 +11,7 @@ import argparse
 import errno
 import importlib
 import logging
+import os
 import pkgutil
 import sys
 
@@ -55,6 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         return int(args._run(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C: one line; temporaries go with their context managers
+        print(
+            f"climnb {args.command}: interrupted; nothing half-written was left under an output "
+            "name (run the same command again to resume where it can)",
+            file=sys.stderr,
+        )
+        return 130
     except OSError as err:  # a full disk, a read-only folder, a path under a file, ...
         print(f"climnb {args.command}: error: {_os_error(err)}", file=sys.stderr)
         return 2
@@ -78,6 +86,7 @@ _OS_PROBLEMS = {
     errno.EISDIR: "is a directory; give a file name",
     errno.EEXIST: "already exists (as a file where a directory is needed?)",
     errno.ENOENT: "no such file or directory",
+    errno.ELOOP: "a loop of symbolic links (a link that points back to itself)",
 }
 
 
@@ -85,6 +94,8 @@ def _os_error(err: OSError) -> str:
     """One line naming the path and the problem of an operating-system error."""
     problem = _OS_PROBLEMS.get(err.errno, err.strerror or _one_line(err))
     paths = [p for p in (err.filename, err.filename2) if p]
+    if err.errno == errno.ENOENT and paths and os.path.islink(paths[0]):
+        problem = "a symbolic link whose target is missing (or a loop of links)"
     if not paths:
         return _one_line(err) if str(err) else problem
     return f"{' -> '.join(map(str, paths))}: {problem}"

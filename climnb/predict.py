@@ -120,6 +120,7 @@ def _sample_files(paths: Sequence[PathLike]) -> list[tuple[Path, str | None]]:
     for p in map(Path, paths):
         if p.is_dir():
             ss = SampleSet.open(p)
+            ss.check_complete()  # a manifest is a promise: every file it lists is read
             parts = [(ss.manifest(s), ss.files(s)) for s in ss.splits or (None,)]
         else:
             parts = [(SampleSet(p.parent).manifest(), [p])]
@@ -146,14 +147,9 @@ def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
     import dask.array as dsa
 
     files = _sample_files(paths)
-    first = inspect_sample(files[0][0])
-    infos = [first] + [inspect_sample(f, shape=first.shape) for f, _ in files[1:]]
+    infos = [inspect_sample(f) for f, _ in files]
+    first = _odd_one_out(infos)
     h, w = first.shape
-    for info in infos[1:]:
-        if info.channels != first.channels:
-            raise BundleError(
-                f"{info.path}: channels {info.channels} differ from those of {first.path}"
-            )
     read = dask.delayed(_read_data, pure=True)
     data = dsa.stack(
         [
@@ -171,6 +167,25 @@ def _open_samples(paths: Sequence[PathLike]) -> xr.Dataset:
     time = np.array(times, "datetime64[ns]") if all(times) else np.arange(len(infos))
     coords = {"time": time, "lat": lat, "lon": lon, "file": ("time", [str(i.path) for i in infos])}
     return xr.Dataset(variables, coords=coords)
+
+
+def _odd_one_out(infos: Sequence) -> object:
+    """A file whose grid or channels differ from those of most files is refused, naming it
+    (not the good files: the first file in name order may be the stray one); returns a
+    file of the majority."""
+    from collections import Counter
+
+    for what in ("shape", "channels"):
+        counts = Counter(getattr(i, what) for i in infos)
+        usual, n = counts.most_common(1)[0]
+        odd = next((i for i in infos if getattr(i, what) != usual), None)
+        if odd is not None:
+            word = "grid" if what == "shape" else "channels"
+            raise BundleError(
+                f"{odd.path}: {word} {getattr(odd, what)}, while {n} of the {len(infos)} sample "
+                f"files have {usual}: a file of another set among them?"
+            )
+    return infos[0]
 
 
 def _read_data(path: Path, sha256: str | None = None) -> np.ndarray:
@@ -224,7 +239,44 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 _MODEL_LOCK = threading.Lock()  # dask threads share a bundle: build each grid's network once
 
 
-def predict_batch(bundle: Bundle, x: np.ndarray, *, probabilities: bool = False) -> np.ndarray:
+def check_ranges(bundle: Bundle, x: np.ndarray, *, where: str) -> None:
+    """Refuse fields far outside the range their channel had in training: ``x`` (..., channels)
+    whose median of a channel lies more than the training range's width below its minimum or
+    above its maximum. That is a unit mistake (PSL in hPa for Pa, T in deg C for K), which
+    the network would otherwise turn silently into nonsense classes.
+
+    >>> import numpy as np
+    >>> b = type("B", (), {"channels": ("PSL",), "minval": np.array([96000.0]),
+    ...                    "maxval": np.array([104000.0])})()
+    >>> check_ranges(b, np.full((1, 2, 2, 1), 101000.0), where="x")
+    >>> check_ranges(b, np.full((1, 2, 2, 1), 1010.0), where="x")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    climnb.bundle.BundleError: x: variable PSL has values 1010..1010 (median 1010), far ...
+    """
+    flat = np.asarray(x).reshape(-1, len(bundle.channels))
+    for i, (name, lo, hi) in enumerate(
+        zip(bundle.channels, bundle.minval, bundle.maxval, strict=True)
+    ):
+        values = flat[:, i]
+        values = values[np.isfinite(values)]
+        if not values.size:
+            continue
+        median = float(np.median(values))
+        width = max(float(hi - lo), abs(float(hi)) * 1e-3, 1e-12)
+        if lo - width <= median <= hi + width:
+            continue
+        raise BundleError(
+            f"{where}: variable {name} has values {values.min():.4g}..{values.max():.4g} "
+            f"(median {median:.4g}), far outside its training range {lo:.4g}..{hi:.4g}: wrong "
+            "units (hPa for Pa? deg C for K?); convert it, or skip this check with "
+            "--no-range-check"
+        )
+
+
+def predict_batch(
+    bundle: Bundle, x: np.ndarray, *, probabilities: bool = False, check_range: bool = True
+) -> np.ndarray:
     """Run the network over one batch ``x`` (time, lat, lon, channels) on the canonical grid.
 
     Returns class ids (time, lat, lon) uint8, or with ``probabilities`` the per-class
@@ -232,6 +284,8 @@ def predict_batch(bundle: Bundle, x: np.ndarray, *, probabilities: bool = False)
     it already ends in one). ``x`` is not changed.
     """
     x = np.array(x, np.float32)  # a copy: normalisation works in place
+    if check_range:
+        check_ranges(bundle, x, where="a batch of the input")
     n_bad = int(np.isnan(x).sum())
     if n_bad:
         log.warning("%d missing values in a batch set to the normalised minimum", n_bad)
@@ -255,6 +309,7 @@ def predict(
     batch_size: int = 4,
     probabilities: bool = False,
     grid: str = "input",
+    check_range: bool = True,
 ) -> xr.DataArray | xr.Dataset:
     """Segment every time step of ``source`` with a trained network, lazily.
 
@@ -278,6 +333,9 @@ def predict(
         attributes (for example ``latitude`` descending, ``longitude`` -180..180);
         ``"canonical"`` returns ``lat`` ascending and ``lon`` 0..360, like
         :func:`climnb.io.netcdf.normalize`.
+    check_range : refuse a channel far outside its training range (wrong units:
+        :func:`check_ranges`), on the first and last steps before any work and on every
+        batch.
 
     Returns
     -------
@@ -300,9 +358,13 @@ def predict(
     ds = open_input(source, bundle.channels)
     if ds.sizes["time"] == 0:
         raise BundleError(f"{_describe(source)}: the input has no time steps")
+    if check_range:  # before any work: the first and the last step
+        check_ranges(bundle, _ends(ds, bundle.channels), where=_describe(source))
     x = _stacked(ds, bundle.channels, batch_size)
-    token = dask.base.tokenize(str(bundle.path), bundle.extra, x.name, probabilities)
-    block = functools.partial(predict_batch, bundle, probabilities=probabilities)
+    token = dask.base.tokenize(str(bundle.path), bundle.extra, x.name, probabilities, check_range)
+    block = functools.partial(
+        predict_batch, bundle, probabilities=probabilities, check_range=check_range
+    )
     if probabilities:
         probs = x.map_blocks(
             block,
@@ -320,6 +382,13 @@ def predict(
         if original is not None:
             out = to_caller_grid(out, original)
     return out
+
+
+def _ends(ds: xr.Dataset, channels: Sequence[str]) -> np.ndarray:
+    """The first and last steps' channels (steps, lat, lon, channel), each step read once."""
+    steps = sorted({0, ds.sizes["time"] - 1})
+    arrays = [ds[c].isel(time=steps).data for c in channels]
+    return np.stack([np.asarray(a, np.float32) for a in dask.compute(*arrays)], axis=-1)
 
 
 def _describe(source) -> str:

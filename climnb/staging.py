@@ -64,7 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
-from climnb.atomic import atomic_path
+from climnb.atomic import atomic_path, remove_leftovers
 from climnb.io.manifest import Entry, Manifest, sha256_file
 from climnb.io.samples import SAMPLE_GLOB, SampleError
 from climnb.io.sampleset import STATS_NAME, SampleSet, StagedSet, resolve_folder
@@ -246,8 +246,9 @@ def plan_staging(
         ("ranks_per_node", ranks_per_node),
         ("samples_per_rank", samples_per_rank),
     ):
-        if v < 1:
-            raise ValueError(f"{what} must be at least 1, got {v}")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            flag = "--" + what.replace("_", "-").replace("n-nodes", "nodes")
+            raise ValueError(f"{what} must be at least 1 (a whole number; {flag}), got {v!r}")
     rng = np.random.default_rng(seed)
     rank_files = tuple(
         tuple(
@@ -394,10 +395,13 @@ def _stage_stores(config, comm, mine, plan, source, read, progress) -> dict:
 def _list_source(config: StagingConfig) -> _Source | Exception:
     try:
         ss = SampleSet.open(config.source)
+        ss.check_complete()  # every file a manifest lists is there
+        ss.check_disjoint()  # no split shares a file name or a time step with another
         pool = "train" if ss.splits else None
         train = _rows(ss, pool)
         if not train:
             raise SampleError(f"{ss.folder(pool)}: no sample files to stage")
+        _check_draws(config, len(train), ss.folder(pool))
         validation = _rows(ss, "validation") if "validation" in ss.splits else []
         stats = Path(config.stats) if config.stats else ss.stats_path
         extra = []
@@ -416,6 +420,22 @@ def _list_source(config: StagingConfig) -> _Source | Exception:
         )
     except (SampleError, OSError, ValueError) as err:  # every rank raises it, not only rank 0
         return err
+
+
+MAX_DRAWS_PER_FILE = 1000  # a rank drawing each file this often more is surely a typo
+
+
+def _check_draws(config: StagingConfig, n_files: int, folder: Path) -> None:
+    """Refuse an absurd ``samples_per_rank`` before planning (10 million names would make a
+    manifest of hundreds of MB): more than :data:`MAX_DRAWS_PER_FILE` draws of each file."""
+    limit = MAX_DRAWS_PER_FILE * n_files
+    if config.samples_per_rank > limit:
+        raise ValueError(
+            f"--samples-per-rank (samples_per_rank) {config.samples_per_rank} draws each of the "
+            f"{n_files} training files of {folder} about "
+            f"{config.samples_per_rank // n_files} times per rank; at most {limit} "
+            f"({MAX_DRAWS_PER_FILE} per file) is allowed (the paper used 250)"
+        )
 
 
 def _rows(ss: SampleSet, split: str | None) -> list:
@@ -489,7 +509,9 @@ def _claim_stores(config, comm, mine) -> dict[tuple[int, Path], tuple[int, ...]]
             "point it at node-local storage"
         )
     for _, d in stores:
-        for p in [*d.glob(".*.tmp"), *d.glob(".stage-*-rank*")]:
+        for p in remove_leftovers(d):  # dead runs' temporaries only
+            log.info("%s: removed what a killed run left", p)
+        for p in d.glob(".stage-*-rank*"):
             with contextlib.suppress(OSError):
                 p.unlink()
                 log.info("%s: removed what a killed run left", p)

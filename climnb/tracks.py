@@ -53,7 +53,10 @@ from climnb.versions import written_by
 
 __all__ = [
     "TrackConfig",
+    "check_mask",
+    "check_times",
     "track_events",
+    "track_times",
     "track_summary",
     "tracks_to_dataset",
     "write_tracks",
@@ -183,9 +186,11 @@ def track_events(mask: xr.DataArray, config: TrackConfig | None = None) -> pd.Da
     """
     cfg = config or TrackConfig()
     mask = mask.transpose("time", "lat", "lon")
+    check_mask(mask)
     lat, lon = mask.lat.values.astype(float), mask.lon.values.astype(float)
     periodic = is_periodic(lon)
-    times = pd.DatetimeIndex(mask.time.values)
+    times = track_times(mask.time.values)
+    check_times(times)
     rows, prev, next_id = [], [], 0  # prev: (region, track id, step) of tracks to continue
     for t, time in enumerate(times):
         cur = _regions(np.asarray(mask.isel(time=t).values), lat, lon, periodic, cfg)
@@ -222,6 +227,66 @@ def track_events(mask: xr.DataArray, config: TrackConfig | None = None) -> pd.Da
     return obs
 
 
+def track_times(values) -> list:
+    """Times as objects that subtract to a ``timedelta``: pandas Timestamps, or cftime dates
+    of a model calendar (``noleap``, ``360_day``), whose own arithmetic then gives the hours."""
+    values = np.asarray(values)
+    if values.dtype.kind == "O":
+        return list(values)
+    return list(pd.DatetimeIndex(values))
+
+
+def check_times(times) -> None:
+    """Refuse repeated or decreasing times (overlapping inputs), naming the first one."""
+    seen: dict = {}
+    for i, t in enumerate(times):
+        if t in seen:
+            raise ValueError(
+                f"time {t} is repeated (steps {seen[t]} and {i}): the inputs overlap in time; "
+                "give each time step once"
+            )
+        seen[t] = i
+        if i and t < times[i - 1]:
+            raise ValueError(
+                f"times go backwards at step {i} ({times[i - 1]}, then {times[i]}): give the "
+                "inputs in time order"
+            )
+
+
+def check_mask(mask: xr.DataArray) -> None:
+    """Refuse a variable that is not a class mask: tracks need the classes 0 (background),
+    1, 2 (:data:`climnb.channels.CLASS_NAMES`) as whole numbers, as labels and predictions
+    hold them (with ``flag_values``). A field such as TMQ is refused naming its values."""
+    n = len(CLASS_NAMES)
+    values = np.asarray(mask.values)
+    if values.dtype.kind not in "iub":
+        if values.dtype.kind != "f":
+            raise ValueError(f"variable {mask.name} is {values.dtype}, not a class mask")
+        finite = np.isfinite(values)
+        whole = finite & (values == np.round(values))
+        if not whole.all():
+            bad = values[~whole].flat[0]
+            raise ValueError(
+                f"variable {mask.name} is not a class mask: it holds {bad:g} (values "
+                f"{np.nanmin(values):.4g}..{np.nanmax(values):.4g}); a mask holds the class "
+                f"numbers 0..{n - 1} (labels, truth or prediction; --variable)"
+            )
+    if values.size and (values.min() < 0 or values.max() > n - 1):
+        raise ValueError(
+            f"variable {mask.name} is not a class mask of climnb's classes: values "
+            f"{values.min():g}..{values.max():g}, expected 0..{n - 1} ({', '.join(CLASS_NAMES)})"
+        )
+
+
+def _hours(first: pd.Series, last: pd.Series) -> pd.Series:
+    if first.dtype.kind == "M":
+        return (last - first).dt.total_seconds() / 3600.0
+    return pd.Series(
+        [(b - a).total_seconds() / 3600.0 for a, b in zip(first, last, strict=True)],
+        index=first.index,
+    )
+
+
 def track_summary(obs: pd.DataFrame) -> pd.DataFrame:
     """One row per track: class, first and last time, steps, lifetime (h), distance (km),
     mean and maximum speed (km/h), where it formed and where it ended, maximum area."""
@@ -229,7 +294,7 @@ def track_summary(obs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=SUMMARY_COLUMNS, index=pd.Index([], name="track_id"))
     g = obs.sort_values(["track_id", "time"]).groupby("track_id", sort=True)
     first, last = g.first(), g.last()
-    hours = (last.time - first.time).dt.total_seconds() / 3600.0
+    hours = _hours(first.time, last.time)
     distance = g.apply(_path_km, include_groups=False)
     return pd.DataFrame(
         {
@@ -324,7 +389,7 @@ def tracks_to_dataset(obs: pd.DataFrame, *, attrs: dict | None = None) -> xr.Dat
         ),
     }
     coords = {
-        "time": ("obs", pd.DatetimeIndex(obs.time).to_numpy(), {"standard_name": "time"}),
+        "time": ("obs", _time_values(obs.time), {"standard_name": "time"}),
         "lat": (
             "obs",
             obs.lat.to_numpy(float),
@@ -348,12 +413,22 @@ def tracks_to_dataset(obs: pd.DataFrame, *, attrs: dict | None = None) -> xr.Dat
     return ds
 
 
+def _time_values(times: pd.Series) -> np.ndarray:
+    if times.dtype.kind == "O" and len(times):
+        return np.asarray(times.to_numpy(), dtype=object)  # cftime dates, their calendar kept
+    return pd.DatetimeIndex(times).to_numpy()
+
+
 def write_tracks(obs: pd.DataFrame, path: str | os.PathLike, *, attrs: dict | None = None) -> Path:
     """Write the tracks as a CF trajectory NetCDF file (:func:`tracks_to_dataset`), atomically."""
     path = Path(path)
     ds = tracks_to_dataset(obs, attrs=attrs)
+    encoding = {"units": "hours since 1970-01-01", "dtype": "f8"}
+    first = ds.time.values[0] if ds.sizes["obs"] else None
+    if getattr(first, "calendar", None):  # a model calendar: kept as it is
+        encoding["calendar"] = first.calendar
     with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp, encoding={"time": {"units": "hours since 1970-01-01", "dtype": "f8"}})
+        ds.to_netcdf(tmp, encoding={"time": encoding})
     return path
 
 
@@ -368,7 +443,7 @@ def read_tracks(path: str | os.PathLike) -> pd.DataFrame:
         obs = pd.DataFrame(
             {
                 "track_id": ids,
-                "time": pd.DatetimeIndex(ds.time.values),
+                "time": _time_values(pd.Series(ds.time.values)),
                 "class_id": classes,
                 "class_name": [CLASS_NAMES[k] for k in classes],
                 "lat": ds.lat.values,

@@ -938,6 +938,442 @@ def _(c):
     return ["demo", "--notebooks", nb, "--reports", c.p("reports"), "--only", "99"]
 
 
+# --- round 3 (issue 25): leakage, calendars, repeated times, promises of manifests, units,
+# types, busy outputs; each class across the commands it concerns --------------------------------
+
+LIVE_PID = 1  # init: always alive, never this process; stands for another live run
+
+
+def _live_temp(c: Ctx, name: str, suffix: str = ".tmp") -> str:
+    """The temporary a live run writing ``name`` would hold beside it."""
+    return c.text(f".{name}.{LIVE_PID}-deadbeef{suffix}", "")
+
+
+def _times(times):
+    def change(ds):
+        ds["time"] = times(ds.time.values.copy())
+        return ds
+
+    return change
+
+
+def _repeat(t):
+    t[5:9] = t[1:5]
+    return t
+
+
+def _backwards(t):
+    t[[3, 4]] = t[[4, 3]]
+    return t
+
+
+def _overlapping(c: Ctx) -> list[str]:
+    first = c.fields("a.nc", change=lambda ds: ds.isel(time=slice(0, 20)))
+    second = c.fields("b.nc", change=lambda ds: ds.isel(time=slice(15, None)))
+    return [first, second]
+
+
+def _labels_file(c: Ctx, name: str = "labels.nc", change: Callable | None = None) -> str:
+    def only_labels(ds):
+        out = ds[["truth"]].rename(truth="labels")
+        return change(out) if change else out
+
+    return c.fields(name, change=only_labels)
+
+
+def _fields_only(c: Ctx) -> str:
+    return c.fields("fields.nc", change=_drop("truth"))
+
+
+def _leak(c: Ctx, s: Path, *, by_time: bool = False) -> None:
+    """Make a sample set's validation split share a step with train (by name or by time)."""
+    from climnb.io.manifest import Manifest
+
+    if by_time:
+        t_train = next(iter(Manifest.read(s / "train").files.values())).time
+        path = s / "validation" / "manifest.json"
+        data = json.loads(path.read_text())
+        first = sorted(data["files"])[0]
+        data["files"][first]["time"] = t_train
+        path.write_text(json.dumps(data))
+        return
+    leaked = c.first(s)
+    shutil.copyfile(leaked, s / "validation" / leaked.name)
+    entry = Manifest.read(s / "train").files[leaked.name]
+    Manifest.read(s / "validation").with_files({leaked.name: entry}).write(s / "validation")
+
+
+def _delete_listed(c: Ctx, s: Path) -> str:
+    victim = sorted((s / "train").glob("data-*.h5"))[2]
+    victim.unlink()
+    return victim.name
+
+
+@case("samples-gap-negative", SAMPLESET, "--gap-hours", r">= ?0|negative")
+def _(c):
+    return _samples(c, c.fields(), c.p("samples"), "--gap-hours", "-24")
+
+
+@case("samples-gap-nan", SAMPLESET, "--gap-hours", r"finite")
+def _(c):
+    return _samples(c, c.fields(), c.p("samples"), "--gap-hours", "nan")
+
+
+@case("samples-gap-infinite", SAMPLESET, "--gap-hours", r"finite")
+def _(c):
+    return _samples(c, c.fields(), c.p("samples"), "--gap-hours", "inf")
+
+
+@case("samples-random-gap-negative", SAMPLESET, "--gap-hours", r">= ?0|negative")
+def _(c):
+    return _samples(c, c.fields(), c.p("samples"), "--split", "random", "--gap-hours", "-1")
+
+
+@case("samples-times-repeated", SAMPLESET, ("fields.nc", "2000-01-01T03"), r"same time|repeat")
+def _(c):
+    return _samples(c, c.fields(change=_times(_repeat)), c.p("samples"))
+
+
+@case("samples-inputs-overlap", SAMPLESET, ("a.nc", "b.nc"), r"overlap")
+def _(c):
+    return _samples(c, _overlapping(c), c.p("samples"))
+
+
+@case("samples-finer-than-hourly", SAMPLESET, "fields.nc", r"same hour|finer")
+def _(c):
+    def halves(t):
+        return t[0] + (t - t[0]) // 6  # 30-minute steps: two per file name
+
+    return _samples(c, c.fields(change=_times(halves)), c.p("samples"))
+
+
+@case("samples-label-file-other-times", SAMPLESET, ("labels.nc", "fields.nc"), r"same times")
+def _(c):
+    labels = _labels_file(c, change=lambda ds: ds.isel(time=slice(0, 30)))
+    return _samples(c, [_fields_only(c), labels], c.p("samples"))
+
+
+@case("samples-label-file-other-grid", SAMPLESET, ("labels.nc", "fields.nc"), r"same grid")
+def _(c):
+    labels = _labels_file(c, change=lambda ds: ds.assign_coords(lon=ds.lon + 1.25))
+    return _samples(c, [_fields_only(c), labels], c.p("samples"))
+
+
+@case("samples-label-file-alone", SAMPLESET, "labels.nc", r"channels|fields")
+def _(c):
+    return _samples(c, _labels_file(c), c.p("samples"))
+
+
+@case("samples-input-neither-fields-nor-labels", SAMPLESET, "other.nc", r"neither")
+def _(c):
+    other = c.fields("other.nc", change=lambda ds: ds[["TMQ"]].rename(TMQ="foo"))
+    return _samples(c, [c.fields(), other], c.p("samples"))
+
+
+@case("samples-labels-option-not-there", SAMPLESET, ("fields.nc", "nothere"), r"label")
+def _(c):
+    return _samples(c, c.fields(), c.p("samples"), "--labels", "nothere")
+
+
+@case("samples-out-busy", SAMPLESET, ("samples", "process 1"), r"another run")
+def _(c):
+    _live_temp(c, "samples")
+    return _samples(c, c.fields(), c.p("samples"))
+
+
+@case("samples-out-busy-partial", SAMPLESET, ("samples", "process 1"), r"another run")
+def _(c):
+    partial = Path(c.dir(".samples.0123456789abcdef.partial"))
+    (partial / ".run.json").write_text(json.dumps({"key": "x", "pid": LIVE_PID}))
+    return _samples(c, c.fields(), c.p("samples"))
+
+
+@case("stage-manifest-lists-deleted-file", SAMPLESET, "train", r"missing")
+def _(c):
+    s = c.samples()
+    _delete_listed(c, s)
+    return _stage(c, s, c.p("node{node}"))
+
+
+@case("stage-splits-share-a-file", SAMPLESET, ("train", "validation"), r"both|share")
+def _(c):
+    s = c.samples()
+    _leak(c, s)
+    return _stage(c, s, c.p("node{node}"))
+
+
+@case("stage-splits-share-a-time", SAMPLESET, ("train", "validation"), r"both|share")
+def _(c):
+    s = c.samples()
+    _leak(c, s, by_time=True)
+    return _stage(c, s, c.p("node{node}"))
+
+
+@case("stage-samples-per-rank-absurd", SAMPLESET, "--samples-per-rank", r"at most")
+def _(c):
+    argv = _stage(c, c.samples(), c.p("node{node}"))
+    argv[argv.index("--samples-per-rank") + 1] = "10000000"
+    return argv
+
+
+@case("stage-samples-per-rank-negative", SAMPLESET, "per-rank|per_rank", r"at least")
+def _(c):
+    argv = _stage(c, c.samples() / "train", c.p("node{node}"))
+    argv[argv.index("--samples-per-rank") + 1] = "-5"
+    return argv
+
+
+def _train_cfg(c: Ctx, **settings) -> list[str]:
+    cfg = {**TRAIN_CONFIG, **settings}
+    return _train(c, c.samples(), "--config", c.text("cfg.json", json.dumps(cfg)))
+
+
+@case("train-config-growth-rate-text", TRAINING, ("cfg.json", "growth_rate"), r"whole number")
+def _(c):
+    return _train_cfg(c, model_overrides={"growth_rate": "6", "initial_filters": 8})
+
+
+@case("train-config-dropout-text", TRAINING, ("cfg.json", "dropout"), r"number")
+def _(c):
+    return _train_cfg(c, model_overrides={**TRAIN_CONFIG["model_overrides"], "dropout": "0.1"})
+
+
+@case("train-config-blocks-a-number", TRAINING, ("cfg.json", "blocks"), r"list")
+def _(c):
+    return _train_cfg(c, model_overrides={**TRAIN_CONFIG["model_overrides"], "blocks": 3})
+
+
+@case("train-config-override-unknown", TRAINING, ("cfg.json", "growth"), r"no field|unknown")
+def _(c):
+    return _train_cfg(c, model_overrides={"growth": 6})
+
+
+@case("train-config-learning-rate-text", TRAINING, ("cfg.json", "learning_rate"), r"number")
+def _(c):
+    return _train_cfg(c, optimizer={"learning_rate": "1e-3"})
+
+
+@case("train-config-scale-lr-text", TRAINING, ("cfg.json", "scale_lr"), r"true or false")
+def _(c):
+    return _train_cfg(c, scale_lr="yes")
+
+
+@case("train-config-epochs-fraction", TRAINING, ("cfg.json", "epochs"), r"whole number")
+def _(c):
+    return _train_cfg(c, epochs=1.5)
+
+
+@case("train-config-split-seed-fraction", TRAINING, ("cfg.json", "split_seed"), r"whole number")
+def _(c):
+    return _train_cfg(c, split_seed=0.5)
+
+
+@case("train-config-channels-a-number", TRAINING, ("cfg.json", "channels"), r"list")
+def _(c):
+    return _train_cfg(c, channels=5)
+
+
+@case("train-learning-rate-nan", TRAINING, "--lr", r"finite")
+def _(c):
+    return _train(c, c.samples(), "--lr", "nan")
+
+
+@case("train-learning-rate-infinite", TRAINING, "--lr", r"finite")
+def _(c):
+    return _train(c, c.samples(), "--lr", "inf")
+
+
+@case("train-warmup-negative", TRAINING, "warmup", r">= ?0")
+def _(c):
+    return _train(c, c.samples(), "--warmup-steps", "-1")
+
+
+@case("train-out-read-only", TRAINING, "rofs", NO_WRITE)
+def _(c):
+    ro = c.read_only("rofs")
+    return _train(c, c.samples(), out=str(ro / "run"))
+
+
+@case("train-out-under-a-file", TRAINING, "plainfile", NOT_DIR)
+def _(c):
+    c.text("plainfile", "x\n")
+    return _train(c, c.samples(), out="plainfile/run")
+
+
+@case("train-out-busy", TRAINING, ("run", "process 1"), r"another run")
+def _(c):
+    _live_temp(c, "run")
+    return _train(c, c.samples())
+
+
+@case("train-data-manifest-lists-deleted-file", TRAINING, "train", r"missing")
+def _(c):
+    s = c.samples()
+    _delete_listed(c, s)
+    return _train(c, s)
+
+
+@case("train-data-splits-share-a-file", TRAINING, ("train", "validation"), r"both|share")
+def _(c):
+    s = c.samples()
+    _leak(c, s)
+    return _train(c, s)
+
+
+def _scaled(var: str, factor: float = 1.0, offset: float = 0.0, drop_units: bool = True):
+    def change(ds):
+        ds[var] = (ds[var] * factor + offset).astype("float32")
+        if drop_units:
+            ds[var].attrs.pop("units", None)
+        return ds
+
+    return change
+
+
+@case("predict-psl-in-hpa", PANGEO, ("fields.nc", "PSL"), r"training range|units")
+def _(c):
+    return _predict(c, c.fields(change=_scaled("PSL", 0.01)))
+
+
+@case("predict-t500-in-celsius", PANGEO, ("fields.nc", "T500"), r"training range|units")
+def _(c):
+    return _predict(c, c.fields(change=_scaled("T500", offset=-273.15)))
+
+
+@case("predict-tmq-in-grams", PANGEO, ("fields.nc", "TMQ"), r"training range|units")
+def _(c):
+    return _predict(c, c.fields(change=_scaled("TMQ", 1000.0)))
+
+
+@case("predict-sample-set-deleted-file", PANGEO, "train", r"missing")
+def _(c):
+    s = c.samples()
+    _delete_listed(c, s)
+    return _predict(c, s)
+
+
+@case("predict-out-busy", PANGEO, ("pred.nc", "process 1"), r"another run")
+def _(c):
+    _live_temp(c, "pred.nc")
+    return _predict(c, c.fields())
+
+
+@case("tracks-variable-is-a-field", PANGEO, ("fields.nc", "TMQ"), r"not a class mask")
+def _(c):
+    return _tracks(c.fields(), "--variable", "TMQ", "--out", c.p("tracks.nc"))
+
+
+@case("tracks-mask-value-7", PANGEO, ("fields.nc", "truth"), r"class mask|0\.\.2")
+def _(c):
+    return _tracks(c.fields(change=_set("truth", 7)), "--out", c.p("tracks.nc"))
+
+
+@case("tracks-mask-negative", PANGEO, ("fields.nc", "truth"), r"class mask|0\.\.2")
+def _(c):
+    return _tracks(c.fields(change=_set("truth", -1)), "--out", c.p("tracks.nc"))
+
+
+@case("tracks-mask-fraction", PANGEO, ("fields.nc", "truth"), r"class mask")
+def _(c):
+    return _tracks(c.fields(change=_set("truth", 0.5)), "--out", c.p("tracks.nc"))
+
+
+@case("tracks-variable-not-there", PANGEO, ("fields.nc", "nothere"), r"no class mask")
+def _(c):
+    return _tracks(c.fields(), "--variable", "nothere", "--out", c.p("tracks.nc"))
+
+
+@case("tracks-times-repeated", PANGEO, ("fields.nc", "2000-01-01 03:00:00"), r"repeated")
+def _(c):
+    return _tracks(c.fields(change=_times(_repeat)), "--out", c.p("tracks.nc"))
+
+
+@case("tracks-inputs-overlap", PANGEO, ("a.nc", "b.nc"), r"repeated|overlap")
+def _(c):
+    return _tracks(*_overlapping(c), "--out", c.p("tracks.nc"))
+
+
+@case("tracks-times-backwards", PANGEO, "fields.nc", r"backwards|order")
+def _(c):
+    return _tracks(c.fields(change=_times(_backwards)), "--out", c.p("tracks.nc"))
+
+
+@case("tracks-out-busy", PANGEO, ("tracks.nc", "process 1"), r"another run")
+def _(c):
+    _live_temp(c, "tracks.nc")
+    return _tracks(c.fields(), "--out", c.p("tracks.nc"))
+
+
+@case("tracks-csv-busy", PANGEO, ("tracks.csv", "process 1"), r"another run")
+def _(c):
+    _live_temp(c, "tracks.csv")
+    return _tracks(c.fields(), "--out", c.p("tracks.nc"), "--csv", c.p("tracks.csv"))
+
+
+@case("label-out-busy", SAMPLESET, ("labels.nc", "process 1"), r"another run")
+def _(c):
+    _live_temp(c, "labels.nc")
+    return _label(c, c.fields(), "--out", c.p("labels.nc"))
+
+
+@case("train-config-overrides-a-number", TRAINING, ("cfg.json", "model_overrides"), r"object")
+def _(c):
+    return _train_cfg(c, model_overrides=5)
+
+
+@case("train-config-optimizer-text", TRAINING, ("cfg.json", "optimizer"), r"object")
+def _(c):
+    return _train_cfg(c, optimizer="adam")
+
+
+@case("train-config-threads-text", TRAINING, ("cfg.json", "threads"), r"whole number")
+def _(c):
+    return _train_cfg(c, threads="2")
+
+
+@case("train-config-keep-checkpoints-text", TRAINING, ("cfg.json", "keep_checkpoints"), "whole")
+def _(c):
+    return _train_cfg(c, keep_checkpoints="2")
+
+
+@case("train-config-learning-rate-nan", TRAINING, ("cfg.json", "learning_rate"), r"finite")
+def _(c):
+    return _train_cfg(c, optimizer={"learning_rate": float("nan")})
+
+
+@case(
+    "train-config-class-weighting-number", TRAINING, ("cfg.json", "class_weighting"), "text|one of"
+)
+def _(c):
+    return _train_cfg(c, class_weighting=3)
+
+
+@case("train-config-split-a-number", TRAINING, ("cfg.json", "split"), r"list")
+def _(c):
+    return _train_cfg(c, split=0.8)
+
+
+@case("predict-last-file-in-hpa", PANGEO, ("b.nc", "PSL"), r"training range|units")
+def _(c):
+    first = c.fields("a.nc", change=lambda ds: ds.isel(time=slice(0, 20)))
+    change = _scaled("PSL", 0.01)
+    second = c.fields("b.nc", change=lambda ds: change(ds.isel(time=slice(20, None))))
+    return _predict(c, first, second)
+
+
+@case("samples-label-file-times-repeated", SAMPLESET, ("labels.nc", "fields.nc"), r"same times")
+def _(c):
+    labels = _labels_file(c, change=_times(_repeat))
+    return _samples(c, [_fields_only(c), labels], c.p("samples"))
+
+
+@case("samples-labels-given-twice", SAMPLESET, "labels.nc", r"overlap|twice")
+def _(c):
+    first = _labels_file(c)
+    second = _labels_file(c, "labels2.nc")
+    return _samples(c, [_fields_only(c), first, second], c.p("samples"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Running and judging
 # ---------------------------------------------------------------------------------------------

@@ -34,6 +34,13 @@ def add_arguments(parser):
     parser.add_argument(
         "--workers", type=int, default=2, help="batches read and segmented at once (default 2)"
     )
+    parser.add_argument(
+        "--no-range-check",
+        dest="check_range",
+        action="store_false",
+        help="accept channels far outside their training range (refused by default: wrong "
+        "units, such as PSL in hPa, would give nonsense classes)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -53,7 +60,13 @@ def run(args) -> int:
     out = check_output(args.out, inputs)  # before any work: nothing is read or written yet
     remove_leftovers(out.parent, out.name)  # what a killed earlier run of this output left
     bundle = load_bundle(args.model)
-    result = predict(bundle, inputs, batch_size=args.batch_size, probabilities=args.probabilities)
+    result = predict(
+        bundle,
+        inputs,
+        batch_size=args.batch_size,
+        probabilities=args.probabilities,
+        check_range=args.check_range,
+    )
     ds = result if isinstance(result, xr.Dataset) else result.to_dataset()
     encoding = {"prediction": {"dtype": "u1", "zlib": True}}
     if "probability" in ds:

@@ -1,7 +1,11 @@
 """``climnb samples``: write a DeepCAM-style sample set (split folders, stats.h5, manifests)."""
 
 HELP = "write one HDF5 sample file per time step (train/validation/test), manifests and stats.h5"
-EXAMPLE = "climnb samples --input data/toy/fields.nc --out data/toy/samples --seed 0"
+EXAMPLE = (
+    "climnb samples --input data/toy/fields.nc --out data/toy/samples --seed 0\n"
+    "  climnb samples --input fields.nc labels.nc --out samples   "
+    "(labels.nc from `climnb label fields.nc --out labels.nc`)"
+)
 
 
 def add_arguments(parser):
@@ -9,7 +13,9 @@ def add_arguments(parser):
         "--input",
         required=True,
         nargs="+",
-        help="NetCDF file(s) or glob with the 16 channels and a label variable",
+        help="NetCDF file(s) or glob with the 16 channels and a label variable; or the fields "
+        "plus the file(s) `climnb label` wrote from them (labels only: recognised and merged "
+        "by time)",
     )
     parser.add_argument(
         "--out",
@@ -40,24 +46,29 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    import math
     from pathlib import Path
 
     from tqdm.auto import tqdm
 
-    from climnb.io.netcdf import expand_paths, open_dataset
+    from climnb.io.netcdf import expand_paths
     from climnb.io.samples import SampleError
-    from climnb.io.sampleset import check_output, write_sample_set
+    from climnb.io.sampleset import check_output, open_inputs, write_sample_set
 
+    if not math.isfinite(args.gap_hours) or args.gap_hours < 0:
+        raise ValueError(
+            f"--gap-hours must be a finite number of hours >= 0, got {args.gap_hours}: a "
+            "negative gap would put the same time steps in two sets"
+        )
+    if args.run < 0:
+        raise ValueError(f"--run must be >= 0 (the N of data-...-N.h5), got {args.run}")
     out = Path(args.out)
     files = [Path(f).resolve() for f in expand_paths(args.input)]
     check_output(out, overwrite=args.overwrite, inputs=files, option="--out")  # before any work
     twice = next((f for i, f in enumerate(files) if f in files[:i]), None)
     if twice is not None:  # its time steps would clash
         raise SampleError(f"{twice}: given twice in --input (the same time steps twice)")
-    ds = open_dataset(args.input)  # lazily, one time step per chunk
-    name = args.labels or next((v for v in ("labels", "truth") if v in ds), None)
-    if name is None or name not in ds:
-        raise SampleError(f"{args.input}: no label variable ({args.labels or 'labels or truth'})")
+    ds, name = open_inputs(files, args.labels)  # lazily; a label file merged by time
     n = ds.sizes["time"]
     # files written, then training files summarised (the split decides how many of those)
     with tqdm(unit="file", desc="write + summarise", disable=args.no_progress or None) as bar:

@@ -23,7 +23,14 @@ def run(args) -> int:
 
     from climnb.atomic import atomic_path, remove_leftovers
     from climnb.store import check_output, expand, open_fields
-    from climnb.tracks import track_events, track_summary, write_tracks
+    from climnb.tracks import (
+        check_mask,
+        check_times,
+        track_events,
+        track_summary,
+        track_times,
+        write_tracks,
+    )
 
     inputs = expand(args.inputs)
     out = check_output(args.out, inputs)
@@ -40,6 +47,11 @@ def run(args) -> int:
             f"{', '.join(map(str, ds.data_vars)) or 'no variables'}"
         )
     mask = ds[name].load()
+    try:
+        check_mask(mask)
+        check_times(track_times(mask.time.values))
+    except ValueError as err:
+        raise ValueError(f"{_owners(inputs, err)}: {err}") from None
     tracks = track_events(mask)
     write_tracks(tracks, out, attrs={"source": f"climnb tracks of {name} in {inputs[0]}"})
     if args.csv:
@@ -54,3 +66,21 @@ def run(args) -> int:
         f"longest {summary.lifetime_h.max() if len(summary) else 0:.0f} h"
     )
     return 0
+
+
+def _owners(inputs, err: ValueError) -> str:
+    """The input files a message is about: for a repeated time, the files that hold it."""
+    import re
+
+    from climnb.store import open_fields
+    from climnb.tracks import track_times
+
+    found = re.match(r"time (.+?) is repeated", str(err))
+    if found is None or len(inputs) < 2:
+        return ", ".join(map(str, inputs))
+    holders = []
+    for f in inputs:
+        with open_fields([f]) as part:
+            if found.group(1) in {str(t) for t in track_times(part.time.values)}:
+                holders.append(str(f))
+    return ", ".join(holders or map(str, inputs))

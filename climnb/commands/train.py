@@ -154,6 +154,12 @@ def run(args) -> int:
         f"weights {result.checksum[:16]}" + (" (stopped)" if result.stopped else ""),
         flush=True,
     )
+    if result.finished_before and result.rank == 0:
+        print(
+            f"{config.out_dir}: this run had finished; left as it is, nothing trained. To "
+            "train further, raise --max-steps or --epochs; to start over, use another --out",
+            flush=True,
+        )
     if result.bundle:
         print(f"model bundle: {result.bundle}")
     return 0

@@ -104,30 +104,83 @@ class SampleInfo:
 
 
 def sample_name(time, run: int = 1) -> str:
-    """DeepCAM file name for a sample at ``time`` (anything numpy/pandas read as a time).
+    """DeepCAM file name for a sample at ``time`` (anything numpy/pandas read as a time, or
+    a cftime date of a model calendar such as ``360_day``, whose 2000-02-30 numpy refuses).
 
     >>> sample_name("2106-05-06T03:00", run=2)
     'data-2106-05-06-03-2.h5'
+    >>> import cftime
+    >>> sample_name(cftime.Datetime360Day(2000, 2, 30, 6))
+    'data-2000-02-30-06-1.h5'
     """
+    return f"data-{iso_hour(time).replace('T', '-')}-{run}.h5"
+
+
+def iso_hour(time) -> str:
+    """``YYYY-MM-DDTHH`` of ``time`` (numpy, pandas, text, or a cftime date)."""
+    if hasattr(time, "calendar") and hasattr(time, "strftime"):  # cftime: any calendar
+        return f"{time.year:04d}-{time.month:02d}-{time.day:02d}T{time.hour:02d}"
     t = np.datetime64(str(time) if not isinstance(time, np.datetime64) else time, "h")
-    day, hour = str(t).split("T")
-    return f"data-{day}-{hour[:2]}-{run}.h5"
+    return str(t)[:13]
+
+
+def iso_time(time) -> str | None:
+    """ISO 8601 text of ``time`` to the second (cftime dates too); ``None`` for ``None``."""
+    if time is None:
+        return None
+    if hasattr(time, "calendar") and hasattr(time, "isoformat"):
+        return time.isoformat(timespec="seconds") if hasattr(time, "isoformat") else str(time)
+    return str(np.datetime64(str(time) if not isinstance(time, np.datetime64) else time, "s"))
 
 
 def sample_names(ds, run: int = 1) -> list[str]:
     """File names for the time steps of ``ds``: :func:`sample_name` of each time, or, for
     data without a time coordinate (files with no time axis), ``data-step-NNNNNN-N.h5`` by
     position, so that steps never share a name.
+
+    Two steps with the same name (a time repeated, overlapping input files, or steps finer
+    than hourly) are refused, naming the input file(s) and the first repeated time.
     """
-    if "time" in ds.coords and np.issubdtype(ds.time.dtype, np.datetime64):
+    if has_dates(ds):
         names = [sample_name(t, run) for t in ds.time.values]
-    elif "time" in ds.coords and ds.time.dtype == object:  # cftime dates
-        names = [sample_name(t.strftime("%Y-%m-%dT%H"), run) for t in ds.time.values]
     else:
         names = [f"data-step-{i:06d}-{run}.h5" for i in range(ds.sizes["time"])]
-    if len(set(names)) != len(names):
-        raise SampleError("two time steps map to the same file name (finer than hourly?)")
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            j = seen[name]
+            what = (
+                "the same time twice (overlapping input files?)"
+                if str(ds.time.values[i]) == str(ds.time.values[j])
+                else "two times within the same hour (finer than hourly?)"
+            )
+            raise SampleError(
+                f"{_inputs_of(ds)}: time steps {j} and {i} ({ds.time.values[j]}, "
+                f"{ds.time.values[i]}) both map to {name}: {what}; give each time once"
+            )
+        seen[name] = i
     return names
+
+
+def has_dates(ds) -> bool:
+    """Whether ``ds`` has a ``time`` coordinate of dates (numpy or cftime)."""
+    if "time" not in ds.coords:
+        return False
+    dtype = ds.time.dtype
+    return bool(np.issubdtype(dtype, np.datetime64) or dtype.kind == "O")
+
+
+def _inputs_of(ds) -> str:
+    """The input file(s) of ``ds``, for messages."""
+    sources = ds.attrs.get("climnb_sources") or ds.encoding.get("source")
+    if not sources:
+        for v in ds.data_vars.values():
+            if v.encoding.get("source"):
+                sources = v.encoding["source"]
+                break
+    if isinstance(sources, (list, tuple)):
+        return ", ".join(map(str, sources))
+    return str(sources or "the data set")
 
 
 def check_values(path, data: np.ndarray, labels: np.ndarray) -> None:
@@ -160,9 +213,7 @@ def _check_step(ds, labels, channels, i: int, data, lab, name: str) -> None:
     """Refuse time step ``i`` of the input before it is written as ``name``: non-finite
     fields, labels that are not class indices; name the input file, the variable and the
     time."""
-    t = ds.time.values[i] if "time" in ds.coords else None
-    if isinstance(t, np.datetime64):
-        t = np.datetime64(t, "s")
+    t = iso_time(ds.time.values[i]) if has_dates(ds) else None
     when = f"time step {i}" if t is None else f"time {t}"
     when += f" (sample {name})"
     bad = ~np.isfinite(data)
@@ -222,7 +273,7 @@ def _write(path: Path, data, labels, *, channels, time, lat, lon) -> Entry:
             g.attrs["channels"] = np.array(list(channels), dtype=h5py.string_dtype())
             g.attrs["classes"] = np.array(list(CLASS_NAMES), dtype=h5py.string_dtype())
             if time is not None:
-                g.attrs["time"] = str(np.datetime64(str(time), "s"))
+                g.attrs["time"] = iso_time(time)
             if lat is not None:
                 g.create_dataset("lat", data=np.asarray(lat, np.float64))
                 g["lat"].attrs["units"] = "degrees_north"
@@ -233,7 +284,7 @@ def _write(path: Path, data, labels, *, channels, time, lat, lon) -> Entry:
         entry = Entry(
             bytes=tmp.stat().st_size,
             sha256=sha256_file(tmp),
-            time=str(np.datetime64(str(time), "s")) if time is not None else None,
+            time=iso_time(time),
             class_counts=tuple(
                 int(c) for c in np.bincount(labels.ravel(), minlength=len(CLASS_NAMES))
             ),
@@ -250,6 +301,7 @@ def write_samples(
     channels: Sequence[str] = CHANNEL_NAMES,
     progress=None,
     resume: bool = False,
+    names: Sequence[str] | None = None,
 ) -> list[Path]:
     """Write one sample file per time step of an xarray Dataset, and the folder's manifest.
 
@@ -268,6 +320,9 @@ def write_samples(
         files or entries of other names are removed, so that the folder ends as an
         uninterrupted run leaves it. The caller makes sure the steps and options are the
         same (:func:`climnb.io.sampleset.write_sample_set` keys its folder by them).
+    names : the file names of the steps (default :func:`sample_names`); a caller writing a
+        part of a larger data set passes the part's names in the whole, so that steps
+        without a time get names unique across the parts.
 
     Returns
     -------
@@ -283,10 +338,12 @@ def write_samples(
     labels = labels.transpose("time", "lat", "lon")
     if labels.shape != fields.shape[:3]:
         raise SampleError(f"labels have shape {labels.shape}, fields {fields.shape[:3]}")
-    names = sample_names(ds, run)
+    names = list(sample_names(ds, run) if names is None else names)
+    if len(names) != ds.sizes.get("time", 0):
+        raise SampleError(f"{out_dir}: {len(names)} names for {ds.sizes.get('time', 0)} steps")
     if not names:
         raise SampleError(f"{out_dir}: the data have no time steps, nothing to write")
-    has_time = "time" in ds.coords
+    has_time = has_dates(ds)
     lat, lon = ds.lat.values, ds.lon.values
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -357,8 +414,15 @@ def open_checked(
             yield _info(path, f, shape), f
     except SampleError:
         raise
-    except FileNotFoundError:
-        raise SampleError(f"{path}: no such file") from None
+    except FileNotFoundError as err:
+        if not path.exists():  # HDF5 says "not found" of some damaged files that exist
+            what = (
+                "a symbolic link whose target is missing" if path.is_symlink() else "no such file"
+            )
+            raise SampleError(f"{path}: {what}") from None
+        raise SampleError(
+            f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}"
+        ) from err
     except (OSError, KeyError, RuntimeError, TypeError) as err:
         raise SampleError(
             f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}"

@@ -61,11 +61,13 @@ from pathlib import Path
 
 import numpy as np
 
+from climnb.atomic import OutputBusy, owner_alive, remove_leftovers, temp_path
 from climnb.channels import CHANNEL_NAMES
 from climnb.io.manifest import MANIFEST_NAME, Entry, Manifest, ManifestError, sha256_file
 from climnb.io.samples import (
     SAMPLE_GLOB,
     SampleError,
+    has_dates,
     inspect_sample,
     sample_names,
     source_of,
@@ -82,6 +84,7 @@ __all__ = [
     "SampleSet",
     "StagedSet",
     "check_output",
+    "open_inputs",
     "resolve_folder",
     "write_sample_set",
 ]
@@ -168,7 +171,13 @@ class SampleSet:
         times = [m.files[f.name].time if m and f.name in m.files else None for f in files]
         if None in times:
             times = [inspect_sample(f).time for f in files]
-        return None if None in times else np.array(times, "datetime64[s]")
+        if None in times:
+            return None
+        try:
+            return np.array(times, "datetime64[s]")
+        except ValueError:  # a model calendar's date (2000-02-30): split by position
+            log.warning("%s: times of a model calendar; split by position", self.root)
+            return None
 
     # --- manifest, digests, verification ------------------------------------------------------
 
@@ -200,6 +209,43 @@ class SampleSet:
                     m.check(f)
                 except ManifestError as err:
                     raise SampleError(str(err)) from None
+
+    def check_complete(self, split: str | None = None) -> None:
+        """A manifest is a promise: refuse a set whose manifest lists a file that is not
+        there (deleted, renamed, moved away), naming the folder and the first missing file.
+        ``split=None``: every split."""
+        splits = [split] if split or not self.splits else list(self.splits)
+        for s in splits:
+            m = self.manifest(s)
+            if m is None:
+                continue
+            present = {f.name for f in self.files(s)}
+            gone = [n for n in m.files if n not in present]
+            if gone:
+                raise SampleError(
+                    f"{self.folder(s)}: {len(gone)} file(s) its {MANIFEST_NAME} lists are "
+                    f"missing, e.g. {gone[0]}: the set is incomplete; restore them or write "
+                    "the set again"
+                )
+
+    def check_disjoint(self) -> None:
+        """Refuse a split set whose splits share a file name or a time step (leakage between
+        training and evaluation), naming both splits and the first shared one."""
+        seen: dict[str, str] = {}
+        for s in self.splits:
+            m = self.manifest(s)
+            for f in self.files(s):
+                entry = m.files.get(f.name) if m is not None else None
+                keys = [f"file name {f.name}"]
+                if entry is not None and entry.time:
+                    keys.append(f"time {entry.time}")
+                for key in keys:
+                    if key in seen and seen[key] != s:
+                        raise SampleError(
+                            f"{self.root}: {key} is in both {seen[key]}/ and {s}/: the splits "
+                            "must not share time steps (leakage); write the set again"
+                        )
+                    seen[key] = s
 
     # --- description ----------------------------------------------------------------------------
 
@@ -439,6 +485,107 @@ def resolve_folder(pattern: PathLike, *, node: int = 0, local_rank: int = 0) -> 
         ) from None
 
 
+# --- reading the inputs of a sample set ----------------------------------------------------------
+
+LABEL_NAMES = ("labels", "truth")
+
+
+def open_inputs(files: Sequence[PathLike], labels: str | None = None):
+    """Open the inputs of a sample set lazily: ``(dataset, label variable name)``.
+
+    ``files`` are field files (the channels, maybe with a label variable) and, optionally,
+    label files (a label variable and none of the channels: what ``climnb label`` writes from
+    the same fields), recognised by their variables. Label files are joined to the fields by
+    time: the same times and the same grid, or the input is refused naming both files.
+    Field files that share a time step are refused, naming both files and the first repeated
+    time. ``labels``: the label variable (default ``labels``, else ``truth``).
+    """
+    from climnb.io.netcdf import open_dataset
+
+    files = [str(f) for f in files]
+    fields, masks, kinds = [], [], {}
+    for f in files:
+        part = open_dataset(f)
+        has_channels = any(c in part.data_vars for c in CHANNEL_NAMES)
+        label = _label_name(part, labels)
+        if has_channels:
+            fields.append(f)
+        elif label is not None:
+            masks.append(f)
+        else:
+            raise SampleError(
+                f"{f}: holds neither channels ({', '.join(CHANNEL_NAMES[:3])}, ...) nor a label "
+                f"variable ({labels or ' or '.join(LABEL_NAMES)}); it has "
+                f"{', '.join(map(str, part.data_vars)) or 'no variables'}"
+            )
+        kinds[f] = part
+    if not fields:
+        raise SampleError(f"{', '.join(files)}: no input holds the channels; give the fields too")
+    _check_overlap(fields, kinds)
+    _check_overlap(masks, kinds)
+    ds = kinds[fields[0]] if len(fields) == 1 else open_dataset(fields)
+    if masks:
+        mask = kinds[masks[0]] if len(masks) == 1 else open_dataset(masks)
+        name = _label_name(mask, labels)
+        _check_same_steps(ds, mask, fields, masks)
+        var = mask[name]
+        ds = ds.assign({name: (var.dims, var.data, var.attrs)})
+        log.info("labels %s of %s joined to the fields by time", name, ", ".join(masks))
+    else:
+        name = _label_name(ds, labels)
+    if name is None:
+        raise SampleError(
+            f"{', '.join(fields)}: no label variable ({labels or ' or '.join(LABEL_NAMES)}); "
+            "give the labels file too (climnb label FIELDS --out labels.nc; climnb samples "
+            "--input FIELDS labels.nc ...)"
+        )
+    ds.attrs["climnb_sources"] = files
+    return ds, name
+
+
+def _label_name(ds, labels: str | None) -> str | None:
+    names = (labels,) if labels else LABEL_NAMES
+    return next((n for n in names if n in ds.data_vars), None)
+
+
+def _times_text(ds) -> list[str]:
+    return [str(t) for t in ds.time.values] if "time" in ds.coords else []
+
+
+def _check_overlap(files: Sequence[str], parts: dict) -> None:
+    """Refuse files that share a time step, naming both files and the first repeated time."""
+    seen: dict[str, str] = {}
+    for f in files:
+        for t in _times_text(parts[f]):
+            if t in seen and seen[t] != f:
+                raise SampleError(
+                    f"{seen[t]} and {f} both hold time {t}: the inputs overlap in time "
+                    "(each time step must come from one file)"
+                )
+            seen.setdefault(t, f)
+
+
+def _check_same_steps(ds, mask, fields: Sequence[str], masks: Sequence[str]) -> None:
+    """The label file(s) must have the fields' times and grid."""
+    a, b = _times_text(ds), _times_text(mask)
+    where = f"{', '.join(masks)} (labels) and {', '.join(fields)} (fields)"
+    if a != b:
+        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+        detail = (
+            f"{len(b)} and {len(a)} time steps"
+            if first is None
+            else f"time step {first} is {b[first]} and {a[first]}"
+        )
+        raise SampleError(f"{where} do not have the same times: {detail}")
+    for c in ("lat", "lon"):
+        x, y = np.asarray(ds[c].values, float), np.asarray(mask[c].values, float)
+        if x.shape != y.shape or not np.allclose(x, y, atol=1e-4):
+            raise SampleError(
+                f"{where} are not on the same grid: {c} has {y.size} values "
+                f"{y[:1].tolist()}... and {x.size} values {x[:1].tolist()}..."
+            )
+
+
 # --- writing ------------------------------------------------------------------------------------
 
 
@@ -497,8 +644,8 @@ def write_sample_set(
         raise SampleError(f"{source_of(labels)}: lacks channel(s) {', '.join(missing)}")
     if ds.sizes.get("time", 0) == 0:
         raise SampleError("the data have no time steps: nothing to write")
-    has_time = "time" in ds.coords
-    sample_names(ds, run)  # refuse clashing names before any work
+    has_time = has_dates(ds)
+    names = sample_names(ds, run)  # refuse clashing names before any work
     parts = split_steps(
         ds.time.values if has_time else None,
         n=ds.sizes["time"],
@@ -514,7 +661,8 @@ def write_sample_set(
         log.warning("%s: resuming the interrupted run in %s", out, tmp)
     try:
         tmp.mkdir(parents=True, exist_ok=True)
-        (tmp / _RUN_RECORD).write_text(json.dumps({"key": key, "out": str(out)}))
+        record = {"key": key, "out": str(out), "pid": os.getpid()}
+        (tmp / _RUN_RECORD).write_text(json.dumps(record))
         for split, idx in zip(SPLITS, parts, strict=True):
             (tmp / split).mkdir(exist_ok=True)
             if len(idx):
@@ -527,8 +675,11 @@ def write_sample_set(
                     channels=channels,
                     progress=progress,
                     resume=resume,
+                    names=[names[i] for i in idx],  # unique across the splits
                 )
-        _write_stats(SampleSet(tmp), progress)
+        written = SampleSet(tmp)
+        written.check_disjoint()  # no step in two sets, whatever the options
+        _write_stats(written, progress)
     except SampleError:  # bad input: a rerun cannot succeed with it, nothing worth keeping
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -614,6 +765,13 @@ def _partial_folder(out: Path, key: str | None, *, overwrite: bool) -> Path:
     left there is refused, or removed with ``overwrite``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     mine = out.with_name(f".{out.name}.{key[:16] if key else uuid.uuid4().hex}.partial")
+    for p in out.parent.glob(f".{out.name}.*.partial"):  # never touch a live run's folder
+        pid = _recorded(p, "pid")
+        if pid != os.getpid() and owner_alive(pid):
+            raise OutputBusy(
+                f"{out}: another run (process {pid}) is writing this sample set now ({p.name}); "
+                "wait for it to finish, stop it, or choose another --out"
+            )
     if mine.is_dir() and _recorded_key(mine) not in (key, None):
         shutil.rmtree(mine)  # a 64-bit prefix clash: never mix
     others = [p for p in out.parent.glob(f".{out.name}.*.partial") if p != mine]
@@ -630,8 +788,12 @@ def _partial_folder(out: Path, key: str | None, *, overwrite: bool) -> Path:
 
 
 def _recorded_key(folder: Path) -> str | None:
+    return _recorded(folder, "key")
+
+
+def _recorded(folder: Path, field: str):
     try:
-        return json.loads((folder / _RUN_RECORD).read_text())["key"]
+        return json.loads((folder / _RUN_RECORD).read_text())[field]
     except (OSError, ValueError, KeyError, TypeError):
         return None  # removed just before the swap, or cut short: the name identifies it
 
@@ -650,7 +812,7 @@ def _write_stats(ss: SampleSet, progress: Progress | None) -> None:
 
 def _swap(new: Path, out: Path) -> None:
     """Put folder ``new`` in place of ``out`` (two renames; the old set goes last)."""
-    old = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.old")
+    old = temp_path(out, ".old")
     if out.exists():
         os.replace(out, old)
     os.replace(new, out)
@@ -665,6 +827,7 @@ def _clean_leftovers(out: Path) -> None:
     if olds and not out.exists():
         log.warning("%s: restoring the set moved aside by an interrupted run", out)
         os.replace(olds.pop(), out)
-    for p in [*olds, *out.parent.glob(f".{out.name}.*.tmp")]:
+    for p in olds:
         with contextlib.suppress(OSError):
             shutil.rmtree(p)
+    remove_leftovers(out.parent, out.name)  # dead runs' temporaries; a live run: refused

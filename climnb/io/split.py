@@ -35,7 +35,16 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["METHODS", "SPLITS", "Split", "split_counts", "split_files", "split_steps"]
+__all__ = [
+    "METHODS",
+    "SPLITS",
+    "Split",
+    "as_datetime64",
+    "check_disjoint_steps",
+    "split_counts",
+    "split_files",
+    "split_steps",
+]
 
 log = logging.getLogger(__name__)
 
@@ -111,19 +120,26 @@ def split_steps(
     """
     if method not in METHODS:
         raise ValueError(f"split method must be one of {', '.join(METHODS)}, got {method!r}")
+    if not np.isfinite(gap_hours) or gap_hours < 0:
+        raise ValueError(
+            f"gap_hours (--gap-hours) must be a finite number of hours >= 0, got {gap_hours}: "
+            "a negative gap would put the same steps in two sets"
+        )
     if times is not None:
-        t = np.asarray(times).astype("datetime64[s]")
+        t = as_datetime64(times)
         n = t.size
     elif n is None:
         raise ValueError("give the steps' times or their number n")
     n_train, n_val, n_test = split_counts(n, fractions)
     if method == "random":
         order = np.random.default_rng(seed).permutation(n)
-        return (
+        parts = (
             np.sort(order[:n_train]),
             np.sort(order[n_train : n_train + n_val]),
             np.sort(order[n_train + n_val :]),
         )
+        check_disjoint_steps(None if times is None else t, parts)
+        return parts
     if times is None:
         log.warning("no time axis: contiguous blocks by position, without a gap between sets")
         return np.arange(n_train), np.arange(n_train, n - n_test), np.arange(n - n_test, n)
@@ -145,7 +161,47 @@ def split_steps(
             f"{gap_hours:g} h between sets (train {train.size}, validation {val.size}, test "
             f"{test.size}): give more steps, a smaller gap, or method='random'"
         )
+    parts = tuple(np.sort(order[idx]) for idx in (train, val, test))
+    check_disjoint_steps(t, parts)
     dropped = n - train.size - val.size - test.size
     if dropped:
         log.info("block split: %d step(s) in the %g h gaps left out", dropped, gap_hours)
-    return tuple(np.sort(order[idx]) for idx in (train, val, test))
+    return parts
+
+
+def as_datetime64(times: Sequence) -> np.ndarray:
+    """Times as ``datetime64[s]``; dates of a model calendar (cftime: ``noleap``,
+    ``360_day``, ...) become the same offsets from their first date, so that differences and
+    order are the calendar's own (2000-02-30 of ``360_day`` is one day before 2000-03-01).
+
+    >>> import cftime
+    >>> day = cftime.Datetime360Day
+    >>> t = [day(2000, 2, 29), day(2000, 2, 30), day(2000, 3, 1)]
+    >>> np.diff(as_datetime64(t)).astype(int).tolist()
+    [86400, 86400]
+    """
+    arr = np.asarray(times)
+    if arr.dtype != object:
+        return arr.astype("datetime64[s]")
+    if arr.size == 0:
+        return np.array([], "datetime64[s]")
+    first = min(arr.ravel())
+    seconds = [round((t - first).total_seconds()) for t in arr.ravel()]
+    start = np.datetime64(f"{first.year:04d}-01-01", "s")
+    return (start + np.array(seconds, "timedelta64[s]")).reshape(arr.shape)
+
+
+def check_disjoint_steps(times: np.ndarray | None, parts: Sequence[Sequence[int]]) -> None:
+    """Refuse a split whose sets share a step (an index, or a time): leakage between sets."""
+    seen: dict = {}
+    for name, idx in zip(SPLITS, parts, strict=False):
+        for i in np.asarray(idx, int).tolist():
+            key = ("step", i)
+            keys = [key] + ([("time", str(times[i]))] if times is not None else [])
+            for k in keys:
+                if k in seen and seen[k] != name:
+                    raise ValueError(
+                        f"{k[0]} {k[1]} is in both the {seen[k]} and the {name} set: "
+                        "the sets must not share steps"
+                    )
+                seen[k] = name

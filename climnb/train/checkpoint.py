@@ -67,9 +67,14 @@ def save_checkpoint(folder, step: int, model, optimizer, state: dict, keep: int 
     arrays = {f"w{i:05d}": w for i, w in enumerate(weights)}
     arrays.update({f"o{i:05d}": np.asarray(v) for i, v in enumerate(optimizer.variables)})
     arrays["state"] = np.frombuffer(json.dumps({**state, "step": step}).encode(), np.uint8)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+    try:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+    except OSError as err:  # a full disk: name the checkpoint (a failed write names nothing)
+        if err.filename is None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     load_checkpoint(path)  # read back before anything older goes
     for old in _all(folder)[:-keep]:
         old.unlink(missing_ok=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,7 @@ class OptimizerConfig:
     loss_scale_growth_steps: int = 2000
 
     def __post_init__(self):
+        check_types(self, "optimizer.")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.larc_mode not in LARC_MODES:
@@ -76,8 +78,12 @@ class OptimizerConfig:
             raise ValueError("boundaries and factors must have the same length")
         if list(self.boundaries) != sorted(self.boundaries):
             raise ValueError(f"boundaries must increase, got {self.boundaries}")
-        if self.learning_rate <= 0 or self.warmup_steps < 0 or self.decay_steps < 1:
-            raise ValueError("need learning_rate > 0, warmup_steps >= 0 and decay_steps >= 1")
+        if self.learning_rate <= 0:
+            raise ValueError(f"need learning_rate > 0 (--lr), got {self.learning_rate!r}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps (--warmup-steps) must be >= 0, got {self.warmup_steps}")
+        if self.decay_steps < 1:
+            raise ValueError(f"decay_steps must be at least 1, got {self.decay_steps}")
         object.__setattr__(self, "boundaries", tuple(int(b) for b in self.boundaries))
         object.__setattr__(self, "factors", tuple(float(f) for f in self.factors))
 
@@ -168,6 +174,13 @@ class TrainConfig:
     def __post_init__(self):
         if isinstance(self.optimizer, Mapping):
             object.__setattr__(self, "optimizer", _optimizer(self.optimizer))
+        for name, kind in (("optimizer", OptimizerConfig), ("model_overrides", Mapping)):
+            if not isinstance(getattr(self, name), kind):
+                value = getattr(self, name)
+                raise ValueError(
+                    f"{name} must be a JSON object of settings, got {value!r} "
+                    f"({type(value).__name__})"
+                )
         object.__setattr__(self, "model_overrides", dict(self.model_overrides))
         for name in _POSITIVE:
             value = getattr(self, name)
@@ -175,6 +188,7 @@ class TrainConfig:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be at least 1 (a whole number), got {value!r}")
+        check_types(self)
         if not isinstance(self.read_workers, int) or self.read_workers < 0:
             raise ValueError(f"read_workers must be 0 or more, got {self.read_workers!r}")
         if self.stage_first and not self.staged_dir:
@@ -185,6 +199,7 @@ class TrainConfig:
         if len(self.split) != 3 or min(self.split) < 0 or not 0.99 < sum(self.split) < 1.01:
             raise ValueError(f"split must be 3 fractions >= 0 adding up to 1, got {self.split}")
         try:  # model, preset and overrides: fail here, not after the data is read
+            check_overrides(get_config(self.model, self.preset), self.model_overrides)
             get_config(self.model, self.preset, **self.model_overrides)
         except TypeError as err:
             raise ValueError(f"model_overrides: {err}") from err
@@ -223,7 +238,7 @@ class TrainConfig:
             raise ValueError(f"unknown training settings {sorted(unknown)}; known: {sorted(names)}")
         d = dict(d)
         for key in ("split", "channels"):
-            if d.get(key) is not None:
+            if isinstance(d.get(key), (list, tuple)):
                 d[key] = tuple(d[key])
         if "data_dir" not in d:
             raise ValueError("training settings need data_dir (the sample set folder)")
@@ -243,6 +258,60 @@ _POSITIVE = (
 )
 _OPTIONAL = ("max_steps", "threads", "ranks_per_node")
 CLASS_WEIGHTINGS = ("inverse_sqrt", "deepcam", "inverse", "none")
+
+
+_KINDS = {
+    "bool": ((bool,), "true or false"),
+    "int": ((int,), "a whole number"),
+    "float": ((int, float), "a number"),
+    "str": ((str,), "text"),
+}
+
+
+def _kind(value, base: str) -> tuple[bool, str]:
+    """Whether ``value`` is of the kind ``base`` names, and the kind in words."""
+    if base.startswith(("tuple", "Sequence", "list")):
+        return isinstance(value, (tuple, list)), "a list"
+    types, words = _KINDS.get(base, ((object,), base))
+    ok = isinstance(value, types) and (base == "bool" or not isinstance(value, bool))
+    return ok, words
+
+
+def check_types(obj, prefix: str = "") -> None:
+    """Refuse a field of dataclass ``obj`` whose value is of the wrong type (``"6"`` for a
+    number, a number for a switch) or a non-finite number, naming the field."""
+    for f in dataclasses.fields(obj):
+        value, text = getattr(obj, f.name), str(f.type)
+        if value is None and "None" in text:
+            continue
+        ok, words = _kind(value, text.split("|")[0].strip())
+        if not ok:
+            raise ValueError(
+                f"{prefix}{f.name} must be {words}, got {value!r} ({type(value).__name__})"
+            )
+        if isinstance(value, float) and not math.isfinite(value):
+            flag = " (--lr)" if f.name == "learning_rate" else ""
+            raise ValueError(f"{prefix}{f.name}{flag} must be a finite number, got {value!r}")
+
+
+def check_overrides(defaults, overrides: Mapping[str, Any]) -> None:
+    """Refuse ``model_overrides`` values whose type differs from the architecture's field
+    (``{"growth_rate": "6"}``), naming the key; unknown keys are left to ``get_config``."""
+    for key, value in overrides.items():
+        if not hasattr(defaults, key):
+            continue
+        default = getattr(defaults, key)
+        base = type(default).__name__ if default is not None else None
+        if base is None:
+            continue
+        ok, words = _kind(value, base)
+        if ok and isinstance(value, float) and not math.isfinite(value):
+            ok, words = False, "a finite number"
+        if not ok:
+            raise ValueError(
+                f"model_overrides: {key} must be {words} (like {default!r}), got {value!r} "
+                f"({type(value).__name__})"
+            )
 
 
 def _choice(name: str, value, choices) -> None:

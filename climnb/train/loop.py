@@ -15,6 +15,7 @@ writes checkpoints (atomically) and, at the end, the model bundle used by :mod:`
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -28,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from climnb.atomic import atomic_path, remove_leftovers
-from climnb.bundle import save_bundle
+from climnb.atomic import atomic_path, remove_leftovers, temp_path
+from climnb.bundle import BundleError, load_bundle, save_bundle
 from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, StagedSet
 from climnb.io.stats import Stats
@@ -75,6 +76,7 @@ class TrainResult:
     stopped: bool
     checkpoint: str | None
     bundle: str | None
+    finished_before: bool = False  # the run had finished: nothing trained, nothing changed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,6 +167,8 @@ class _Data:
             train, validation = sset.files("train"), sset.files("validation")
         else:
             sset = SampleSet.open(config.data_dir)
+            sset.check_complete()  # every file a manifest lists is there
+            sset.check_disjoint()  # no step in two splits
             split = sset.split(
                 fractions=config.split, seed=config.split_seed, method=config.split_method
             )
@@ -281,13 +285,52 @@ def plan(config: TrainConfig, size: int, local_size: int | None = None) -> dict[
 
 def _check_out_dir(config: TrainConfig) -> None:
     """Refuse, before any work, a run folder that is the sample set itself (a folder inside
-    it is fine: the sample set reads only its own files)."""
-    if Path(config.out_dir).resolve() == Path(config.data_dir).resolve():
+    it is fine: the sample set reads only its own files), that is a file, or that cannot be
+    written (a read-only file system, no permission): a probe file is written and removed in
+    the run folder or, when it does not exist yet, in its nearest existing parent."""
+    out = Path(config.out_dir)
+    if out.resolve() == Path(config.data_dir).resolve():
         raise ValueError(
             f"the run folder {config.out_dir} (--out, out_dir) is the sample set "
             f"{config.data_dir} (--data, data_dir): the checkpoints, history and model would be "
             "written among the samples; give another folder"
         )
+    where = out
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        raise ValueError(
+            f"{where}: exists and is not a directory; the run folder {out} (--out, out_dir) "
+            "cannot be made there"
+        )
+    probe = temp_path(where / ".climnb-write-probe")
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+        problem = f"cannot write the run folder (--out, out_dir) there: {err.strerror}"
+        raise OSError(err.errno, problem, str(where)) from None
+
+
+@contextlib.contextmanager
+def _claim_out_dir(config: TrainConfig, rank: int):
+    """Rank 0 marks the run folder as in use for the run (``.OUT.PID-XXXX.tmp`` beside it);
+    a second live run into the same folder is refused at its start
+    (:class:`climnb.atomic.OutputBusy`), and a dead run's mark is removed."""
+    if rank != 0:
+        yield
+        return
+    out = Path(config.out_dir).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(out.parent, out.name)  # raises while another live run holds it
+    mark = temp_path(out)
+    mark.write_text(str(os.getpid()))
+    try:
+        yield
+    finally:
+        mark.unlink(missing_ok=True)
 
 
 def _reading(batches, tf):
@@ -347,6 +390,19 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
 
 def _train(config: TrainConfig, on_record: OnRecord | None) -> TrainResult:
     _check_out_dir(config)
+    with _claim_out_dir(config, _rank_hint()):
+        return _train_claimed(config, on_record)
+
+
+def _rank_hint() -> int:
+    """This process's rank before Horovod starts (launchers set it in the environment)."""
+    for var in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RANK", "SLURM_PROCID"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 0
+
+
+def _train_claimed(config: TrainConfig, on_record: OnRecord | None) -> TrainResult:
     if config.threads:  # oneDNN's OpenMP pool: must be sized before TensorFlow loads it
         os.environ.setdefault("OMP_NUM_THREADS", str(config.threads))
     tf = import_tf()
@@ -368,6 +424,8 @@ def _train(config: TrainConfig, on_record: OnRecord | None) -> TrainResult:
         data.source,
         steps,
     )
+    if run.finished:  # a rerun of a finished run: its results stay as they are
+        return run.result_as_is()
     stopped = False
     for epoch in range(run.epoch, config.epochs):
         skip = run.step_in_epoch  # resumed inside this epoch: its batches done so far
@@ -558,6 +616,45 @@ class _Run:
             self._stop_non_finite(float("nan"), epoch, what="model's weights")
 
     @property
+    def finished(self) -> bool:
+        """Resumed from the checkpoint a finished run wrote: all epochs, or ``max_steps``."""
+        return self.global_step > 0 and (self.epoch >= self.config.epochs or self.reached_max)
+
+    def result_as_is(self) -> TrainResult:
+        """The result of a finished run, without training: its bundle is left as it is when
+        it holds the last checkpoint's step, else (lost, or older) written again from it."""
+        bundle = Path(self.config.out_dir) / "model"
+        steps = _bundle_steps(bundle)
+        if self.rank == 0 and steps != self.global_step:
+            log.warning(
+                "%s: the finished run's model bundle is %s: writing it from the checkpoint of "
+                "step %d, without training",
+                self.config.out_dir,
+                "missing" if steps is None else f"of step {steps}",
+                self.global_step,
+            )
+            self.write_bundle()
+        elif self.rank == 0:
+            log.warning(
+                "%s: finished at step %d; left as it is (to train on, raise --max-steps or "
+                "--epochs, or use another --out)",
+                self.config.out_dir,
+                self.global_step,
+            )
+        good = latest(self.checkpoints)
+        return TrainResult(
+            self.rank,
+            self.size,
+            pd.DataFrame(self.records),
+            pd.DataFrame(self.validations),
+            weights_checksum(self.model),
+            False,
+            str(good) if good and self.rank == 0 else None,
+            str(bundle) if self.rank == 0 else None,
+            finished_before=True,
+        )
+
+    @property
     def reached_max(self) -> bool:
         return bool(self.config.max_steps and self.global_step >= self.config.max_steps)
 
@@ -611,7 +708,13 @@ class _Run:
     # --- saving --------------------------------------------------------------------------------
 
     def save(self, epoch: int) -> str | None:
+        """Checkpoint (rank 0 writes; every rank calls it at the same step). The batch-norm
+        statistics are averaged over the ranks first: a checkpoint holds rank 0's variables
+        only, and a run resumed from it gives them to every rank, so unsynchronised
+        statistics made a resumed run end with other statistics than an uninterrupted one
+        (``benchmarks/bench_faults.py``); synchronised, both runs hold the same state."""
         self._check_weights(epoch)
+        self.sync_statistics()
         if self.rank != 0:
             return None
         state = {
@@ -638,10 +741,13 @@ class _Run:
                     pd.DataFrame(rows).to_csv(tmp, index=False)
 
     def finish(self) -> tuple[str | None, str | None]:
-        self.sync_statistics()
-        checkpoint = self.save(self.epoch)
+        checkpoint = self.save(self.epoch)  # the statistics averaged over the ranks first
         if self.rank != 0:
             return None, None
+        return checkpoint, self.write_bundle()
+
+    def write_bundle(self) -> str:
+        """Write the model bundle ``OUT/model`` from the weights in memory (rank 0)."""
         stats, channels = self.data.stats, self.config.channels or tuple(self.data.stats.channels)
         chosen = stats.select([list(stats.channels).index(c) for c in channels])
         bundle = save_bundle(
@@ -652,9 +758,18 @@ class _Run:
             maxval=chosen.maxval,
             name=self.config.model,
             preset=self.config.preset,
+            overrides=dict(self.config.model_overrides),  # to rebuild it for another grid
             extra={"train_config": self.config.to_dict(), "steps": self.global_step},
         )
-        return checkpoint, str(bundle)
+        return str(bundle)
+
+
+def _bundle_steps(path: Path) -> int | None:
+    """The training step a bundle records (``None``: no readable bundle there)."""
+    try:
+        return int(load_bundle(path).extra.get("steps"))
+    except (BundleError, TypeError, ValueError):
+        return None
 
 
 def summarize(results: list[TrainResult]) -> pd.Series:

@@ -1,0 +1,41 @@
+"""Ctrl-C (SIGINT) in a command: one line on stderr, exit status 130, no temporary file left
+(what a rerun resumes from is kept: the sample set's folder beside OUT)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from climnb.synthetic import make_dataset
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
+def test_ctrl_c_in_samples_is_one_line_and_leaves_no_temporary(tmp_path):
+    ds, _ = make_dataset(n_time=60, seed=1)
+    ds.to_netcdf(tmp_path / "f.nc")
+    env = {**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    argv = [sys.executable, "-m", "climnb", "samples", "--input", "f.nc", "--out", "s"]
+    proc = subprocess.Popen(
+        [*argv, "--no-progress"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".s.*.partial/train/data-*.h5")) and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"finished before it could be interrupted: {proc.stderr.read()}")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    lines = [ln for ln in err.splitlines() if ln.strip() and " INFO " not in ln]
+    lines = [ln for ln in lines if " WARNING " not in ln]
+    assert proc.returncode == 130, err
+    assert len(lines) == 1 and lines[0].startswith("climnb samples: interrupted"), err
+    assert not [p for p in tmp_path.rglob("*.tmp")], "temporary files left"
+    assert not (tmp_path / "s").exists()
+    rerun = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "resuming" in rerun.stderr
