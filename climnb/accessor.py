@@ -33,7 +33,7 @@ import os
 
 import xarray as xr
 
-from climnb.io.netcdf import normalize
+from climnb.io.netcdf import input_grid, normalize
 from climnb.labels import label_dataset
 
 __all__ = ["ClimnbAccessor"]
@@ -121,7 +121,7 @@ class ClimnbAccessor:
         mask = self._ds[mask] if isinstance(mask, str) else mask
         mask = class_mask(self._ds if mask is None else mask)
         freq = frequency(self._canonical(mask).assign_attrs(mask.attrs), by)
-        return to_caller_grid(freq, self._ds)
+        return input_grid(self._ds).restore(freq)
 
     def _canonical(self, mask: xr.DataArray) -> xr.DataArray:
         """A mask on this Dataset's grid, put on the canonical grid (as the fields are)."""

@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 __all__ = ["CASES", "Case", "Golden", "Outcome", "Unavailable", "judge", "make_golden", "run_case"]
 
 # the owners' areas (branches) this session; "lead" where nobody is working on it
@@ -1372,6 +1374,72 @@ def _(c):
     first = _labels_file(c)
     second = _labels_file(c, "labels2.nc")
     return _samples(c, [_fields_only(c), first, second], c.p("samples"))
+
+
+# --- score, notebooks, kernel (lead): the commands added with issues 22 and 26 -------------------
+
+
+def _expert(c: Ctx, name: str, change: Callable | None = None) -> str:
+    """One ClimateNet-layout expert file (``LABELS`` from the golden truth, first step)."""
+
+    def to_expert(ds):
+        one = ds.isel(time=[0])
+        one["LABELS"] = one["truth"].astype("int64")
+        one = one.drop_vars("truth")
+        return change(one) if change else one
+
+    return c.fields(name, to_expert)
+
+
+@case("score-expert-without-labels", "lead", "data-2000-01-01-00-1_1.nc", r"LABELS")
+def _(c):
+    expert = _expert(c, "data-2000-01-01-00-1_1.nc", lambda ds: ds.drop_vars("LABELS"))
+    return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
+
+
+@case("score-expert-value-7", "lead", "data-2000-01-01-00-1_1.nc", r"0, 1|0/1/2|values?")
+def _(c):
+    def seven(ds):
+        ds["LABELS"][0, 0, 0] = 7
+        return ds
+
+    expert = _expert(c, "data-2000-01-01-00-1_1.nc", seven)
+    return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
+
+
+@case("score-expert-badly-named", "lead", "labels_expert.nc", r"data-YYYY|layout|name")
+def _(c):
+    return ["score", c.fields(), "--expert", _expert(c, "labels_expert.nc")]
+
+
+@case("score-no-time-in-common", "lead", "fields.nc", r"time|common|share")
+def _(c):
+    def later(ds):
+        return ds.assign_coords(time=ds.time + pd.Timedelta(days=3650))
+
+    expert = _expert(c, "data-2010-01-01-00-1_1.nc", later)
+    return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
+
+
+@case("score-mask-missing", "lead", "nothere.nc", NO_FILE)
+def _(c):
+    return ["score", c.p("nothere.nc"), "--expert", _expert(c, "data-2000-01-01-00-1_1.nc")]
+
+
+@case("notebooks-into-a-file", "lead", "afile", NOT_DIR + "|file")
+def _(c):
+    return ["notebooks", c.text("afile", "a regular file\n")]
+
+
+@case("kernel-bad-name", "lead", "--name|bad name", r"name|letters|character")
+def _(c):
+    return ["kernel", "install", "--prefix", c.p("prefix"), "--name", "bad name/../x"]
+
+
+# --- stats (issue 23): the cases live in tests/bad_input_stats.py ---------------------------------
+from bad_input_stats import STATS_CASES  # noqa: E402
+
+CASES += STATS_CASES
 
 
 # ---------------------------------------------------------------------------------------------

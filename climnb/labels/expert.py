@@ -127,7 +127,10 @@ def _read_one(path: Path, channels: Sequence[str]) -> xr.Dataset:
     try:
         ds = xr.open_dataset(path, chunks={})
     except Exception as err:  # backends raise many kinds
-        raise ValueError(f"{path}: cannot be read as NetCDF ({type(err).__name__})") from None
+        raise ValueError(
+            f"{path}: cannot be read as NetCDF (truncated, or another format?; "
+            f"{type(err).__name__})"
+        ) from None
     if "LABELS" not in ds:
         ds.close()
         raise ValueError(f"{path}: has no variable LABELS")

@@ -368,10 +368,15 @@ def score_files(
 
 
 def _read_mask(path, variable: str | None) -> xr.DataArray:
+    if not Path(path).exists():
+        raise ValueError(f"{path}: no such file or directory")
     try:
         ds = xr.open_zarr(path) if is_zarr(path) else xr.open_dataset(path)
     except Exception as err:  # backends raise many kinds
-        raise ValueError(f"{path}: cannot be read ({type(err).__name__})") from None
+        raise ValueError(
+            f"{path}: cannot be read as NetCDF or Zarr (truncated, or another format?; "
+            f"{type(err).__name__})"
+        ) from None
     names = [variable] if variable else [v for v in MASK_VARIABLES if v in ds]
     if not names or names[0] not in ds:
         wanted = variable or " or ".join(MASK_VARIABLES)
