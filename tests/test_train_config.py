@@ -124,3 +124,24 @@ def test_bad_config_files_are_named(text, message, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert str(path) in err
+
+
+def test_precision_auto_is_resolved_with_its_reason(monkeypatch):
+    from climnb.models import precision
+
+    monkeypatch.setattr(precision, "cpu_bf16_flags", lambda: ("amx_bf16",))
+    monkeypatch.setattr(precision.glob, "glob", lambda pattern: [])
+    c = TrainConfig(data_dir="x")
+    assert (c.precision, "amx_bf16" in c.precision_reason) == ("mixed_bfloat16", True)
+    monkeypatch.setattr(precision, "cpu_bf16_flags", lambda: ())
+    c = TrainConfig(data_dir="x")
+    assert c.precision == "float32" and "without native bfloat16" in c.precision_reason
+    assert TrainConfig(data_dir="x", precision="float32").precision_reason == "as requested"
+    # a saved config (resolved) reloads as it was, whatever the machine
+    assert TrainConfig.from_dict(c.to_dict()) == c
+
+
+def test_augment_is_roll_or_nothing():
+    assert TrainConfig(data_dir="x", augment="roll").augment == "roll"
+    with pytest.raises(ValueError, match="augment"):
+        TrainConfig(data_dir="x", augment="flip")

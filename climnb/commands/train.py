@@ -45,6 +45,7 @@ _FIELDS = {
     "gradient_lag": "optimizer.gradient_lag",
     "mixed_precision": "optimizer.mixed_precision",
     "precision": "precision",
+    "augment": "augment",
 }
 
 
@@ -83,8 +84,15 @@ def add_arguments(parser):
     add(
         "--precision",
         default=d,
-        choices=["float32", "mixed_bfloat16", "mixed_float16"],
-        help="compute precision (mixed_bfloat16: CPUs with AVX512_BF16/AMX; float32 weights)",
+        choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"],
+        help="compute precision, float32 weights (default auto: mixed_bfloat16 on CPUs with "
+        "AVX512_BF16/AMX, else float32; the run logs and records what it chose and why)",
+    )
+    add(
+        "--augment",
+        choices=["roll"],
+        default=d,
+        help="roll training samples by a random number of longitude columns (global grids)",
     )
     add("--checkpoint-every", type=int, default=d, help="steps between checkpoints")
     add("--keep-checkpoints", type=int, default=d, help="newest checkpoints kept")

@@ -28,6 +28,7 @@ ValueError: unknown precision 'int8'; choose one of float32, mixed_float16, mixe
 
 from __future__ import annotations
 
+import glob
 import logging
 from functools import cache
 
@@ -37,6 +38,7 @@ __all__ = [
     "cpu_bf16_flags",
     "check_bf16_support",
     "auto_precision",
+    "resolve_precision",
 ]
 
 logger = logging.getLogger(__name__)
@@ -121,3 +123,20 @@ def auto_precision(gpu_capabilities: tuple[tuple[int, int], ...] = ()) -> tuple[
     if flags:
         return "mixed_bfloat16", f"CPU with native bfloat16 ({', '.join(flags)})"
     return "float32", f"CPU without native bfloat16 (none of {', '.join(BF16_FLAGS)})"
+
+
+def resolve_precision(precision: bool | str | None) -> tuple[str, str]:
+    """``(policy name, why)`` for a requested precision; ``"auto"`` is decided here.
+
+    On a node with NVIDIA GPUs (``/dev/nvidia0`` ...), ``"auto"`` stays with float32: which
+    GPUs compute bfloat16 natively is known only once TensorFlow has started, so give
+    ``mixed_bfloat16`` yourself on Ampere or newer.
+    """
+    if str(precision).lower() != "auto":
+        return policy_name(precision), "as requested"
+    if glob.glob("/dev/nvidia[0-9]*"):
+        return "float32", (
+            "auto on a GPU node: float32 (give mixed_bfloat16 on Ampere or newer GPUs)"
+        )
+    name, why = auto_precision()
+    return name, f"auto: {why}"

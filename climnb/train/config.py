@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from climnb.models.precision import policy_name
+from climnb.models.precision import resolve_precision
 from climnb.models.presets import get_config
 
 __all__ = ["TrainConfig", "OptimizerConfig", "SCHEDULES", "LARC_MODES"]
@@ -136,9 +136,15 @@ class TrainConfig:
     read_workers : reader processes of the input pipeline per rank (0: read in-process).
     data_autotune : tf.data's autotuner in the input pipeline (off: see
         :class:`climnb.pipeline.PipelineConfig`).
-    precision : compute precision, float32 master weights: ``"float32"``, ``"mixed_bfloat16"``
-        (fast on CPUs with AVX512_BF16/AMX; no loss scaling) or ``"mixed_float16"`` (turns on
-        ``optimizer.mixed_precision``, its loss scaling); see :mod:`climnb.models.precision`.
+    precision : compute precision, float32 master weights: ``"auto"`` (the default:
+        ``"mixed_bfloat16"`` on a CPU with AVX512_BF16/AMX, else ``"float32"``; see
+        :func:`climnb.models.precision.resolve_precision`), ``"float32"``, ``"mixed_bfloat16"``
+        (no loss scaling) or ``"mixed_float16"`` (turns on ``optimizer.mixed_precision``, its
+        loss scaling). The config holds the resolved name once made.
+    precision_reason : why that precision (filled in when the config is made).
+    augment : ``"roll"``: roll each training sample (fields and labels together) by a random
+        number of longitude columns, exact on a periodic global grid
+        (:class:`climnb.pipeline.PipelineConfig`); validation is never augmented. ``None``: off.
     """
 
     data_dir: str
@@ -169,7 +175,9 @@ class TrainConfig:
     threads: int | None = None
     read_workers: int = 1
     data_autotune: bool = False
-    precision: str = "float32"
+    precision: str = "auto"
+    precision_reason: str = ""
+    augment: str | None = None
 
     def __post_init__(self):
         if isinstance(self.optimizer, Mapping):
@@ -203,7 +211,12 @@ class TrainConfig:
             get_config(self.model, self.preset, **self.model_overrides)
         except TypeError as err:
             raise ValueError(f"model_overrides: {err}") from err
-        precision, scaled = policy_name(self.precision), self.optimizer.mixed_precision
+        if self.augment not in (None, "roll"):
+            raise ValueError(f"augment must be 'roll' or null, got {self.augment!r}")
+        precision, why = resolve_precision(self.precision)
+        if not self.precision_reason or str(self.precision).lower() == "auto":
+            object.__setattr__(self, "precision_reason", why)
+        scaled = self.optimizer.mixed_precision
         if scaled and precision == "mixed_bfloat16":
             raise ValueError(
                 "precision mixed_bfloat16 needs no loss scaling: unset mixed_precision"

@@ -361,6 +361,7 @@ def _batches(files, stats, config: TrainConfig, epoch, *, shuffle=True):
         drop_remainder=shuffle,
         workers=config.read_workers,
         autotune=config.data_autotune,
+        augment=config.augment if shuffle else None,
     )
     return make_dataset(files, stats, epochs=1, start_epoch=epoch, config=pipe)
 
@@ -476,6 +477,8 @@ class _Run:
                 end_learning_rate=0.0,
                 decay_steps=max(total_steps - opt_config.warmup_steps, 1),
             )
+        if self.rank == 0:
+            log.info("precision %s (%s)", config.precision, config.precision_reason)
         self.model = build_model(
             config.model,
             data.shape,
