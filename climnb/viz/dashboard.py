@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 _CLASS_CMAP = ["#f7f7f7", CLASS_COLORS[1], CLASS_COLORS[2]]
+#: Every layer of a live plot takes its ranges from the data of the update shown.
+_FRAMEWISE = {kind: {"framewise": True} for kind in ("Curve", "Path", "Image", "Overlay")}
 
 
 def merge_published(data: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
@@ -124,24 +126,25 @@ def live_figures(pipes: dict, *, width: int = 300, height: int = 210) -> hv.Layo
     masks as images from the start), so the plots are built once and only their data and
     ranges change (``framewise``): the axes follow the data while training runs.
     """
-    opts = {"width": width, "height": height, "show_grid": True, "framewise": True}
+    opts = {"width": width, "height": height, "show_grid": True}
     opts["fontsize"] = {"legend": "7pt", "title": "10pt"}
     curves, sample = pipes["curves"], pipes["sample"]
 
     def loss(data):
-        return _live_loss(data[0]).opts(title="training loss", **opts)
+        return _live_loss(data[0]).opts(_FRAMEWISE).opts(title="training loss", **opts)
 
     def iou(data):
-        return _live_iou(data[1]).opts(title="validation IoU", ylim=(0, 1), **opts)
+        iou = _live_iou(data[1]).opts(_FRAMEWISE)
+        return iou.opts(title="validation IoU", ylim=(0, 1), **opts)
 
     def throughput(data):
-        return _throughput(data[0]).opts(title="throughput", **opts)
+        return _throughput(data[0]).opts(_FRAMEWISE).opts(title="throughput", **opts)
 
     def mask(which):
         def draw(data):
             shape = (2, 2) if data is None else np.shape(data[which])
             values = np.zeros(shape, np.uint8) if data is None else data[which]
-            return _mask(values, which).opts(width=width, height=height - 30, framewise=True)
+            return _mask(values, which).opts(_FRAMEWISE).opts(width=width, height=height - 30)
 
         return draw
 

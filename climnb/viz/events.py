@@ -61,9 +61,7 @@ TABLE_COLUMNS = (
 )
 _COLORS = {CLASS_NAMES[k]: c for k, c in CLASS_COLORS.items()}
 #: Every layer of the event map takes its ranges from the frame shown (so a selection zooms).
-_FRAMEWISE = tuple(
-    getattr(hv.opts, kind)(framewise=True) for kind in ("Image", "Path", "Points", "Overlay")
-)
+_FRAMEWISE = {kind: {"framewise": True} for kind in ("Image", "Path", "Points", "Overlay")}
 
 
 def events_from_mask(mask: xr.DataArray, *, min_pixels: int = 1) -> pd.DataFrame:
@@ -192,7 +190,7 @@ def event_map(
             if tracks is not None:
                 field = field * track_paths(tracks)
             title = f"{channel}: select an event"
-            return field.opts(*_FRAMEWISE).opts(width=width, height=height, title=title)
+            return field.opts(_FRAMEWISE).opts(width=width, height=height, title=title)
         ev = rows.iloc[index[0]]
         t = ds.indexes["time"].get_loc(pd.Timestamp(ev.time))
         sub = xr.Dataset(
@@ -211,7 +209,7 @@ def event_map(
         if tracks is not None:
             view = view * track_paths(tracks, x_range=_extent(sub.lon), y_range=_extent(sub.lat))
         view = view * marker
-        return view.opts(*_FRAMEWISE).opts(width=width, height=height, title=title)
+        return view.opts(_FRAMEWISE).opts(width=width, height=height, title=title)
 
     return table, hv.DynamicMap(draw, streams=[selection])
 

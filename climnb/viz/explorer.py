@@ -882,7 +882,8 @@ class ExplorerApp:
             height=cfg.height,
             title=f"{name}: {self.label_name} filled, {self.prediction_name} outlined",
         )
-        return (hv.Div(f"<i>{LIVE_ONLY}</i>", width=cfg.width, height=40) + maps).cols(1)
+        note = hv.Div(f"<i>{LIVE_ONLY}</i>").opts(width=cfg.width, height=40)
+        return (note + maps).cols(1)
 
     def _on_change(self, _event) -> None:
         start = thread_time()
