@@ -75,7 +75,7 @@ def test_live_plots_keep_their_structure_and_follow_the_data():
     assert loss.end >= steps.loss.max() * 0.99, "the loss axis covers every rank's loss"
     iou = [dm[()] for dm in layout][1]
     assert iou.get(0).dimension_values("IoU").tolist() == [0.2, 0.4, 0.6]
-    assert len(iou) == 4 and iou.get(1).label == "background"
+    assert len(iou) == 5 and iou.get(2).label == "background"
     assert layout[4][()].dimension_values("class").min() == 1
 
 

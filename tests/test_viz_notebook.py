@@ -36,16 +36,17 @@ def test_inline_stylesheets_replace_the_cdn_links():
 
 
 def test_holoviews_outputs_carry_their_css(monkeypatch):
-    """A DynamicMap rendered for a notebook after setup() names no CDN anywhere."""
+    """A view rendered for a notebook after setup() names no CDN anywhere."""
     import panel as pn
 
     monkeypatch.setattr(pn.config, "inline", True)
     notebook._inline_holoviews_outputs()
     notebook._inline_holoviews_outputs()  # idempotent
     dmap = hv.DynamicMap(lambda t: hv.Curve([t, t + 1]), kdims=hv.Dimension("t", values=[0, 1]))
-    data, _ = hv.renderer("bokeh").components(dmap)
-    html = json.dumps(data)
-    assert "cdn.holoviz.org" not in html and "InlineStyleSheet" in html
+    for view in (dmap, hv.Curve([1, 2])):  # live (comms) and static (embedded)
+        data, _ = hv.renderer("bokeh").components(view)
+        html = json.dumps(data)
+        assert "cdn.holoviz.org" not in html and "InlineStyleSheet" in html
 
 
 @pytest.mark.parametrize("preset", [{}, {"TF_CPP_MIN_LOG_LEVEL": "0"}], ids=["unset", "user-set"])

@@ -36,7 +36,9 @@ __all__ = [
 
 _CLASS_CMAP = ["#f7f7f7", CLASS_COLORS[1], CLASS_COLORS[2]]
 #: Every layer of a live plot takes its ranges from the data of the update shown.
-_FRAMEWISE = {kind: {"framewise": True} for kind in ("Curve", "Path", "Image", "Overlay")}
+_FRAMEWISE = {
+    kind: {"framewise": True} for kind in ("Curve", "Scatter", "Path", "Image", "Overlay")
+}
 
 
 def merge_published(data: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
@@ -179,12 +181,16 @@ def _live_loss(steps: pd.DataFrame) -> hv.Overlay:
 
 
 def _live_iou(validations: pd.DataFrame) -> hv.Overlay:
-    """Mean and per-class IoU of the first rank's validations: always the same four curves."""
+    """Mean (with dots) and per-class IoU of rank 0's validations: always the same layers."""
     if validations.empty:
         v = pd.DataFrame({"step": [], "mean_iou": []})
     else:
         v = validations[validations["rank"] == validations["rank"].min()]
-    curves = [hv.Curve((v["step"], v["mean_iou"]), "step", "IoU", label="mean").opts(color="black")]
+    mean = (v["step"], v["mean_iou"])
+    curves = [
+        hv.Curve(mean, "step", "IoU", label="mean").opts(color="black"),
+        hv.Scatter(mean, "step", "IoU").opts(color="black", size=5),  # the first point shows
+    ]
     for k, name in enumerate(CLASS_NAMES):
         values = v[f"iou_{k}"] if f"iou_{k}" in v else np.full(len(v), np.nan)
         curves.append(

@@ -52,19 +52,24 @@ def inline_stylesheets(model) -> None:
 
 
 def _inline_holoviews_outputs() -> None:
-    """Make HoloViews' notebook outputs carry Panel's CSS (see the module docstring)."""
+    """Make HoloViews' notebook outputs carry Panel's CSS (see the module docstring): the
+    two Panel functions HoloViews renders with (static and live outputs) get the models'
+    stylesheets inlined first."""
     import holoviews.plotting.renderer as renderer
 
-    render = renderer.render_mimebundle
-    if getattr(render, "_climnb_inline", False):
-        return
+    for name in ("render_model", "render_mimebundle"):
+        render = getattr(renderer, name)
+        if not getattr(render, "_climnb_inline", False):
+            setattr(renderer, name, _inlining(render))
 
+
+def _inlining(render):
     def render_inline(model, *args, **kwargs):
         inline_stylesheets(model)
         return render(model, *args, **kwargs)
 
     render_inline._climnb_inline = True
-    renderer.render_mimebundle = render_inline
+    return render_inline
 
 
 def setup(backend: str = "bokeh") -> None:
