@@ -1,11 +1,13 @@
 """The live training dashboard: curves per rank and averaged, throughput, progress with ETA, the
 latest validation prediction next to its label, and a stop button.
 
-In JupyterLab, :class:`TrainingDashboard` shows ipywidgets (progress bar, stop button) and
-HoloViews plots fed through a ``Pipe`` stream, so they redraw as the engines publish. Under
+In JupyterLab, :class:`TrainingDashboard` shows ipywidgets (progress bar, status, stop button)
+and HoloViews plots fed through ``Pipe`` streams (:func:`live_figures`: one DynamicMap per plot,
+each returning the same layers on every update, with ranges that follow the data). Awaited with
+:meth:`TrainingDashboard.run`, training runs in a worker thread and the kernel's event loop
+draws the updates and keeps answering the page (the plots' comms, the stop button). Under
 papermill or any non-interactive run (``IPP_NONINTERACTIVE=1``, no kernel) the same calls print
-text progress instead. :func:`training_figures` builds the plots from records and is what the
-tests check.
+text progress instead. :func:`training_figures` draws the records after the run (the report).
 """
 
 from __future__ import annotations
