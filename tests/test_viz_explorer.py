@@ -28,6 +28,7 @@ from climnb.viz.explorer import (
     disagreement,
     disagreement_codes,
     explorer_app,
+    explorer_panel,
     field_image,
     iou_over_time,
     mask_contours,
@@ -410,3 +411,17 @@ def test_selecting_an_event_zooms_the_map(data):
     assert x.end - x.start < 120 and y.end - y.start <= 41, "the map shows the window"
     assert x.start < ev.lon % 360 < x.end or x.start < ev.lon % 360 - 360 < x.end
     assert y.start <= ev.lat <= y.end
+
+
+def test_explorer_panel_widgets_drive_the_maps(data, prediction):
+    """Widgets above the maps, and a channel change redraws (and retitles the colour bar)."""
+    import panel as pn
+    from bokeh.models import ColorBar
+
+    app = explorer_panel(segmentation_explorer(data, data.truth, prediction), live=True)
+    root = app.get_root()
+    select = next(iter(app.select(pn.widgets.Select)))
+    select.value = "PSL"
+    assert [b.title for b in root.select({"type": ColorBar})] == ["PSL (Pa)"]
+    slider = next(iter(app.select(pn.widgets.DiscreteSlider)))
+    assert slider.width == 320

@@ -471,11 +471,18 @@ def explorer_panel(layout: hv.Layout, *, player: bool = False, live: bool | None
 
     if not (is_interactive() if live is None else live):
         return pn.pane.Markdown(f"*{LIVE_ONLY}*", sizing_mode="stretch_width")
-    time_widget = pn.widgets.DiscretePlayer if player else pn.widgets.DiscreteSlider
-    widgets = {"time": time_widget(name="time", width=320)}
+    # a class or parameters: a widget instance would not be linked to the DynamicMaps
+    widgets = {"time": pn.widgets.DiscretePlayer if player else {"width": 320}}
     app = pn.panel(layout, widgets=widgets, widget_location="top_left")
-    unstall(*app.select(pn.widgets.Widget))
+    # a composite widget (DiscreteSlider) has no bokeh model of its own to carry a callback
+    unstall(*(w for w in app.select(pn.widgets.Widget) if not _composite(w)))
     return app
+
+
+def _composite(widget) -> bool:
+    import panel as pn
+
+    return isinstance(widget, pn.widgets.CompositeWidget)
 
 
 # Panel's notebook CommManager (panel/models/comm_manager.ts) sends a widget change and then
