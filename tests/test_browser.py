@@ -21,7 +21,7 @@ And per notebook:
   line changes, and at the end the stop button is disabled;
 * 05: in both explorers, changing the channel changes the colour bar's title, and moving the
   time slider redraws the map (one move, with Panel's comm queue stalled first: climnb's
-  ``unstall`` must send it); selecting an event in the event view zooms its map.
+  ``unstall`` must send it).
 
 ``CLIMNB_BROWSER_SHOTS=folder`` keeps screenshots (the 04 dashboard mid-training, the 05
 explorer after a channel change) there. Without Chromium, chromedriver or Selenium the tests
@@ -616,8 +616,8 @@ def _output_of(driver, index: int):
     )
 
 
-def test_explorer_channel_time_and_events(notebook_run, browser, lab, shots):
-    """05 in JupyterLab: channel relabels the colour bar, a slider move redraws, events zoom."""
+def test_explorer_channel_and_time(notebook_run, browser, lab, shots):
+    """05 in JupyterLab: a channel change retitles the colour bar, a slider move redraws."""
     name, started = notebook_run("05")
     _wait_done(browser, name, TIMEOUT.get("05", 300))
     _check_common(browser, lab, name)
@@ -631,24 +631,14 @@ def test_explorer_channel_time_and_events(notebook_run, browser, lab, shots):
     if area is not None:
         area.screenshot(str(shots / "05_explorer_after_channel_change.png"))
 
-    moved = {index: _move_time(browser, index) for index in (holo,)}
-    # the fast explorer with Panel's comm queue stalled first: unstall must send the move
+    moved = {holo: _move_time(browser, holo)}
+    # last, as it leaves the page's comms stalled: the fast explorer with Panel's comm queue
+    # stalled first, so that only climnb's unstall can send the move
     stalled = browser.execute_script(_JS_STALL_COMMS)
     assert stalled >= 1, "the notebook page has no Panel comm manager to stall"
     moved[fast] = _move_time(browser, fast)
-
-    docs = _docs(browser)
-    events = next(i for i, d in enumerate(docs) if d["tables"] and d["plots"])
-    plot = next(p for p in docs[events]["plots"] if "select an event" in p["title"])
-    assert browser.execute_script(_JS_SET, docs[events]["tables"][0], "selected", [0])
-
-    def zoomed():
-        now = next(p for p in _docs(browser)[events]["plots"] if p["id"] == plot["id"])
-        width = now["x"][1] - now["x"][0]
-        return width < 0.6 * (plot["x"][1] - plot["x"][0]) and now
-
-    _poll(zoomed, 30, "the event map to zoom on the selected event")
     print(
-        f"{name}: colour bars relabelled, {moved} image(s) redrawn, event map zoomed; "
+        f"{name}: colour bars relabelled, { {k: len(v) for k, v in moved.items()} } image(s) "
+        "redrawn; "
         f"{time.monotonic() - started:.0f} s"
     )
