@@ -59,7 +59,13 @@ __all__ = [
     "detect_launcher",
     "mpi_settings",
     "slurm_mpi_args",
+    "SessionLimits",
+    "SMALL_SESSION_BYTES",
 ]
+
+#: A session with at most this much memory is small (mybinder.org gives 2 GB): one engine.
+SMALL_SESSION_BYTES = 4 * 2**30
+_NO_LIMIT = 2**60  # cgroup v1 writes a huge number for "no limit"
 
 LauncherName = Literal["auto", "slurm", "mpi", "local", "sbatch"]
 LAUNCHERS = ("slurm", "mpi", "local", "sbatch")
@@ -104,17 +110,81 @@ class SlurmAllocation:
 
 
 @dataclass(frozen=True)
+class SessionLimits:
+    """Memory and CPUs this Jupyter session may use, as a hub or the kernel's cgroup says.
+
+    JupyterHub's spawners (and so mybinder.org) set ``MEM_LIMIT`` (bytes) and ``CPU_LIMIT``
+    (cores, may be fractional) in the user's environment; containers without them still have
+    cgroup limits (``memory.max`` and ``cpu.max`` in cgroup v2, ``memory.limit_in_bytes`` and
+    ``cpu.cfs_quota_us`` in v1). ``None``: no limit found.
+    """
+
+    memory: int | None = None
+    cpus: float | None = None
+
+    @classmethod
+    def detect(cls, env: dict | None = None, cgroup: str = "/sys/fs/cgroup") -> SessionLimits:
+        env = os.environ if env is None else env
+        memory = _number(env.get("MEM_LIMIT")) or _cgroup_memory(cgroup)
+        cpus = _number(env.get("CPU_LIMIT")) or _cgroup_cpus(cgroup)
+        return cls(int(memory) if memory else None, float(cpus) if cpus else None)
+
+    @property
+    def small(self) -> bool:
+        """At most :data:`SMALL_SESSION_BYTES` of memory (a Binder-sized session)."""
+        return self.memory is not None and self.memory <= SMALL_SESSION_BYTES
+
+    def cores(self) -> int:
+        """Whole cores to use: the CPU limit (rounded up) or the machine's."""
+        machine = os.cpu_count() or 1
+        return max(1, min(machine, -int(-self.cpus // 1))) if self.cpus else machine
+
+
+def _number(text) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if 0 < value < _NO_LIMIT else None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _cgroup_memory(root: str) -> float | None:
+    return _number(_read(f"{root}/memory.max")) or _number(
+        _read(f"{root}/memory/memory.limit_in_bytes")
+    )
+
+
+def _cgroup_cpus(root: str) -> float | None:
+    v2 = (_read(f"{root}/cpu.max") or "").split()
+    if len(v2) == 2 and v2[0] != "max":
+        return _number(int(v2[0]) / int(v2[1]))
+    quota, period = _read(f"{root}/cpu/cpu.cfs_quota_us"), _read(f"{root}/cpu/cpu.cfs_period_us")
+    if quota and period and int(quota) > 0:
+        return _number(int(quota) / int(period))
+    return None
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     """Settings of the engines.
 
     Attributes
     ----------
     n : number of engines (Horovod ranks). ``None``: the allocation's task count under Slurm,
-        else 2.
+        else 2, or 1 in a small session (:class:`SessionLimits`: a Binder-sized hub session).
     launcher : ``"auto"`` (detect), ``"slurm"``, ``"mpi"``, ``"local"`` or ``"sbatch"``
         (submit the engines as a batch job; never chosen by ``"auto"``).
-    threads_per_engine : compute threads of each engine. ``None``: the cores of a node divided
-        by the engines on it (at least 1); 1 for ``"sbatch"``.
+    threads_per_engine : compute threads of each engine. ``None``: the cores of a node (as
+        far as the session's CPU limit allows) divided by the engines on it (at least 1); 1
+        for ``"sbatch"``.
     timeout : seconds to wait for all engines to register (under ``"sbatch"``: once the job
         runs).
     launcher_args : extra arguments for ``srun`` or ``mpiexec`` (e.g. ``("--gpus-per-task=1",)``).
@@ -223,16 +293,18 @@ class Engines:
             )
         # a submitted job is an allocation of its own: the notebook's (if any) does not apply
         self.slurm = None if self.launcher == "sbatch" else SlurmAllocation.from_env()
+        self.limits = SessionLimits.detect()
         n = config.n
         if n is None:
-            n = (self.slurm.n_tasks if self.launcher == "slurm" and self.slurm else None) or 2
+            default = 1 if self.limits.small and self.launcher != "sbatch" else 2
+            n = (self.slurm.n_tasks if self.launcher == "slurm" and self.slurm else None) or default
         if n < 1:
             raise ValueError(f"the number of engines must be at least 1, got {n}")
         self.n = n
         cores = (
             self.slurm.cpus_on_node
             if self.slurm and self.slurm.cpus_on_node
-            else os.cpu_count() or 1
+            else self.limits.cores()
         )
         self.per_node = _engines_per_node(n, self.launcher, self.slurm)
         default_threads = 1 if self.launcher == "sbatch" else max(1, cores // self.per_node)

@@ -49,6 +49,7 @@ import numpy as np
 from climnb.io.reader import BatchLoader, SampleReader
 from climnb.io.samples import SampleError
 from climnb.io.stats import Stats
+from climnb.models.backend import quiet_tensorflow
 
 __all__ = [
     "AUGMENTS",
@@ -298,6 +299,7 @@ def throughput(dataset, *, batches: int | None = None) -> dict[str, float]:
 
 
 def _tensorflow():
+    quiet_tensorflow()
     try:
         import tensorflow as tf
     except ImportError as err:  # pragma: no cover - depends on the environment

@@ -118,10 +118,27 @@ def compute(client, *collections, progress: bool = True, notebook: bool | None =
     from distributed import progress as show_progress
 
     futures = client.compute(list(collections), optimize_graph=False)
+    drawn = None
     if progress:
         bar = show_progress(futures, notebook=notebook, multi=False)
         if bar is not None:  # a notebook widget: it updates while we wait below
-            from IPython.display import display
+            drawn = _listen_now(client, bar)
+    results = tuple(client.gather(futures))
+    if drawn is not None:
+        drawn.result(timeout=30)  # the bar shows the end before the client may close
+    return results
 
-            display(bar)
-    return tuple(client.gather(futures))
+
+def _listen_now(client, bar):
+    """Display distributed's progress widget and feed it from the client's own event loop.
+
+    Displayed as usual, the widget would start listening on the kernel's event loop, which
+    runs only after the cell: the bar would stay at 0 % and, once the client is closed, add
+    a connection traceback to the cell. Returns the future of the listening coroutine.
+    """
+    import asyncio
+
+    from IPython.display import display
+
+    display(bar.widget)
+    return asyncio.run_coroutine_threadsafe(bar.listen(), client.loop.asyncio_loop)

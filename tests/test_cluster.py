@@ -16,7 +16,13 @@ import psutil
 import pytest
 
 from climnb._watchdog import is_engine_process
-from climnb.cluster import Engines, EngineStartError, SlurmAllocation, detect_launcher
+from climnb.cluster import (
+    Engines,
+    EngineStartError,
+    SessionLimits,
+    SlurmAllocation,
+    detect_launcher,
+)
 
 pytestmark = [pytest.mark.horovod, pytest.mark.slow]
 
@@ -194,3 +200,22 @@ def test_the_test_slurm_cluster_says_why_it_cannot_start(tmp_path, monkeypatch):
     if not os.geteuid():
         assert "apt-get install slurm-wlm munge" in str(err.value)
     assert not (tmp_path / "slurm").exists(), "nothing started or written"
+
+
+def test_small_sessions_get_one_engine(tmp_path, monkeypatch):
+    """MEM_LIMIT / CPU_LIMIT as JupyterHub and Binder set them, or the cgroup's limits."""
+    binder = SessionLimits.detect({"MEM_LIMIT": "2147483648", "CPU_LIMIT": "0.5"}, str(tmp_path))
+    assert binder == SessionLimits(2**31, 0.5) and binder.small and binder.cores() == 1
+    (tmp_path / "memory.max").write_text("1073741824\n")
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    cgroup = SessionLimits.detect({}, str(tmp_path))
+    assert cgroup == SessionLimits(2**30, 1.5) and cgroup.small
+    (tmp_path / "memory.max").write_text("max\n")
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert SessionLimits.detect({}, str(tmp_path)) == SessionLimits(None, None)
+    assert not SessionLimits(64 * 2**30, None).small
+    monkeypatch.setenv("MEM_LIMIT", "2147483648")
+    monkeypatch.setenv("CPU_LIMIT", "1")
+    engines = Engines(launcher="local")
+    assert (engines.n, engines.threads) == (1, 1)
+    assert Engines(n=2, launcher="local").n == 2, "an explicit count stands"

@@ -28,6 +28,7 @@ from climnb.viz.explorer import (
     disagreement,
     disagreement_codes,
     explorer_app,
+    explorer_panel,
     field_image,
     iou_over_time,
     mask_contours,
@@ -377,3 +378,50 @@ def test_html_is_self_contained(data, tmp_path):
     assert "require.min.js" not in page and "mathjax" not in page.lower()
     assert "mermaid" not in page.lower()
     assert not re.findall(r"<script[^>]*src=", page)
+
+
+def test_colour_bars_follow_the_channel(data, prediction):
+    """Both explorers title their colour bar after the channel shown, after a switch too."""
+    from bokeh.models import ColorBar
+
+    layout = segmentation_explorer(data, data.truth, prediction)
+    plot = hv.renderer("bokeh").get_plot(layout)
+
+    def titles():
+        return [b.title for b in plot.state.select({"type": ColorBar})]
+
+    assert titles() == ["TMQ (kg m-2)"]
+    plot.update(("PSL", data.time.values[1]))
+    assert titles() == ["PSL (Pa)"]
+    app = explorer_app(data, data.truth, prediction, prefetch=False)
+    assert app.colorbar.title == "TMQ (kg m-2)"
+    app.channel_widget.value = "U850"
+    assert app.colorbar.title == "U850 (m s-1)" and app.map_fig.title.text.startswith("U850")
+
+
+def test_selecting_an_event_zooms_the_map(data):
+    events = events_from_mask(data.truth)
+    _, dmap = event_map(data, data.truth, events, half_deg=20.0)
+    figure = hv.renderer("bokeh").get_plot(dmap).state
+    assert figure.x_range.end - figure.x_range.start > 300  # the globe
+    selection = next(s for s in dmap.streams if isinstance(s, hv.streams.Selection1D))
+    selection.event(index=[0])
+    ev = events.iloc[0]
+    x, y = figure.x_range, figure.y_range
+    assert x.end - x.start < 120 and y.end - y.start <= 41, "the map shows the window"
+    assert x.start < ev.lon % 360 < x.end or x.start < ev.lon % 360 - 360 < x.end
+    assert y.start <= ev.lat <= y.end
+
+
+def test_explorer_panel_widgets_drive_the_maps(data, prediction):
+    """Widgets above the maps, and a channel change redraws (and retitles the colour bar)."""
+    import panel as pn
+    from bokeh.models import ColorBar
+
+    app = explorer_panel(segmentation_explorer(data, data.truth, prediction), live=True)
+    root = app.get_root()
+    select = next(iter(app.select(pn.widgets.Select)))
+    select.value = "PSL"
+    assert [b.title for b in root.select({"type": ColorBar})] == ["PSL (Pa)"]
+    slider = next(iter(app.select(pn.widgets.DiscreteSlider)))
+    assert slider.width == 320

@@ -1,8 +1,19 @@
-"""Import TensorFlow and Keras 3 on demand, with a message that says what to install."""
+"""Import TensorFlow and Keras 3 on demand, quietly, with a message that says what to install.
+
+TensorFlow's C++ runtime writes start-up messages (oneDNN, CPU instruction sets, absl) straight
+to the process's stderr, which a Jupyter kernel shows in the cell that first imports it. climnb
+imports TensorFlow only through :func:`import_tf`, which first sets the logging variables
+(:data:`QUIET`) unless the environment sets them already.
+"""
 
 from __future__ import annotations
 
-__all__ = ["import_keras", "import_tf", "INSTALL_HINT"]
+import os
+
+__all__ = ["import_keras", "import_tf", "quiet_tensorflow", "INSTALL_HINT", "QUIET"]
+
+#: Environment set before TensorFlow is imported: C++ logs at ERROR and above only.
+QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2", "ABSL_MIN_LOG_LEVEL": "2"}
 
 INSTALL_HINT = (
     "climnb's models and training need TensorFlow 2.18 with Keras 3: "
@@ -10,8 +21,17 @@ INSTALL_HINT = (
 )
 
 
+def quiet_tensorflow(env: dict | None = None) -> None:
+    """Set :data:`QUIET` in ``env`` (default ``os.environ``) where not set already; it takes
+    effect only before TensorFlow is first imported."""
+    env = os.environ if env is None else env
+    for name, value in QUIET.items():
+        env.setdefault(name, value)
+
+
 def import_tf():
-    """Return the ``tensorflow`` module, or raise ImportError naming what to install."""
+    """Return the ``tensorflow`` module (quietly), or raise ImportError naming what to install."""
+    quiet_tensorflow()
     try:
         import tensorflow as tf
     except ImportError as err:  # pragma: no cover - depends on the environment

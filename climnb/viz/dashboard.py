@@ -1,17 +1,18 @@
 """The live training dashboard: curves per rank and averaged, throughput, progress with ETA, the
 latest validation prediction next to its label, and a stop button.
 
-In JupyterLab, :class:`TrainingDashboard` shows ipywidgets (progress bar, stop button) and
-HoloViews plots fed through a ``Pipe`` stream, so they redraw as the engines publish. Under
+In JupyterLab, :class:`TrainingDashboard` shows ipywidgets (progress bar, status, stop button)
+and HoloViews plots fed through ``Pipe`` streams (:func:`live_figures`: one DynamicMap per plot,
+each returning the same layers on every update, with ranges that follow the data). Awaited with
+:meth:`TrainingDashboard.run`, training runs in a worker thread and the kernel's event loop
+draws the updates and keeps answering the page (the plots' comms, the stop button). Under
 papermill or any non-interactive run (``IPP_NONINTERACTIVE=1``, no kernel) the same calls print
-text progress instead. :func:`training_figures` builds the plots from records and is what the
-tests check.
+text progress instead. :func:`training_figures` draws the records after the run (the report).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -23,24 +24,23 @@ import pandas as pd
 
 from climnb.channels import CLASS_NAMES
 from climnb.viz.fields import CLASS_COLORS
+from climnb.viz.notebook import is_interactive
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TrainingDashboard", "training_figures", "merge_published", "is_interactive"]
+__all__ = [
+    "TrainingDashboard",
+    "training_figures",
+    "live_figures",
+    "merge_published",
+    "is_interactive",
+]
 
 _CLASS_CMAP = ["#f7f7f7", CLASS_COLORS[1], CLASS_COLORS[2]]
-
-
-def is_interactive() -> bool:
-    """True in a Jupyter kernel that a person watches (not papermill, not a batch job)."""
-    if os.environ.get("IPP_NONINTERACTIVE"):
-        return False
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+#: Every layer of a live plot takes its ranges from the data of the update shown.
+_FRAMEWISE = {
+    kind: {"framewise": True} for kind in ("Curve", "Scatter", "Path", "Image", "Overlay")
+}
 
 
 def merge_published(data: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
@@ -109,7 +109,7 @@ def _iou(validations: pd.DataFrame) -> hv.Overlay:
 
 def _throughput(steps: pd.DataFrame) -> hv.Curve:
     if steps.empty:
-        return hv.Curve([], "step", ("samples_per_s", "samples/s"))
+        return hv.Curve([], "step", ("samples_per_s", "samples/s (all ranks)"))
     s = steps[steps["rank"] == steps["rank"].min()].sort_values("step")
     rate = s.samples_per_s.rolling(5, min_periods=1).median()
     return hv.Curve((s.step, rate), "step", ("samples_per_s", "samples/s (all ranks)"))
@@ -122,8 +122,102 @@ def _mask(mask, title: str) -> hv.Image:
     )
 
 
+def live_figures(pipes: dict, *, width: int = 300, height: int = 210) -> hv.Layout:
+    """The dashboard's plots as DynamicMaps fed by ``pipes`` (``"curves"``: ``(steps,
+    validations)``, ``"sample"``: the latest validation sample or ``None``).
+
+    Every DynamicMap returns the same structure on every update (a fixed set of curves, the
+    masks as images from the start), so the plots are built once and only their data and
+    ranges change (``framewise``): the axes follow the data while training runs.
+    """
+    opts = {"width": width, "height": height, "show_grid": True}
+    opts["fontsize"] = {"legend": "7pt", "title": "10pt"}
+    curves, sample = pipes["curves"], pipes["sample"]
+
+    def loss(data):
+        return _live_loss(data[0]).opts(_FRAMEWISE).opts(title="training loss", **opts)
+
+    def iou(data):
+        iou = _live_iou(data[1]).opts(_FRAMEWISE)
+        return iou.opts(title="validation IoU", ylim=(0, 1), **opts)
+
+    def throughput(data):
+        return _throughput(data[0]).opts(_FRAMEWISE).opts(title="throughput", **opts)
+
+    def mask(which):
+        def draw(data):
+            shape = (2, 2) if data is None else np.shape(data[which])
+            values = np.zeros(shape, np.uint8) if data is None else data[which]
+            return _mask(values, which).opts(_FRAMEWISE).opts(width=width, height=height - 30)
+
+        return draw
+
+    return hv.Layout(
+        [
+            hv.DynamicMap(loss, streams=[curves]),
+            hv.DynamicMap(iou, streams=[curves]),
+            hv.DynamicMap(throughput, streams=[curves]),
+            hv.DynamicMap(mask("label"), streams=[sample]),
+            hv.DynamicMap(mask("prediction"), streams=[sample]),
+        ]
+    ).cols(3)
+
+
+def _live_loss(steps: pd.DataFrame) -> hv.Overlay:
+    """Each rank's loss (one thin grey path, however many ranks) and the average (black)."""
+    if steps.empty:
+        lines, mean = [], pd.DataFrame({"step": [], "loss_avg": []})
+    else:
+        lines = [
+            g.sort_values("step")[["step", "loss"]].to_numpy(float)
+            for _, g in steps.groupby("rank")
+        ]
+        mean = steps.groupby("step", as_index=False).loss_avg.first()
+    ranks = hv.Path(lines, ["step", "loss"], label="each rank").opts(
+        color="grey", alpha=0.6, line_width=1
+    )
+    average = hv.Curve(mean, "step", ("loss_avg", "loss"), label="average").opts(
+        color="black", line_width=2
+    )
+    return hv.Overlay([ranks, average]).opts(legend_position="top_right")
+
+
+def _live_iou(validations: pd.DataFrame) -> hv.Overlay:
+    """Mean (with dots) and per-class IoU of rank 0's validations: always the same layers."""
+    if validations.empty:
+        v = pd.DataFrame({"step": [], "mean_iou": []})
+    else:
+        v = validations[validations["rank"] == validations["rank"].min()]
+    mean = (v["step"], v["mean_iou"])
+    curves = [
+        hv.Curve(mean, "step", "IoU", label="mean").opts(color="black"),
+        hv.Scatter(mean, "step", "IoU").opts(color="black", size=5),  # the first point shows
+    ]
+    for k, name in enumerate(CLASS_NAMES):
+        values = v[f"iou_{k}"] if f"iou_{k}" in v else np.full(len(v), np.nan)
+        curves.append(
+            hv.Curve((v["step"], values), "step", "IoU", label=name).opts(
+                color=CLASS_COLORS.get(k, "grey"), line_dash="dashed"
+            )
+        )
+    return hv.Overlay(curves).opts(legend_position="bottom_right")
+
+
 class TrainingDashboard:
     """Progress, live curves and a stop button for a run (see the module docstring).
+
+    In a notebook, await :meth:`run` with the training function: it shows the dashboard, runs
+    the training in a worker thread and draws every update on the kernel's event loop, so the
+    kernel keeps handling the page's messages meanwhile (the plots' connections, the stop
+    button), then says how the run ended and disables the stop button::
+
+        dashboard = TrainingDashboard(config, total_steps)
+        results = await dashboard.run(train_on_engines, engines, config)
+
+    Elsewhere (a script, a test) use it as a context manager around the training call::
+
+        with TrainingDashboard(config, total_steps, interactive=False) as dashboard:
+            results = train_on_engines(engines, config, on_update=dashboard.update)
 
     Parameters
     ----------
@@ -148,8 +242,43 @@ class TrainingDashboard:
         self.print_every, self.stream = print_every, stream or sys.stdout
         self.steps, self.validations, self.sample = pd.DataFrame(), pd.DataFrame(), None
         self._start, self._printed, self._seen_vals = time.monotonic(), 0.0, 0
-        self._widgets = self._pipe = None
+        self._widgets = self._pipes = None
+        self.finished = False
         Path(config.stop_file).unlink(missing_ok=True)
+
+    async def run(self, train, *args, **kwargs):
+        """Show the dashboard and await ``train(*args, on_update=..., **kwargs)``.
+
+        ``train`` (e.g. :func:`climnb.train.engines.train_on_engines`) runs in a worker
+        thread; its updates are drawn on the event loop. Returns what ``train`` returns. If
+        the wait is interrupted, the ranks are asked to stop after their current step.
+        """
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+
+        def on_update(data):
+            loop.call_soon_threadsafe(self.update, data)
+
+        self.show()
+        error = None
+        try:
+            return await asyncio.to_thread(train, *args, on_update=on_update, **kwargs)
+        except BaseException as err:
+            error = err
+            if not isinstance(err, Exception):  # interrupted: the thread trains on
+                self.request_stop()
+            raise
+        finally:
+            await asyncio.sleep(0)  # the updates the thread queued last are drawn first
+            self.finish(error)
+
+    def __enter__(self) -> TrainingDashboard:
+        self.show()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.finish(exc)
 
     # --- display -------------------------------------------------------------------------------
 
@@ -161,7 +290,7 @@ class TrainingDashboard:
         from IPython.display import display
 
         bar = w.IntProgress(
-            min=0, max=self.total, description="training", layout=w.Layout(width="420px")
+            min=0, max=self.total, description="training", layout=w.Layout(width="360px")
         )
         label = w.HTML("starting ...")
         stop = w.Button(
@@ -172,8 +301,11 @@ class TrainingDashboard:
         )
         stop.on_click(lambda _: self.request_stop())
         self._widgets = {"bar": bar, "label": label, "stop": stop}
-        self._pipe = hv.streams.Pipe(data=(self.steps, self.validations, self.sample))
-        plots = hv.DynamicMap(lambda data: training_figures(*data), streams=[self._pipe])
+        self._pipes = {
+            "curves": hv.streams.Pipe(data=(self.steps, self.validations)),
+            "sample": hv.streams.Pipe(data=self.sample),
+        }
+        plots = live_figures(self._pipes)
         display(w.HBox([bar, label, stop]))
         display(plots)
         return plots
@@ -193,12 +325,29 @@ class TrainingDashboard:
         steps, vals, sample = merge_published(data)
         if len(steps) <= len(self.steps) and len(vals) <= len(self.validations):
             return
+        new_sample = sample is not None and len(vals) > len(self.validations)
         self.steps, self.validations = steps, vals
         self.sample = sample if sample is not None else self.sample
         if self.interactive and self._widgets:
-            self._refresh_widgets()
+            self._refresh_widgets(new_sample)
         else:
             self._print()
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """The run has ended (``error``: why it failed): final status, stop button disabled."""
+        self.finished = True
+        outcome = f"failed: {type(error).__name__}" if error else "finished"
+        if self.step < self.total and not error:
+            outcome = f"ended early ({outcome})"
+        line = f"{self.status()} - {outcome} after {time.monotonic() - self._start:.0f} s"
+        if self.interactive and self._widgets:
+            self._refresh_widgets(True)
+            w = self._widgets
+            w["stop"].disabled = True
+            w["label"].value = line
+            w["bar"].bar_style = "danger" if error else "success"
+        else:
+            print(line, file=self.stream, flush=True)
 
     @property
     def step(self) -> int:
@@ -206,7 +355,7 @@ class TrainingDashboard:
 
     def eta(self) -> float | None:
         """Seconds left, from the mean step time so far."""
-        if not len(self.steps) or self.step == 0:
+        if not len(self.steps) or self.step == 0 or self.finished:
             return None
         elapsed = time.monotonic() - self._start
         return elapsed / self.step * max(self.total - self.step, 0)
@@ -221,10 +370,12 @@ class TrainingDashboard:
         eta = self.eta()
         return s + (f", ETA {eta:.0f} s" if eta is not None else "")
 
-    def _refresh_widgets(self) -> None:
+    def _refresh_widgets(self, new_sample: bool = False) -> None:
         self._widgets["bar"].value = min(self.step, self.total)
         self._widgets["label"].value = self.status()
-        self._pipe.send((self.steps, self.validations, self.sample))
+        self._pipes["curves"].send((self.steps, self.validations))
+        if new_sample and self.sample is not None:
+            self._pipes["sample"].send(self.sample)
 
     def _print(self) -> None:
         now = time.monotonic()

@@ -60,6 +60,8 @@ TABLE_COLUMNS = (
     "speed_kmh",
 )
 _COLORS = {CLASS_NAMES[k]: c for k, c in CLASS_COLORS.items()}
+#: Every layer of the event map takes its ranges from the frame shown (so a selection zooms).
+_FRAMEWISE = {kind: {"framewise": True} for kind in ("Image", "Path", "Points", "Overlay")}
 
 
 def events_from_mask(mask: xr.DataArray, *, min_pixels: int = 1) -> pd.DataFrame:
@@ -95,7 +97,7 @@ def events_from_mask(mask: xr.DataArray, *, min_pixels: int = 1) -> pd.DataFrame
     return pd.concat(rows, ignore_index=True)[columns]
 
 
-def event_table(events: pd.DataFrame, *, height: int = 260, width: int = 560) -> hv.Table:
+def event_table(events: pd.DataFrame, *, height: int = 260, width: int = 460) -> hv.Table:
     """The event table as an ``hv.Table`` (rows selectable), rounded for reading."""
     cols = [c for c in TABLE_COLUMNS if c in events.columns]
     frame = events[cols].reset_index(drop=True).copy()
@@ -164,7 +166,7 @@ def event_map(
     *,
     channel: str = "TMQ",
     half_deg: float = 20.0,
-    width: int = 560,
+    width: int = 460,
     height: int = 320,
     tracks: pd.DataFrame | None = None,
 ) -> tuple[hv.Table, hv.DynamicMap]:
@@ -187,7 +189,8 @@ def event_map(
             field = field_image(ds, channel, 0) * mask_image(mask, 0) * coastlines(ds)
             if tracks is not None:
                 field = field * track_paths(tracks)
-            return field.opts(width=width, height=height, title=f"{channel}: select an event")
+            title = f"{channel}: select an event"
+            return field.opts(_FRAMEWISE).opts(width=width, height=height, title=title)
         ev = rows.iloc[index[0]]
         t = ds.indexes["time"].get_loc(pd.Timestamp(ev.time))
         sub = xr.Dataset(
@@ -206,13 +209,13 @@ def event_map(
         if tracks is not None:
             view = view * track_paths(tracks, x_range=_extent(sub.lon), y_range=_extent(sub.lat))
         view = view * marker
-        return view.opts(width=width, height=height, title=title)
+        return view.opts(_FRAMEWISE).opts(width=width, height=height, title=title)
 
     return table, hv.DynamicMap(draw, streams=[selection])
 
 
 def counts_over_time(
-    events: pd.DataFrame, *, times=None, width: int = 560, height: int = 220
+    events: pd.DataFrame, *, times=None, width: int = 460, height: int = 220
 ) -> hv.Overlay:
     """Number of events of each class at each step (steps without events count zero)."""
     ev = events.assign(time=pd.to_datetime(events["time"]))
@@ -234,7 +237,7 @@ def counts_over_time(
 
 
 def area_distribution(
-    events: pd.DataFrame, *, bins: int = 15, width: int = 560, height: int = 220
+    events: pd.DataFrame, *, bins: int = 15, width: int = 460, height: int = 220
 ) -> hv.Overlay:
     """Histograms of event area (log10 km²) per class; needs an ``area_km2`` column."""
     if "area_km2" not in events:
@@ -285,7 +288,7 @@ def event_view(
     return hv.Layout([table, dmap, *stats]).cols(2).opts(shared_axes=False)
 
 
-def track_table(tracks: pd.DataFrame, *, height: int = 220, width: int = 560) -> hv.Table:
+def track_table(tracks: pd.DataFrame, *, height: int = 220, width: int = 460) -> hv.Table:
     """One row per track: class, start, steps, lifetime, distance and speeds (rounded)."""
     from climnb.tracks import track_summary
 

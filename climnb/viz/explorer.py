@@ -51,6 +51,7 @@ from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
 from climnb.models.metrics import confusion_matrix_np, iou_from_confusion
 from climnb.viz.coastlines import COLOR as COAST_COLOR
 from climnb.viz.fields import CLASS_COLORS
+from climnb.viz.notebook import LIVE_ONLY, is_interactive
 
 __all__ = [
     "ExplorerConfig",
@@ -108,10 +109,10 @@ class ExplorerConfig:
     alpha: float = 0.45
     max_shape: tuple[int, int] = (360, 540)
     coastlines: bool = True
-    width: int = 560
-    height: int = 290
-    panel_width: int = 500
-    panel_height: int = 290
+    width: int = 500
+    height: int = 260
+    panel_width: int = 420
+    panel_height: int = 260
 
     def __post_init__(self):
         if self.prediction_style not in ("contours", "regions"):
@@ -200,7 +201,16 @@ def field_image(
     da = _step(ds[name], time)
     small = decimate(da, x_range=x_range, y_range=y_range, max_shape=max_shape).load()
     img = hv.Image(small, kdims=["lon", "lat"], vdims=[hv.Dimension(name, unit=ch.units)])
-    return img.opts(cmap=ch.cmap, colorbar=True, title=f"{name} [{ch.units}]{_title_time(da)}")
+    title = f"{name} [{ch.units}]{_title_time(da)}"
+    return img.opts(cmap=ch.cmap, colorbar=True, title=title, hooks=[_colorbar_title])
+
+
+def _colorbar_title(plot, element) -> None:
+    """Title the colour bar after the channel shown: HoloViews titles it once, after the
+    first frame, so a DynamicMap switching channels would keep the first one's name."""
+    bar = plot.handles.get("colorbar")
+    if bar is not None:
+        bar.title = element.vdims[0].pprint_label
 
 
 def mask_image(
@@ -448,17 +458,31 @@ def segmentation_explorer(
     return layout.cols(2).opts(shared_axes=True)
 
 
-def explorer_panel(layout: hv.Layout, *, player: bool = True):
-    """A Panel app of the explorer with a time player (play, step, loop) instead of a slider.
+def explorer_panel(layout: hv.Layout, *, player: bool = False, live: bool | None = None):
+    """The explorer as a Panel app, its widgets above the maps (so it fits a notebook's width):
+    a time slider, or a player (play, step, loop) with ``player=True``.
 
-    Needs a live Python kernel or ``panel serve`` (the frames are drawn on demand).
+    The frames are drawn on demand, so this needs a live kernel or ``panel serve``. Where there
+    is none (``live=False``; default :func:`climnb.viz.notebook.is_interactive`: an executed
+    report), the widgets would move and the maps would not change, so a note saying so is
+    returned instead (:meth:`ExplorerApp.view` embeds the steps in a report).
     """
     import panel as pn
 
-    widgets = {"time": pn.widgets.DiscretePlayer} if player else {}
+    if not (is_interactive() if live is None else live):
+        return pn.pane.Markdown(f"*{LIVE_ONLY}*", sizing_mode="stretch_width")
+    # a class or parameters: a widget instance would not be linked to the DynamicMaps
+    widgets = {"time": pn.widgets.DiscretePlayer if player else {"width": 320}}
     app = pn.panel(layout, widgets=widgets, widget_location="top_left")
-    unstall(*app.select(pn.widgets.Widget))
+    # a composite widget (DiscreteSlider) has no bokeh model of its own to carry a callback
+    unstall(*(w for w in app.select(pn.widgets.Widget) if not _composite(w)))
     return app
+
+
+def _composite(widget) -> bool:
+    import panel as pn
+
+    return isinstance(widget, pn.widgets.CompositeWidget)
 
 
 # Panel's notebook CommManager (panel/models/comm_manager.ts) sends a widget change and then
@@ -696,7 +720,8 @@ class ExplorerApp:
         self.figures: list = []
         self.mapper = LinearColorMapper(palette="Viridis256", low=0, high=1)
         self.map_fig, self.map_source = fig("", config.width, config.height)
-        self.map_fig.add_layout(ColorBar(color_mapper=self.mapper, width=10), "right")
+        self.colorbar = ColorBar(color_mapper=self.mapper, width=10)
+        self.map_fig.add_layout(self.colorbar, "right")
         pw, ph = config.panel_width, config.panel_height
         self.dis_fig, self.dis_source = fig("disagreement", pw, ph)
         self.lab_fig, self.lab_source = fig(label_name, pw, ph)
@@ -813,6 +838,7 @@ class ExplorerApp:
         when = f"{self.times[step]:%Y-%m-%d %H:%M}"
         self.map_source.data = {"image": [field["image"]], **self._extent}
         self.map_fig.title.text = f"{name} [{ch.units}] {when}"
+        self.colorbar.title = hv.Dimension(name, unit=ch.units).pprint_label
         if self.mapper.tags != [field["cmap"]]:
             self.mapper.update(palette=list(_palette(field["cmap"])), tags=[field["cmap"]])
         self.mapper.update(low=field["clim"][0], high=field["clim"][1])
@@ -835,6 +861,36 @@ class ExplorerApp:
             from panel.io.notebook import push_notebook
 
             push_notebook(layout)
+
+    def view(self, *, live: bool | None = None, max_steps: int = 8):
+        """What a notebook shows: the live app (``self.layout``) in a kernel a person uses, and
+        in an executed report (``live=False``; default :func:`climnb.viz.notebook.is_interactive`)
+        :meth:`report`, whose slider works in a static page."""
+        if is_interactive() if live is None else live:
+            return self.layout
+        return self.report(max_steps=max_steps)
+
+    def report(self, *, max_steps: int = 8) -> hv.Layout:
+        """The channel map (label filled, prediction outlined) at up to ``max_steps`` evenly
+        spaced steps, embedded as a HoloMap, and a line saying the explorer is live only in a
+        kernel."""
+        name = self.channel_widget.value
+        steps = np.unique(np.linspace(0, len(self.times) - 1, min(max_steps, len(self.times))))
+        x0, y0 = self._extent["x"][0], self._extent["y"][0]
+        bounds = (x0, y0, x0 + self._extent["dw"][0], y0 + self._extent["dh"][0])
+        frames = {}
+        for step in steps.astype(int):
+            image = self._field(name, int(step))["image"]
+            rgba = image.view(np.uint8).reshape(*image.shape, 4)[::-1]  # row 0 north for hv
+            frames[self.times[step]] = hv.RGB(rgba, bounds=bounds, kdims=["lon", "lat"])
+        cfg = self.config
+        maps = hv.HoloMap(frames, kdims="time").opts(
+            width=cfg.width,
+            height=cfg.height,
+            title=f"{name}: {self.label_name} filled, {self.prediction_name} outlined",
+        )
+        note = hv.Div(f"<i>{LIVE_ONLY}</i>").opts(width=cfg.width, height=40)
+        return (note + maps).cols(1)
 
     def _on_change(self, _event) -> None:
         start = thread_time()
