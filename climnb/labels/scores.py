@@ -83,6 +83,24 @@ def class_iou(labels, truth, n_classes: int = len(CLASS_NAMES)) -> tuple[np.ndar
     return per_class, float(per_class[present].mean()) if present.any() else float("nan")
 
 
+def confusion_table(labels, truth, n_classes: int = len(CLASS_NAMES)) -> pd.DataFrame:
+    """Confusion per class: rows the reference (``truth``) class, columns the class ``labels``
+    gave, each row as fractions of the reference class's pixels (recall on the diagonal).
+
+    >>> confusion_table([0, 1, 1, 0], [0, 1, 0, 0]).round(2).values.tolist()[:2]
+    [[0.67, 0.33, 0.0], [0.0, 1.0, 0.0]]
+    """
+    a = np.asarray(labels).ravel().astype(np.int64)
+    b = np.asarray(truth).ravel().astype(np.int64)
+    cm = np.bincount(b * n_classes + a, minlength=n_classes**2).reshape(n_classes, n_classes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rows = cm / cm.sum(axis=1, keepdims=True)
+    names = list(CLASS_NAMES[:n_classes])
+    table = pd.DataFrame(rows, index=pd.Index(names, name="reference"), columns=names)
+    table.columns.name = "given"
+    return table
+
+
 def storm_scores(found: pd.DataFrame, true: pd.DataFrame, *, min_km: float = 300.0) -> dict:
     """Recall and precision of storm centres; both tables need ``time, lat, lon``.
 
