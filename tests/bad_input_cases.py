@@ -1068,7 +1068,12 @@ def _(c):
 
 @case("samples-input-neither-fields-nor-labels", SAMPLESET, "other.nc", r"neither")
 def _(c):
-    other = c.fields("other.nc", change=lambda ds: ds[["TMQ"]].rename(TMQ="foo"))
+    def foo(ds):  # no CF attributes either: TMQ's standard_name would make it TMQ again
+        out = ds[["TMQ"]].rename(TMQ="foo")
+        out["foo"].attrs = {}
+        return out
+
+    other = c.fields("other.nc", change=foo)
     return _samples(c, [c.fields(), other], c.p("samples"))
 
 

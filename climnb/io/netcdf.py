@@ -521,6 +521,8 @@ def _check_joinable(parts: Sequence[tuple[str, xr.Dataset]]) -> None:
     seen: dict = {}
     last = None
     for f, ds in parts:
+        if "time" not in ds.coords:  # no times (steps joined in file order): nothing to repeat
+            continue
         times = ds.time.values
         for t in times:
             if t in seen:
