@@ -8,7 +8,11 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export IPP_NONINTERACTIVE := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-quick lint bench clean
+
+# The suite runs on 2 workers, each test module on one of them (module fixtures stay shared).
+PYTEST_ARGS ?= -n 2 --dist loadfile
+QUICK := not slow and not browser and not slurm and not notebook and not horovod and not mpi
 
 setup:
 	@bash tools/setup.sh
@@ -19,6 +23,11 @@ demo: setup
 test: setup
 	$(PY) -m ruff check --quiet climnb tests benchmarks notebooks
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The inner loop: everything but the real services (MPI, Horovod, Slurm, notebooks, browser).
+test-quick: setup
+	$(PY) -m ruff check --quiet climnb tests benchmarks notebooks
+	$(PY) -m pytest $(PYTEST_ARGS) -m "$(QUICK)"
 
 lint: setup
 	$(PY) -m ruff check climnb tests benchmarks notebooks

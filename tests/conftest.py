@@ -51,6 +51,6 @@ def pytest_runtest_logreport(report):
     """With ``CLIMNB_TEST_TIMES=FILE``, append each test phase's seconds to FILE as it ends
     (survives a killed run, unlike ``--durations``; for finding what makes the suite slow)."""
     path = os.environ.get("CLIMNB_TEST_TIMES")
-    if path:
+    if path and getattr(report, "node", None) is None:  # xdist's controller: the worker wrote it
         with open(path, "a") as f:
             f.write(f"{report.duration:8.2f}\t{report.when}\t{report.outcome}\t{report.nodeid}\n")
