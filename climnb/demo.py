@@ -34,10 +34,10 @@ from typing import Literal
 import numpy as np
 import xarray as xr
 
+import climnb.labels  # its dask labeller loads on first use: `climnb notebooks` needs none
 from climnb.atomic import atomic_path
 from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, write_sample_set
-from climnb.labels import LabelConfig, compute, label_dataset
 from climnb.labels.scores import class_iou
 from climnb.synthetic import make_dataset
 from climnb.versions import __version__, written_by
@@ -399,7 +399,8 @@ def _teacher(path: Path, ds: xr.Dataset) -> np.ndarray:
     if path.exists():
         with xr.open_dataset(path) as lab:
             return lab.labels.sel(time=ds.time.values).values
-    labels, _ = compute(*label_dataset(ds, LabelConfig()))
+    config = climnb.labels.LabelConfig()
+    labels, _ = climnb.labels.compute(*climnb.labels.label_dataset(ds, config))
     return labels.values
 
 

@@ -15,9 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from climnb.atomic import remove_leftovers
-from climnb.io.netcdf import expand_paths, open_dataset, time_steps
-from climnb.labels import LabelConfig, label_dataset
-from climnb.labels.writer import write_labels
+from climnb.labels.config import LabelConfig
 from climnb.scheduler import dask_client
 from climnb.store import check_output
 
@@ -129,6 +127,11 @@ def _check_outputs(sources, out, events) -> None:
 
 
 def run(args) -> int:
+    # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
+    from climnb.io.netcdf import expand_paths, open_dataset, time_steps
+    from climnb.labels.dataset import label_dataset
+    from climnb.labels.writer import write_labels
+
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
     files = expand_paths(args.inputs)  # once: the globs as they are now

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from climnb.atomic import atomic_path
-from climnb.labels.expert import CONSENSUS
-from climnb.labels.scores import MASK_VARIABLES, score_files
+from climnb.labels.schema import CONSENSUS, MASK_VARIABLES
 from climnb.store import check_output
 
 HELP = "score a mask (labels, a prediction) against expert labels in the ClimateNet layout"
@@ -44,6 +43,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from climnb.labels.scores import score_files  # xarray, SciPy: not for the help
+
     if args.csv:
         check_output(args.csv, inputs=[args.mask], option="--csv")
     table = score_files(args.mask, args.expert, variable=args.variable, rules=tuple(args.consensus))

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 from climnb.train.config import TrainConfig
-from climnb.train.loop import train
 
 HELP = "train Tiramisu or DeepLabv3+ on sample files, data-parallel with Horovod"
 EXAMPLE = (
@@ -144,6 +143,8 @@ def _read_config_file(path: str) -> dict:
 
 
 def run(args) -> int:
+    from climnb.train.loop import train  # TensorFlow, pandas, h5py: not for `climnb --help`
+
     config = config_from_args(args)
 
     def progress(record):

@@ -9,6 +9,8 @@ Step 1 of the workflow: raw fields (xarray) in, pixel labels (xarray) and an eve
 * :mod:`~climnb.labels.components` - connected components joined across the 0/360 seam;
 * :mod:`~climnb.labels.ar`, :mod:`~climnb.labels.tc` - the two detectors;
 * :mod:`~climnb.labels.dataset` - :func:`label_dataset`, lazily with dask;
+* :mod:`~climnb.labels.schema` - the one event-table schema and the names label products share;
+* :mod:`~climnb.labels.events` - the events of any class mask, one row per region and step;
 * :mod:`~climnb.labels.writer` - :func:`~climnb.labels.writer.write_labels`: labels and
   events to NetCDF or Zarr in one pass, in parallel, atomically;
 * :mod:`~climnb.labels.scores` - IoU, recall and precision against a known truth, and
@@ -26,13 +28,6 @@ Examples
 """
 
 from climnb.labels.config import ARConfig, LabelConfig, TCConfig
-from climnb.labels.dataset import (
-    compute,
-    label_dataset,
-    label_step,
-    required_variables,
-    save_labelled,
-)
 
 __all__ = [
     "ARConfig",
@@ -44,3 +39,19 @@ __all__ = [
     "required_variables",
     "save_labelled",
 ]
+
+#: Names taken from :mod:`climnb.labels.dataset` when first used: it imports xarray, dask and
+#: SciPy, which ``import climnb.labels.schema`` (the command line's help) need not pay for.
+_FROM_DATASET = ("compute", "label_dataset", "label_step", "required_variables", "save_labelled")
+
+
+def __getattr__(name: str):
+    if name in _FROM_DATASET:
+        from climnb.labels import dataset
+
+        return getattr(dataset, name)
+    raise AttributeError(f"module 'climnb.labels' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -43,6 +43,7 @@ from scipy import ndimage
 from climnb.atomic import atomic_path
 from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.labels.components import label_components
+from climnb.labels.schema import CONSENSUS
 from climnb.synthetic import make_dataset
 
 __all__ = [
@@ -62,8 +63,6 @@ __all__ = [
 #: Value of ``LABELS`` where a labeller did not label a step.
 MISSING = -1
 
-#: Names of the consensus rules :func:`consensus` knows.
-CONSENSUS = ("majority", "union", "mean")
 
 _NAME = re.compile(r"data-(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d+)_(\d+)\.nc$")
 _N_CLASSES = len(CLASS_NAMES)

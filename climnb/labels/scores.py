@@ -38,6 +38,7 @@ from climnb.channels import CLASS_NAMES
 from climnb.io.netcdf import coord_names, is_zarr
 from climnb.labels.components import label_components
 from climnb.labels.expert import MISSING, consensus, open_expert
+from climnb.labels.schema import MASK_VARIABLES
 from climnb.labels.sphere import great_circle_km, is_periodic
 
 __all__ = [
@@ -260,9 +261,6 @@ def agreement(
 
 #: Columns of the table :func:`expert_scores` returns.
 EXPERT_COLUMNS = ("compared", "against", "steps", *CLASS_NAMES, "mean")
-
-#: Variables :func:`score_files` looks for in the mask file, in this order.
-MASK_VARIABLES = ("prediction", "labels", "LABELS", "truth")
 
 
 def _row(compared: str, against: str, a: np.ndarray, b: np.ndarray) -> dict:

@@ -39,8 +39,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import pandas as pd
-
 __all__ = ["LayerFlops", "FlopCount", "count_flops", "count_params", "conv_flops"]
 
 CONVENTIONS = ("paper", "exact")
@@ -77,6 +75,7 @@ class FlopCount:
 
     def to_frame(self):
         """The per-layer breakdown as a pandas DataFrame (FLOP in GFLOP, forward)."""
+        import pandas as pd  # only here: `climnb --help` imports this module
 
         frame = pd.DataFrame([vars(layer) for layer in self.layers])
         frame["gflop"] = frame.pop("flop") / 1e9
