@@ -48,6 +48,7 @@ import xarray as xr
 from climnb.atomic import atomic_path
 from climnb.channels import CLASS_NAMES
 from climnb.labels.components import label_components, measure
+from climnb.labels.schema import COLUMNS, MASK_EVENT_COLUMNS, TRACK_COLUMNS, conform
 from climnb.labels.sphere import great_circle_km, is_periodic
 from climnb.versions import written_by
 
@@ -67,19 +68,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Columns of :func:`track_events`, one row per track and step.
-OBS_COLUMNS = (
-    "track_id",
-    "time",
-    "class_id",
-    "class_name",
-    "lat",
-    "lon",
-    "area_km2",
-    "length_km",
-    "n_pixels",
-    "speed_kmh",
-)
+#: Columns of :func:`track_events`, one row per track and step (the one event schema,
+#: :data:`climnb.labels.schema.TRACK_COLUMNS`).
+OBS_COLUMNS = TRACK_COLUMNS
 
 
 #: Columns of :func:`track_summary`, one row per track (indexed by ``track_id``).
@@ -98,6 +89,16 @@ SUMMARY_COLUMNS = (
     "end_lon",
     "max_area_km2",
 )
+
+
+#: Columns of a track's steps -> their variables along ``obs`` in the trajectory file.
+_ALONG = {
+    "area_km2": "area",
+    "length_km": "length",
+    "width_km": "width",
+    "n_pixels": "n_pixels",
+    "speed_kmh": "speed",
+}
 
 
 @dataclass(frozen=True)
@@ -215,13 +216,13 @@ def track_events(mask: xr.DataArray, config: TrackConfig | None = None) -> pd.Da
                     "time": time,
                     "class_id": region.class_id,
                     "class_name": CLASS_NAMES[region.class_id],
-                    **{k: r[k] for k in ("lat", "lon", "area_km2", "length_km", "n_pixels")},
+                    **{k: r[k] for k in MASK_EVENT_COLUMNS if k in r},
                     "speed_kmh": r.get("speed_kmh", np.nan),
                 }
             )
         waiting = [p for i, p in enumerate(prev) if i not in used and t - p[2] <= cfg.max_gap_steps]
         prev = [(region, ids[j], t) for j, region in enumerate(cur)] + waiting
-    obs = pd.DataFrame(rows, columns=list(OBS_COLUMNS))
+    obs = conform(pd.DataFrame(rows, columns=list(OBS_COLUMNS)), OBS_COLUMNS)
     obs = obs.sort_values(["track_id", "time"], kind="stable").reset_index(drop=True)
     log.info("%d regions linked into %d tracks", len(obs), obs.track_id.nunique())
     return obs
@@ -376,17 +377,8 @@ def tracks_to_dataset(obs: pd.DataFrame, *, attrs: dict | None = None) -> xr.Dat
         ),
     }
     along = {
-        "area": ("obs", obs.area_km2.to_numpy(float), {"long_name": "area", "units": "km2"}),
-        "length": (
-            "obs",
-            obs.length_km.to_numpy(float),
-            {"long_name": "great-circle length", "units": "km"},
-        ),
-        "speed": (
-            "obs",
-            obs.speed_kmh.to_numpy(float),
-            {"long_name": "speed of the centre since the previous step", "units": "km h-1"},
-        ),
+        name: ("obs", obs[column].to_numpy(COLUMNS[column].dtype), _attrs(column))
+        for column, name in _ALONG.items()
     }
     coords = {
         "time": ("obs", _time_values(obs.time), {"standard_name": "time"}),
@@ -411,6 +403,11 @@ def tracks_to_dataset(obs: pd.DataFrame, *, attrs: dict | None = None) -> xr.Dat
         **(attrs or {}),
     }
     return ds
+
+
+def _attrs(column: str) -> dict[str, str]:
+    attrs = {"long_name": COLUMNS[column].long_name}
+    return attrs | ({"units": COLUMNS[column].units} if COLUMNS[column].units else {})
 
 
 def _time_values(times: pd.Series) -> np.ndarray:
@@ -448,9 +445,7 @@ def read_tracks(path: str | os.PathLike) -> pd.DataFrame:
                 "class_name": [CLASS_NAMES[k] for k in classes],
                 "lat": ds.lat.values,
                 "lon": ds.lon.values,
-                "area_km2": ds.area.values,
-                "length_km": ds.length.values,
-                "speed_kmh": ds.speed.values,
+                **{column: ds[name].values for column, name in _ALONG.items()},
             }
         )
-    return obs
+    return conform(obs, OBS_COLUMNS)

@@ -40,6 +40,7 @@ from climnb.io.netcdf import FILL_LIMIT as _FILL_LIMIT
 from climnb.io.netcdf import input_grid, normalize
 from climnb.labels.ar import detect_rivers, transport_rivers
 from climnb.labels.config import LabelConfig
+from climnb.labels.schema import EVENT_COLUMNS, conform
 from climnb.labels.sphere import is_periodic
 from climnb.labels.tc import detect_storms
 from climnb.versions import written_by
@@ -59,23 +60,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-EVENT_COLUMNS = (
-    "time",
-    "class_id",
-    "class_name",
-    "lat",
-    "lon",
-    "area_km2",
-    "length_km",
-    "width_km",
-    "radius_km",
-    "min_psl",
-    "max_wind",
-    "max_ivt",
-    "vorticity",
-    "n_pixels",
-)
 
 
 #: ``classes`` arguments: what the input supports, rivers, storms, or both.
@@ -690,7 +674,7 @@ def compute(*collections, **kwargs):
 
 
 def _concat(tables: list[pd.DataFrame], signed_lon: bool = False) -> pd.DataFrame:
-    out = pd.concat(tables, ignore_index=True).reindex(columns=list(EVENT_COLUMNS))
+    out = conform(pd.concat(tables, ignore_index=True), EVENT_COLUMNS)
     if signed_lon:  # the input's convention: -180..180
         out["lon"] = (out.lon + 180.0) % 360.0 - 180.0
     return out

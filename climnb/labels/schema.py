@@ -77,7 +77,7 @@ COLUMNS: dict[str, Column] = {
     "width_km": Column("float64", "km", "area / length"),
     "radius_km": Column("float64", "km", "storm radius (labels only)"),
     "min_psl": Column("float64", "Pa", "lowest sea-level pressure in the storm"),
-    "max_wind": Column("float64", "m s-1", "strongest wind in the storm"),
+    "max_wind": Column("float64", "m s-1", "strongest wind in the region (850 hPa, else 10 m)"),
     "max_ivt": Column("float64", "kg m-1 s-1", "strongest vapour transport in the river"),
     "vorticity": Column("float64", "s-1", "cyclonic relative vorticity at the storm centre"),
     "n_pixels": Column("int64", "1", "grid cells in the region"),

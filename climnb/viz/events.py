@@ -2,8 +2,9 @@
 
 An *event table* has one row per event and time step with at least ``time``, ``class_name``,
 ``lat`` and ``lon`` (the tables of :func:`climnb.labels.label_dataset` and of
-:mod:`climnb.synthetic` both do); :func:`events_from_mask` makes one from any class mask
-(labels or a network's prediction) with the same columns as the labels' table.
+:mod:`climnb.synthetic` both do); :func:`climnb.labels.events.events_from_mask` makes one from
+any class mask (labels or a network's prediction) in the columns of the one event schema,
+:mod:`climnb.labels.schema`.
 
 * :func:`event_map` gives the table and a map linked to it: select a row and the map shows that
   step centred on the event (across the 0/360 seam too), with the mask and a marker;
@@ -31,6 +32,7 @@ import pandas as pd
 import xarray as xr
 
 from climnb.channels import CLASS_NAMES
+from climnb.labels.events import events_from_mask  # re-exported: it lived here before
 from climnb.viz.explorer import coastlines, field_image, mask_image
 from climnb.viz.fields import CLASS_COLORS
 
@@ -62,39 +64,6 @@ TABLE_COLUMNS = (
 _COLORS = {CLASS_NAMES[k]: c for k, c in CLASS_COLORS.items()}
 #: Every layer of the event map takes its ranges from the frame shown (so a selection zooms).
 _FRAMEWISE = {kind: {"framewise": True} for kind in ("Image", "Path", "Points", "Overlay")}
-
-
-def events_from_mask(mask: xr.DataArray, *, min_pixels: int = 1) -> pd.DataFrame:
-    """One row per connected region of each class and time step of a (time, lat, lon) mask.
-
-    Regions are joined across the 0/360 seam; columns ``time, class_id, class_name, lat, lon,
-    area_km2, length_km, width_km, n_pixels`` (centroid and sizes on the sphere).
-    """
-    from climnb.labels.components import label_components, measure
-
-    lat, lon = mask.lat.values, mask.lon.values
-    rows = []
-    values = mask.transpose("time", "lat", "lon").values
-    for i, t in enumerate(mask.time.values):
-        for k in range(1, len(CLASS_NAMES)):
-            regions, n = label_components(values[i] == k)
-            m = measure(regions, n, lat, lon)
-            m = m[m.n_pixels >= min_pixels].drop(columns="label")
-            rows.append(m.assign(time=t, class_id=k, class_name=CLASS_NAMES[k]))
-    columns = [
-        "time",
-        "class_id",
-        "class_name",
-        "lat",
-        "lon",
-        "area_km2",
-        "length_km",
-        "width_km",
-        "n_pixels",
-    ]
-    if not rows:
-        return pd.DataFrame(columns=columns)
-    return pd.concat(rows, ignore_index=True)[columns]
 
 
 def event_table(events: pd.DataFrame, *, height: int = 260, width: int = 460) -> hv.Table:
