@@ -146,3 +146,38 @@ def test_tracks_command(toy, tmp_path, capsys):
     assert len(pd.read_csv(tmp_path / "t.csv")) == len(expected)
     assert main(["tracks", str(src), "--out", str(out), "--variable", "nope"]) == 2
     assert "no class mask nope" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("gap", "tracks"), [(0, [0, 0, 1]), (1, [0, 0, 0])], ids=["no-gap", "gap-1"]
+)
+def test_tracks_command_bridges_a_missed_step_with_max_gap(tmp_path, capsys, gap, tracks):
+    from climnb.cli import main
+
+    rows = np.arange(28, 31)
+    # a storm at steps 0 and 1, missed at step 2, back at step 3 one column further east
+    mask = _mask([[(1, rows, [10, 11])], [(1, rows, [11, 12])], [], [(1, rows, [12, 13])]])
+    src = tmp_path / "labels.nc"
+    mask.to_dataset(name="labels").to_netcdf(src)
+    out, csv = tmp_path / "tracks.nc", tmp_path / "tracks.csv"
+    argv = ["tracks", str(src), "--out", str(out), "--csv", str(csv), "--max-gap", str(gap)]
+    assert main(argv) == 0
+    assert f"{len(set(tracks))} tracks over 4 steps" in capsys.readouterr().out
+    assert read_tracks(out).track_id.tolist() == tracks
+    assert pd.read_csv(csv).track_id.tolist() == tracks
+    if gap:  # the speed over the gap: one column (5 degrees) in 6 hours
+        lat = read_tracks(out).lat.iat[2]
+        expected = great_circle_km(lat, 57.5, lat, 62.5) / 6.0
+        np.testing.assert_allclose(read_tracks(out).speed_kmh.iat[2], expected)
+
+
+def test_tracks_command_refuses_a_negative_max_gap(tmp_path, capsys):
+    from climnb.cli import main
+
+    src = tmp_path / "labels.nc"
+    _mask([[], []]).to_dataset(name="labels").to_netcdf(src)
+    argv = ["tracks", str(src), "--out", str(tmp_path / "t.nc"), "--max-gap", "-1"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        "climnb tracks: error: --max-gap must be 0 or more steps, got -1"
+    )

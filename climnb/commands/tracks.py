@@ -1,7 +1,16 @@
 """``climnb tracks``: link the storms and rivers of a class mask over time into tracks."""
 
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from climnb.atomic import atomic_path, remove_leftovers
+from climnb.labels.schema import MASK_VARIABLES
+from climnb.store import check_output, expand, open_fields
+
 HELP = "link cyclones and rivers of labels or a prediction over time into tracks (CF NetCDF)"
-EXAMPLE = "climnb tracks predictions.zarr --out tracks.nc"
+EXAMPLE = "climnb tracks predictions.zarr --out tracks.nc --max-gap 1"
 
 
 def add_arguments(parser):
@@ -13,17 +22,23 @@ def add_arguments(parser):
     )
     parser.add_argument("--out", required=True, help="CF trajectory NetCDF file to write")
     parser.add_argument(
-        "--variable", help="the class mask (default: prediction, labels or truth, found first)"
+        "--variable",
+        help=f"the class mask (default: the first of {', '.join(MASK_VARIABLES)} found)",
     )
     parser.add_argument("--csv", help="also write one row per track and step as CSV")
+    parser.add_argument(
+        "--max-gap",
+        type=int,
+        default=0,
+        metavar="N",
+        help="steps a track may miss and still be continued (default 0: consecutive steps "
+        "only), as TempestExtremes' StitchNodes --maxgap; for detections that come and go",
+    )
 
 
 def run(args) -> int:
-    from pathlib import Path
-
-    from climnb.atomic import atomic_path, remove_leftovers
-    from climnb.store import check_output, expand, open_fields
-    from climnb.tracks import (
+    from climnb.tracks import (  # xarray: not for `climnb --help`
+        TrackConfig,
         check_mask,
         check_times,
         track_events,
@@ -32,6 +47,8 @@ def run(args) -> int:
         write_tracks,
     )
 
+    if args.max_gap < 0:
+        raise ValueError(f"--max-gap must be 0 or more steps, got {args.max_gap}")
     inputs = expand(args.inputs)
     out = check_output(args.out, inputs)
     if args.csv:
@@ -39,7 +56,7 @@ def run(args) -> int:
     for path in (out, *([Path(args.csv)] if args.csv else [])):  # a killed earlier run's
         remove_leftovers(path.parent, path.name)
     ds = open_fields(inputs)
-    names = [args.variable] if args.variable else ["prediction", "labels", "truth"]
+    names = [args.variable] if args.variable else list(MASK_VARIABLES)
     name = next((n for n in names if n in ds.data_vars), None)
     if name is None:
         raise ValueError(
@@ -52,7 +69,7 @@ def run(args) -> int:
         check_times(track_times(mask.time.values))
     except ValueError as err:
         raise ValueError(f"{_owners(inputs, err)}: {err}") from None
-    tracks = track_events(mask)
+    tracks = track_events(mask, TrackConfig(max_gap_steps=args.max_gap))
     write_tracks(tracks, out, attrs={"source": f"climnb tracks of {name} in {inputs[0]}"})
     if args.csv:
         with atomic_path(Path(args.csv)) as tmp:
@@ -70,9 +87,6 @@ def run(args) -> int:
 
 def _owners(inputs, err: ValueError) -> str:
     """The input files a message is about: for a repeated time, the files that hold it."""
-    import re
-
-    from climnb.store import open_fields
     from climnb.tracks import track_times
 
     found = re.match(r"time (.+?) is repeated", str(err))
