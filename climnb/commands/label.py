@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from dataclasses import replace
 from pathlib import Path
 
 from climnb.atomic import remove_leftovers
@@ -95,13 +94,6 @@ def add_arguments(parser):
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def _config(args):
-    config = LabelConfig.recipe(args.recipe)
-    if args.ar_percentile is not None:
-        config = replace(config, ar=replace(config.ar, percentile=args.ar_percentile))
-    return config
-
-
 def _pairs(items, option: str = "--rename", form: str = "OLD=NEW") -> dict[str, str]:
     out = {}
     for item in items:
@@ -140,7 +132,7 @@ def run(args) -> int:
     _check_outputs(files, out, events_path)
     for path in (out, events_path):  # what a killed earlier run of this output left
         remove_leftovers(path.parent, path.name)
-    config = _config(args)
+    config = LabelConfig.recipe(args.recipe, ar_percentile=args.ar_percentile)
     renames = _pairs(args.rename)
     units = _pairs(args.units, "--units", "VAR=UNITS")
     ds = open_dataset(files, variables=renames, units=units, canonical=False, regrid=args.regrid)

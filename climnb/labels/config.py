@@ -35,7 +35,7 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 __all__ = ["ARConfig", "TCConfig", "LabelConfig", "MASK_FIELDS"]
@@ -252,10 +252,14 @@ class LabelConfig:
             )
 
     @classmethod
-    def recipe(cls, name: str) -> LabelConfig:
+    def recipe(cls, name: str, *, ar_percentile: float | None = None) -> LabelConfig:
         """A named recipe: ``"default"``, ``"paper"`` (:meth:`paper`) or ``"ivt"`` (rivers by
         the transport method, which needs IVT or its components, or TMQ and 850 hPa winds for
-        the proxy)."""
+        the proxy); ``ar_percentile`` replaces the rivers' per-step percentile.
+
+        >>> LabelConfig.recipe("paper", ar_percentile=90).ar.percentile
+        90.0
+        """
         recipes = {
             "default": cls,
             "paper": cls.paper,
@@ -263,7 +267,10 @@ class LabelConfig:
         }
         if name not in recipes:
             raise ValueError(f"unknown recipe {name!r}; choose one of {', '.join(recipes)}")
-        return recipes[name]()
+        config = recipes[name]()
+        if ar_percentile is None:
+            return config
+        return replace(config, ar=replace(config.ar, percentile=float(ar_percentile)))
 
     @classmethod
     def paper(cls) -> LabelConfig:

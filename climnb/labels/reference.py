@@ -41,9 +41,15 @@ import logging
 import sys
 import types
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import xarray as xr
+
+from climnb.labels.dataset import compute, label_dataset
+from climnb.labels.scores import agreement
+from climnb.synthetic import make_dataset
 
 __all__ = [
     "INSTALL",
@@ -52,6 +58,9 @@ __all__ = [
     "thr_kernel",
     "ipart_detect",
     "oversized_candidates",
+    "IpartComparison",
+    "compare_with_ipart",
+    "AGREEMENT_COLUMNS",
 ]
 
 log = logging.getLogger(__name__)
@@ -282,3 +291,51 @@ def oversized_candidates(
             sizes = np.asarray(ndimage.sum(area, objects, np.arange(1, n + 1)))
             out[t] = np.isin(objects, 1 + np.flatnonzero(sizes > max_area))
     return xr.DataArray(out, coords=anomaly.coords, dims=anomaly.dims, name="oversized")
+
+
+#: Columns of :attr:`IpartComparison.table`, in the order worth reading.
+AGREEMENT_COLUMNS = ("iou", "iou_strong", "recall", "precision", "n_reference", "n_ours")
+
+
+@dataclass
+class IpartComparison:
+    """What :func:`compare_with_ipart` returns.
+
+    Attributes
+    ----------
+    table : :func:`climnb.labels.scores.agreement` of climnb vs IPART, the truth vs IPART and
+        climnb vs the truth (rows), in the columns :data:`AGREEMENT_COLUMNS`.
+    series : the synthetic series (with IVT, its components and ``truth``).
+    ours : climnb's labels of the series (class ids).
+    ipart : :func:`ipart_detect`'s result (``rivers``, ``anomaly``, ...).
+    dropped : :func:`oversized_candidates` of IPART's anomaly: what it drops whole.
+    """
+
+    table: pd.DataFrame
+    series: xr.Dataset
+    ours: xr.DataArray
+    ipart: xr.Dataset
+    dropped: xr.DataArray
+
+
+def compare_with_ipart(
+    *, n_time: int = 72, n_lat: int = 96, n_lon: int = 144, seed: int = 0
+) -> IpartComparison:
+    """climnb's rivers, IPART's (its own kernel and filters) and the truth on one synthetic
+    series of ``n_time`` steps (IPART needs a series longer than its kernel's reach).
+
+    >>> if available():  # doctest: +SKIP
+    ...     found = compare_with_ipart(n_time=72)
+    ...     found.table.loc["climnb vs IPART", "iou"]
+    """
+    series, _ = make_dataset(n_time=n_time, n_lat=n_lat, n_lon=n_lon, seed=seed, ivt=True)
+    ipart = ipart_detect(series)
+    ours, _ = compute(*label_dataset(series.drop_vars("truth")))
+    pairs = {
+        "climnb vs IPART": (ours, ipart.rivers),
+        "truth vs IPART": (series.truth, ipart.rivers),
+        "climnb vs truth": (ours, series.truth == 2),
+    }
+    rows = {name: agreement(a, b, series.IVT, series.lon) for name, (a, b) in pairs.items()}
+    table = pd.DataFrame(rows).T[list(AGREEMENT_COLUMNS)]
+    return IpartComparison(table, series, ours, ipart, oversized_candidates(ipart.anomaly))

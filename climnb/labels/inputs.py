@@ -1,0 +1,124 @@
+"""What the labeller reads: files as they come, or toy fields with a known truth.
+
+* :func:`fields_to_label` - the fields of a file (or files, a glob, a Zarr store) on the
+  canonical grid with the variables a :class:`~climnb.labels.config.LabelConfig` needs, or
+  seeded synthetic fields; with the true events where there are some;
+* :func:`label_as_they_come` - toy fields written as ERA5, MERRA-2 or CAM5 write them
+  (:func:`climnb.lookalike.dress`), each file opened as it is and labelled with what it
+  supports: the path a user's own file takes, with a truth to compare.
+
+Notebook 01 calls both; ``climnb label`` takes the same path through
+:func:`climnb.io.netcdf.open_dataset` and :func:`climnb.labels.label_dataset`.
+
+Examples
+--------
+>>> ds, events = fields_to_label(n_time=2, seed=0)
+>>> ds.sizes["time"], sorted(events.class_name.unique())
+(2, ['atmospheric_river', 'tropical_cyclone'])
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+
+from climnb.io.netcdf import normalize, open_dataset
+from climnb.labels.ar import ivt_magnitude
+from climnb.labels.config import LabelConfig
+from climnb.labels.dataset import compute, label_dataset, required_variables
+from climnb.lookalike import dress
+from climnb.synthetic import make_dataset, read_events
+
+__all__ = ["fields_to_label", "label_as_they_come", "AsTheyCome"]
+
+
+def fields_to_label(
+    input_path: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+    config: LabelConfig | None = None,
+    *,
+    n_time: int = 6,
+    n_lat: int = 96,
+    n_lon: int = 144,
+    seed: int = 0,
+) -> tuple[xr.Dataset, pd.DataFrame | None]:
+    """The fields to label on the canonical grid, and their true events where known.
+
+    Parameters
+    ----------
+    input_path : NetCDF/Zarr/GRIB file(s) or a glob (:func:`climnb.io.netcdf.open_dataset`);
+        None: synthetic fields of :func:`climnb.synthetic.make_dataset`.
+    config : what the labels need (:func:`~climnb.labels.dataset.required_variables`);
+        default :class:`LabelConfig`.
+    n_time, n_lat, n_lon, seed : size and seed of the synthetic fields.
+
+    Returns
+    -------
+    ds : the fields, normalised (names, units, ascending latitudes, longitudes 0..360).
+    events : the synthetic events, or the event list saved beside a synthetic file
+        (:func:`climnb.synthetic.read_events`); None for a real file.
+    """
+    required = required_variables(config or LabelConfig())
+    if input_path is None:
+        ds, events = make_dataset(n_time=n_time, n_lat=n_lat, n_lon=n_lon, seed=seed)
+    else:
+        ds = open_dataset(input_path, required=required)
+        first = input_path if isinstance(input_path, (str, os.PathLike)) else input_path[0]
+        events = read_events(first)
+    return normalize(ds, required=required), events
+
+
+@dataclass
+class AsTheyCome:
+    """What :func:`label_as_they_come` found, per source (in the order asked for).
+
+    Attributes
+    ----------
+    notes : what was labelled and why (the labels' ``notes`` attribute), indexed by source.
+    ivt : IVT (kg m-1 s-1) of the first step, on the canonical grid.
+    labels : the labels of the first step, on the canonical grid.
+    files : the files written and labelled.
+    """
+
+    notes: pd.Series
+    ivt: dict[str, xr.DataArray] = field(default_factory=dict)
+    labels: dict[str, xr.DataArray] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def label_as_they_come(
+    sources: Sequence[str] = ("era5", "merra2", "cam5"),
+    *,
+    n_time: int = 2,
+    n_lat: int = 96,
+    n_lon: int = 144,
+    seed: int = 0,
+    folder: str | os.PathLike | None = None,
+) -> AsTheyCome:
+    """Write toy fields as each source writes them, open each file as it is, and label it.
+
+    Parameters
+    ----------
+    sources : names of :data:`climnb.lookalike.SOURCES` (``era5``, ``merra2``, ``cam5``, ...).
+    n_time, n_lat, n_lon, seed : size and seed of the synthetic fields (with IVT).
+    folder : where the files go (default: a new temporary folder).
+    """
+    fields, _ = make_dataset(n_time=n_time, n_lat=n_lat, n_lon=n_lon, seed=seed, ivt=True)
+    folder = Path(folder or tempfile.mkdtemp(prefix="climnb-own-data-"))
+    found = AsTheyCome(notes=pd.Series(dtype=str, name="what was labelled and why"))
+    for source in sources:
+        path = folder / f"{source}.nc"
+        dress(fields, source).drop_vars("truth").to_netcdf(path)
+        raw = open_dataset(path, canonical=False)  # as it comes: names, units, grid
+        labels, _ = compute(*label_dataset(raw, grid="canonical"))
+        ivt = ivt_magnitude(dict(normalize(raw).data_vars)).isel(time=0)
+        found.notes[source] = labels.attrs["notes"]
+        found.ivt[source] = ivt.rename("IVT").assign_attrs(units="kg m-1 s-1")
+        found.labels[source] = labels.isel(time=0)
+        found.files[source] = path
+    return found
