@@ -11,6 +11,7 @@ Step 1 of the workflow: raw fields (xarray) in, pixel labels (xarray) and an eve
 * :mod:`~climnb.labels.dataset` - :func:`label_dataset`, lazily with dask;
 * :mod:`~climnb.labels.schema` - the one event-table schema and the names label products share;
 * :mod:`~climnb.labels.events` - the events of any class mask, one row per region and step;
+* :mod:`~climnb.labels.inputs` - what the labeller reads: files as they come, or toy fields;
 * :mod:`~climnb.labels.writer` - :func:`~climnb.labels.writer.write_labels`: labels and
   events to NetCDF or Zarr in one pass, in parallel, atomically;
 * :mod:`~climnb.labels.scores` - IoU, recall and precision against a known truth, and
