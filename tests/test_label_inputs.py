@@ -53,7 +53,7 @@ def test_label_as_they_come_labels_each_source_on_the_canonical_grid(tmp_path):
         labels, ivt = found.labels[source], found.ivt[source]
         assert labels.dims == ("lat", "lon") and labels.shape == (96, 144)
         assert (np.diff(labels.lat) > 0).all() and float(labels.lon.min()) >= 0.0
-        assert ivt.shape == labels.shape and ivt.attrs["units"] == "kg m-1 s-1"
+        assert ivt.shape == labels.shape and ivt.attrs == {"units": "kg m-1 s-1"}
         assert (labels == 2).any()  # rivers from the transport both files hold
     # the same fields: the same rivers, whatever the file's names, order and longitudes
     np.testing.assert_array_equal(found.labels["era5"] == 2, found.labels["merra2"] == 2)

@@ -118,7 +118,8 @@ def label_as_they_come(
         labels, _ = compute(*label_dataset(raw, grid="canonical"))
         ivt = ivt_magnitude(dict(normalize(raw).data_vars)).isel(time=0)
         found.notes[source] = labels.attrs["notes"]
-        found.ivt[source] = ivt.rename("IVT").assign_attrs(units="kg m-1 s-1")
+        ivt = ivt.rename("IVT").drop_attrs(deep=False)  # hypot kept the eastward part's
+        found.ivt[source] = ivt.assign_attrs(units="kg m-1 s-1")
         found.labels[source] = labels.isel(time=0)
         found.files[source] = path
     return found
