@@ -47,10 +47,72 @@ def mpi_environ(mpi_env, monkeypatch):
     return mpi_env
 
 
+#: Seconds each slow module took (summed phases, 2 xdist workers on the idle 2-core machine),
+#: for ordering a first run; later runs use what the last run measured (pytest's cache).
+MODULE_SECONDS = {
+    "test_browser.py": 408,
+    "test_notebooks.py": 437,
+    "test_slurm.py": 334,
+    "test_train.py": 279,
+    "test_train_safety.py": 102,
+    "test_train_staged.py": 101,
+    "test_bad_input.py": 90,
+    "test_cluster.py": 87,
+    "test_staging.py": 76,
+    "test_models_training.py": 68,
+    "test_install.py": 66,
+    "test_scheduler.py": 61,
+    "test_sampleset.py": 57,
+}
+_CACHE_KEY = "climnb/test-seconds"
+_measured: dict[str, float] = {}
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+
+
+def pytest_configure(config):
+    """Keep the collection order below when pytest-xdist hands out modules (its default
+    reorders them by their number of tests, which starts a module of 6 long tests last)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Longest modules first, so that with ``-n 2 --dist loadfile`` the two workers end
+    together; tests keep their order within a module. A module's cost: its tests' seconds in
+    the runs before (pytest's cache; 1 s for a test never run), else :data:`MODULE_SECONDS`."""
+    cached = config.cache.get(_CACHE_KEY, {}) if config.cache else {}
+    tests: dict[str, list[str]] = {}
+    for item in items:
+        tests.setdefault(_module(item.nodeid), []).append(item.nodeid)
+    cost = {
+        module: sum(cached.get(n, 1.0) for n in ids)
+        if any(n in cached for n in ids)
+        else MODULE_SECONDS.get(module, len(ids))
+        for module, ids in tests.items()
+    }
+    order = {module: i for i, module in enumerate(tests)}
+    items.sort(key=lambda it: (-cost[_module(it.nodeid)], order[_module(it.nodeid)]))
+
+
 def pytest_runtest_logreport(report):
-    """With ``CLIMNB_TEST_TIMES=FILE``, append each test phase's seconds to FILE as it ends
+    """Sum each test's seconds (for :func:`pytest_collection_modifyitems` next time); with
+    ``CLIMNB_TEST_TIMES=FILE``, also append each test phase's seconds to FILE as it ends
     (survives a killed run, unlike ``--durations``; for finding what makes the suite slow)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller gets the same report
+    _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
     path = os.environ.get("CLIMNB_TEST_TIMES")
-    if path and getattr(report, "node", None) is None:  # xdist's controller: the worker wrote it
+    if path:
         with open(path, "a") as f:
             f.write(f"{report.duration:8.2f}\t{report.when}\t{report.outcome}\t{report.nodeid}\n")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Store the tests' seconds measured in this run (tests not run keep theirs)."""
+    config = session.config
+    if os.environ.get("PYTEST_XDIST_WORKER") or not _measured or config.cache is None:
+        return
+    config.cache.set(_CACHE_KEY, {**config.cache.get(_CACHE_KEY, {}), **_measured})
