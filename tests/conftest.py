@@ -13,6 +13,27 @@ from climnb.cluster import mpi_settings
 from climnb.synthetic import make_dataset
 
 VENV_BIN = Path(sys.executable).parent
+#: Node ids of the tests marked ``slow`` here (measured; see the file's header).
+SLOW_TESTS = frozenset(
+    line.strip()
+    for line in (Path(__file__).parent / "slow_tests.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+)
+#: Numbers of the notebooks that a selected test runs end to end in JupyterLab (test_browser).
+RUN_IN_BROWSER = pytest.StashKey[set]()
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here (what to install), or None."""
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        return "chromium not found: apt-get install chromium chromium-driver"
+    if shutil.which("chromedriver") is None:
+        return "chromedriver not found: apt-get install chromium-driver"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium not installed: pip install selenium"
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -79,11 +100,17 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects
 def pytest_collection_modifyitems(session, config, items):
-    """Longest modules first, so that with ``-n 2 --dist loadfile`` the two workers end
-    together; tests keep their order within a module. A module's cost: its tests' seconds in
-    the runs before (pytest's cache; 1 s for a test never run), else :data:`MODULE_SECONDS`."""
-    cached = config.cache.get(_CACHE_KEY, {}) if config.cache else {}
+    """Mark the tests of ``slow_tests.txt`` ``slow``; order the modules longest first, so
+    that with ``-n 2 --dist loadfile`` the two workers end together (tests keep their order
+    within a module). A module's cost: its tests' seconds in the runs before (pytest's cache;
+    1 s for a test never run), else :data:`MODULE_SECONDS`."""
+    for item in items:
+        if item.nodeid in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+    cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
+    cached = cache.get(_CACHE_KEY, {}) if cache else {}
     tests: dict[str, list[str]] = {}
     for item in items:
         tests.setdefault(_module(item.nodeid), []).append(item.nodeid)
@@ -95,6 +122,16 @@ def pytest_collection_modifyitems(session, config, items):
     }
     order = {module: i for i, module in enumerate(tests)}
     items.sort(key=lambda it: (-cost[_module(it.nodeid)], order[_module(it.nodeid)]))
+
+
+def pytest_collection_finish(session):
+    """Note which notebooks a selected browser test runs (``runs_notebook`` marks), so that
+    tests/test_notebooks.py does not run them a second time."""
+    covered = set()
+    if browser_missing() is None:
+        for item in session.items:
+            covered.update(m.args[0] for m in item.iter_markers("runs_notebook"))
+    session.config.stash[RUN_IN_BROWSER] = covered
 
 
 def pytest_runtest_logreport(report):
@@ -113,6 +150,6 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session, exitstatus):
     """Store the tests' seconds measured in this run (tests not run keep theirs)."""
     config = session.config
-    if os.environ.get("PYTEST_XDIST_WORKER") or not _measured or config.cache is None:
+    if os.environ.get("PYTEST_XDIST_WORKER") or not _measured or not hasattr(config, "cache"):
         return
     config.cache.set(_CACHE_KEY, {**config.cache.get(_CACHE_KEY, {}), **_measured})
