@@ -68,11 +68,11 @@ def mpi_environ(mpi_env, monkeypatch):
     return mpi_env
 
 
-#: Seconds each slow module took (summed phases, 2 xdist workers on the idle 2-core machine),
-#: for ordering a first run; later runs use what the last run measured (pytest's cache).
+#: Seconds each slow module took (summed phases, 2 xdist workers on the idle 2-core machine;
+#: the browser's with notebook 06 added), for ordering a first run; later runs use what the
+#: last run measured (pytest's cache). test_notebooks executes nothing when the browser runs.
 MODULE_SECONDS = {
-    "test_browser.py": 408,
-    "test_notebooks.py": 437,
+    "test_browser.py": 470,
     "test_slurm.py": 334,
     "test_train.py": 279,
     "test_train_safety.py": 102,

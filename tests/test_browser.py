@@ -70,7 +70,7 @@ PARAMETERS = {
     k: {**WORKFLOW.get(k, {}), **SHORTER.get(k, {})} for k in set(WORKFLOW) | set(SHORTER)
 }
 #: Seconds a notebook may take from "Run All" to an idle kernel.
-TIMEOUT = {"04": 600, "01": 300}
+TIMEOUT = {"04": 600, "01": 300, "06": 400}
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", ""}
 TF_NOISE = re.compile(
