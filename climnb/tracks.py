@@ -155,19 +155,34 @@ def _regions(values: np.ndarray, lat, lon, periodic: bool, cfg: TrackConfig) -> 
 
 def _pairs(prev: list[_Region], cur: list[_Region], hours: list[float], cfg: TrackConfig):
     """Candidate (score, i, j): overlapping pairs first (by overlap), then by distance
-    (``hours[i]``: the time since region ``i`` was seen)."""
+    (``hours[i]``: the time since region ``i`` was seen).
+
+    Each previous region is compared with all current ones at once: the current regions'
+    indices painted on the grid give every overlap with one ``bincount`` of its pixels (a
+    speckled prediction has thousands of regions per step).
+    """
+    if not prev or not cur:
+        return []
+    owner = np.full(1 + max(int(r.pixels.max()) for r in (*prev, *cur)), -1, np.intp)
+    for j, b in enumerate(cur):
+        owner[b.pixels] = j  # regions of one step never share a pixel
+    classes = np.array([b.class_id for b in cur])
+    sizes = np.array([b.pixels.size for b in cur])
+    lats = np.array([b.row["lat"] for b in cur], float)
+    lons = np.array([b.row["lon"] for b in cur], float)
     pairs = []
     for i, a in enumerate(prev):
-        for j, b in enumerate(cur):
-            if a.class_id != b.class_id:
-                continue
-            shared = np.intersect1d(a.pixels, b.pixels, assume_unique=True).size
-            overlap = shared / min(a.pixels.size, b.pixels.size)
-            dist = float(great_circle_km(a.row["lat"], a.row["lon"], b.row["lat"], b.row["lon"]))
-            if overlap >= cfg.min_overlap:
-                pairs.append(((0, -overlap), i, j))
-            elif dist <= cfg.speed(a.class_id) * hours[i]:
-                pairs.append(((1, dist), i, j))
+        same = classes == a.class_id
+        if not same.any():
+            continue
+        hit = owner[a.pixels]
+        shared = np.bincount(hit[hit >= 0], minlength=len(cur))
+        overlap = shared / np.minimum(a.pixels.size, sizes)
+        dist = great_circle_km(a.row["lat"], a.row["lon"], lats, lons)
+        linked = same & (overlap >= cfg.min_overlap)
+        near = same & ~linked & (dist <= cfg.speed(a.class_id) * hours[i])
+        pairs += [((0, -float(overlap[j])), i, int(j)) for j in np.flatnonzero(linked)]
+        pairs += [((1, float(dist[j])), i, int(j)) for j in np.flatnonzero(near)]
     return sorted(pairs)
 
 

@@ -13,6 +13,27 @@ from climnb.cluster import mpi_settings
 from climnb.synthetic import make_dataset
 
 VENV_BIN = Path(sys.executable).parent
+#: Node ids of the tests marked ``slow`` here (measured; see the file's header).
+SLOW_TESTS = frozenset(
+    line.strip()
+    for line in (Path(__file__).parent / "slow_tests.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+)
+#: Numbers of the notebooks that a selected test runs end to end in JupyterLab (test_browser).
+RUN_IN_BROWSER = pytest.StashKey[set]()
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here (what to install), or None."""
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        return "chromium not found: apt-get install chromium chromium-driver"
+    if shutil.which("chromedriver") is None:
+        return "chromedriver not found: apt-get install chromium-driver"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium not installed: pip install selenium"
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -47,10 +68,88 @@ def mpi_environ(mpi_env, monkeypatch):
     return mpi_env
 
 
+#: Seconds each slow module took (summed phases, 2 xdist workers on the idle 2-core machine;
+#: the browser's with notebook 06 added), for ordering a first run; later runs use what the
+#: last run measured (pytest's cache). test_notebooks executes nothing when the browser runs.
+MODULE_SECONDS = {
+    "test_browser.py": 470,
+    "test_slurm.py": 334,
+    "test_train.py": 279,
+    "test_train_safety.py": 102,
+    "test_train_staged.py": 101,
+    "test_bad_input.py": 90,
+    "test_cluster.py": 87,
+    "test_staging.py": 76,
+    "test_models_training.py": 68,
+    "test_install.py": 66,
+    "test_scheduler.py": 61,
+    "test_sampleset.py": 57,
+}
+_CACHE_KEY = "climnb/test-seconds"
+_measured: dict[str, float] = {}
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+
+
+def pytest_configure(config):
+    """Keep the collection order below when pytest-xdist hands out modules (its default
+    reorders them by their number of tests, which starts a module of 6 long tests last)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects
+def pytest_collection_modifyitems(session, config, items):
+    """Mark the tests of ``slow_tests.txt`` ``slow``; order the modules longest first, so
+    that with ``-n 2 --dist loadfile`` the two workers end together (tests keep their order
+    within a module). A module's cost: its tests' seconds in the runs before (pytest's cache;
+    1 s for a test never run), else :data:`MODULE_SECONDS`."""
+    for item in items:
+        if item.nodeid in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+    cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
+    cached = cache.get(_CACHE_KEY, {}) if cache else {}
+    tests: dict[str, list[str]] = {}
+    for item in items:
+        tests.setdefault(_module(item.nodeid), []).append(item.nodeid)
+    cost = {
+        module: sum(cached.get(n, 1.0) for n in ids)
+        if any(n in cached for n in ids)
+        else MODULE_SECONDS.get(module, len(ids))
+        for module, ids in tests.items()
+    }
+    order = {module: i for i, module in enumerate(tests)}
+    items.sort(key=lambda it: (-cost[_module(it.nodeid)], order[_module(it.nodeid)]))
+
+
+def pytest_collection_finish(session):
+    """Note which notebooks a selected browser test runs (``runs_notebook`` marks), so that
+    tests/test_notebooks.py does not run them a second time."""
+    covered = set()
+    if browser_missing() is None:
+        for item in session.items:
+            covered.update(m.args[0] for m in item.iter_markers("runs_notebook"))
+    session.config.stash[RUN_IN_BROWSER] = covered
+
+
 def pytest_runtest_logreport(report):
-    """With ``CLIMNB_TEST_TIMES=FILE``, append each test phase's seconds to FILE as it ends
+    """Sum each test's seconds (for :func:`pytest_collection_modifyitems` next time); with
+    ``CLIMNB_TEST_TIMES=FILE``, also append each test phase's seconds to FILE as it ends
     (survives a killed run, unlike ``--durations``; for finding what makes the suite slow)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller gets the same report
+    _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
     path = os.environ.get("CLIMNB_TEST_TIMES")
-    if path and getattr(report, "node", None) is None:  # xdist's controller: the worker wrote it
+    if path:
         with open(path, "a") as f:
             f.write(f"{report.duration:8.2f}\t{report.when}\t{report.outcome}\t{report.nodeid}\n")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Store the tests' seconds measured in this run (tests not run keep theirs)."""
+    config = session.config
+    if os.environ.get("PYTEST_XDIST_WORKER") or not _measured or not hasattr(config, "cache"):
+        return
+    config.cache.set(_CACHE_KEY, {**config.cache.get(_CACHE_KEY, {}), **_measured})

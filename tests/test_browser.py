@@ -1,11 +1,15 @@
 """The notebooks as a person runs them: JupyterLab 4 on localhost, driven by headless Chromium.
 
 One JupyterLab server (random free port and token, ``--allow-root`` as root) serves copies of
-notebooks 00-05 in a temporary folder, and one Chromium (Debian's ``chromium`` through
-``chromium-driver`` and Selenium) opens them in turn, in the order of the workflow (05 uses
-the model 04 trained). Each is run with "Run All" at toy size: its own defaults, or a shorter
-run that still passes through every state (04 trains 3 short epochs, so validation points
-arrive while training runs). After the kernel is idle, for every notebook:
+every numbered notebook in a temporary folder, and one Chromium (Debian's ``chromium`` through
+``chromium-driver`` and Selenium) opens them in turn. They are chained as ``make demo`` chains
+them (:data:`climnb.demo.WORKFLOW`: 01 labels the fields 00 wrote, 02 stages 01's labels, 04
+trains on 02's sample set, 05 and 06 use 04's model), each run with "Run All" at toy size: a
+shorter run that still passes through every state (04 trains 3 short epochs, so validation
+points arrive while training runs). This is the suite's one end-to-end run of the notebooks:
+``tests/test_notebooks.py`` executes with papermill only those that no selected test here runs
+(``runs_notebook`` marks), e.g. where Chromium is missing. After the kernel is idle, for every
+notebook:
 
 * no output holds a traceback (an error, or ``Traceback`` in stdout or stderr), an
   ``Error displaying widget``, or TensorFlow's C++ start-up messages;
@@ -16,6 +20,7 @@ arrive while training runs). After the kernel is idle, for every notebook:
 
 And per notebook:
 
+* 01: it labelled fields that hold the truth (00's, not new synthetic ones);
 * 04: the dashboard's plots (training loss, validation IoU, throughput) show data *inside their
   visible ranges* while training runs (read from the Bokeh models through BokehJS), the status
   line changes, and at the end the stop button is disabled;
@@ -45,6 +50,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import browser_missing
+
+from climnb.demo import WORKFLOW, find_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -52,18 +60,17 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 SHOTS = os.environ.get("CLIMNB_BROWSER_SHOTS")
 
-#: Toy-size parameters per notebook (papermill-style injected); the rest are the defaults.
-PARAMETERS = {
-    "00": {},
-    "01": {},
-    "02": {"n_time": 32},
-    "03": {"build_paper": False},
+#: Shorter runs than the demo's (:data:`climnb.demo.WORKFLOW`, papermill-style injected).
+SHORTER = {
+    "00": {"n_time": 24},
     # 4 steps per epoch on each of 2 ranks; validations after steps 4 and 8 come mid-run
     "04": {"epochs": 3, "samples_per_rank": 8},
-    "05": {},
+}
+PARAMETERS = {
+    k: {**WORKFLOW.get(k, {}), **SHORTER.get(k, {})} for k in set(WORKFLOW) | set(SHORTER)
 }
 #: Seconds a notebook may take from "Run All" to an idle kernel.
-TIMEOUT = {"04": 600, "01": 300}
+TIMEOUT = {"04": 600, "01": 300, "06": 400}
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", ""}
 TF_NOISE = re.compile(
@@ -73,18 +80,6 @@ TF_NOISE = re.compile(
 )
 
 pytestmark = pytest.mark.browser
-
-
-def _requirements() -> str | None:
-    if CHROMIUM is None:
-        return "chromium not found: apt-get install chromium chromium-driver"
-    if CHROMEDRIVER is None:
-        return "chromedriver not found: apt-get install chromium-driver"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium not installed: pip install selenium"
-    return None
 
 
 def _free_port() -> int:
@@ -116,12 +111,12 @@ class Lab:
 
 
 def _notebook_copies(work: Path) -> None:
-    """Copies of notebooks 00-05 with the toy parameters injected as papermill would."""
+    """Copies of the numbered notebooks with the toy parameters injected as papermill would."""
     import nbformat
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
 
-    for path in sorted(NOTEBOOKS.glob("0[0-5]_*.ipynb")):
+    for path in find_notebooks(NOTEBOOKS):
         params = PARAMETERS.get(path.name[:2])
         nb = load_notebook_node(str(path))
         if params:
@@ -142,8 +137,8 @@ def _lab_settings(config_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """JupyterLab on 127.0.0.1 serving toy copies of notebooks 00-05."""
-    reason = _requirements()
+    """JupyterLab on 127.0.0.1 serving toy copies of the numbered notebooks."""
+    reason = browser_missing()
     if reason:
         print(f"SKIPPED browser test: {reason}")
         pytest.skip(reason)
@@ -380,13 +375,25 @@ def notebook_run(lab, browser):
     lab.shutdown_kernels()
 
 
-@pytest.mark.parametrize("number", ["00", "01", "02", "03"])
-def test_notebook_outputs_clean(number, notebook_run, browser, lab):
-    """Notebooks 00-03: every output right (no traceback, full progress, nothing remote)."""
+def _clean_run(number: str, notebook_run, browser, lab) -> list[dict]:
+    """Run a notebook to the end, check what every notebook gets; return its outputs."""
     name, started = notebook_run(number)
     _wait_done(browser, name, TIMEOUT.get(number, 240))
     _check_common(browser, lab, name)
     print(f"{name}: clean, {time.monotonic() - started:.0f} s in the browser")
+    return browser.execute_script(_JS_OUTPUTS)
+
+
+@pytest.mark.parametrize(
+    "number",
+    [pytest.param(n, marks=pytest.mark.runs_notebook(n)) for n in ("00", "01", "02", "03")],
+)
+def test_notebook_outputs_clean(number, notebook_run, browser, lab):
+    """Notebooks 00-03: every output right (no traceback, full progress, nothing remote)."""
+    cells = _clean_run(number, notebook_run, browser, lab)
+    if number == "01":  # chained on 00's fields, which hold the truth
+        text = "".join("".join(o.get("text", "")) + c["shown"] for c in cells for o in c["outputs"])
+        assert "no truth in this data set" not in text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,6 +460,7 @@ def _status(state) -> tuple[int, int] | None:
     return None
 
 
+@pytest.mark.runs_notebook("04")
 def test_training_dashboard_live(notebook_run, browser, lab, shots):
     """04 in JupyterLab: the plots draw data while the engines train; then stop is disabled."""
     name, started = notebook_run("04")
@@ -616,6 +624,7 @@ def _output_of(driver, index: int):
     )
 
 
+@pytest.mark.runs_notebook("05")
 def test_explorer_channel_and_time(notebook_run, browser, lab, shots):
     """05 in JupyterLab: a channel change retitles the colour bar, a slider move redraws."""
     name, started = notebook_run("05")
@@ -642,3 +651,14 @@ def test_explorer_channel_and_time(notebook_run, browser, lab, shots):
         "redrawn; "
         f"{time.monotonic() - started:.0f} s"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# 06: event statistics (last: it reads what 01 and 04 wrote)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.runs_notebook("06")
+def test_event_statistics_clean(notebook_run, browser, lab):
+    """06 on 01's labels and 04's model: every output right, as for 00-03."""
+    _clean_run("06", notebook_run, browser, lab)

@@ -2,6 +2,10 @@
 
 The notebooks run in order in one working directory (as ``make demo`` runs them), so a later
 notebook may use what an earlier one wrote, exactly as a person working through them would.
+tests/test_browser.py runs the same chain in JupyterLab with more checks; a notebook that a
+selected browser test runs (its ``runs_notebook`` mark) is not executed here a second time, so
+this module executes the chain only where Chromium is missing or the browser tests are not
+selected (``-m "not browser"``, ``tests/test_notebooks.py`` alone).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import RUN_IN_BROWSER
 
 from climnb.demo import WORKFLOW, find_notebooks, run_notebook
 
@@ -68,7 +73,9 @@ def test_papermill_lists_every_parameter_with_its_type(notebook):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
-def test_notebook_executes(notebook, workdir, tmp_path):
+def test_notebook_executes(notebook, workdir, tmp_path, request):
+    if notebook.name[:2] in request.config.stash.get(RUN_IN_BROWSER, set()):
+        pytest.skip("run end to end in JupyterLab by tests/test_browser.py in this session")
     run = run_notebook(
         workdir / notebook.name,
         tmp_path,
