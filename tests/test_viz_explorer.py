@@ -413,6 +413,29 @@ def test_selecting_an_event_zooms_the_map(data):
     assert y.start <= ev.lat <= y.end
 
 
+def test_selecting_an_event_in_the_event_view_zooms_its_map(data):
+    """Inside event_view's layout too (a layout with shared_axes=False kept the globe)."""
+    from bokeh.models import Plot
+
+    from climnb.tracks import track_events
+
+    tracks = track_events(data.truth)
+    layout = event_view(data, data.truth, tracks)
+    figures = list(hv.renderer("bokeh").get_plot(layout).state.select({"type": Plot}))
+    figure = next(f for f in figures if f.title.text.endswith("select an event"))
+    counts, areas = (f for f in figures if f.title.text in ("events per step", "event areas"))
+    assert counts.y_range is not areas.y_range  # the statistics keep their own axes
+    selection = layout.DynamicMap.I.streams[0]
+    for i in (0, len(tracks) - 1):
+        selection.event(index=[i])
+        ev, x, y = tracks.iloc[i], figure.x_range, figure.y_range
+        assert figure.title.text.startswith(ev.class_name)
+        assert x.end - x.start < 120 and y.end - y.start <= 41, "the map shows the window"
+        assert x.start < ev.lon < x.end and y.start < ev.lat < y.end
+    selection.event(index=[])
+    assert figure.x_range.end - figure.x_range.start > 300  # the globe again
+
+
 def test_explorer_panel_widgets_drive_the_maps(data, prediction):
     """Widgets above the maps, and a channel change redraws (and retitles the colour bar)."""
     import panel as pn

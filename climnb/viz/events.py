@@ -62,6 +62,8 @@ TABLE_COLUMNS = (
 _COLORS = {CLASS_NAMES[k]: c for k, c in CLASS_COLORS.items()}
 #: Every layer of the event map takes its ranges from the frame shown (so a selection zooms).
 _FRAMEWISE = {kind: {"framewise": True} for kind in ("Image", "Path", "Points", "Overlay")}
+#: The statistics' axes are their own (their ``events`` axes would otherwise be linked).
+_AXISWISE = {kind: {"axiswise": True} for kind in ("Curve", "Histogram", "Overlay")}
 
 
 def events_from_mask(mask: xr.DataArray, *, min_pixels: int = 1) -> pd.DataFrame:
@@ -283,9 +285,12 @@ def event_view(
     stats = [counts_over_time(events, times=ds.time.values)]
     if "area_km2" in events:
         stats.append(area_distribution(events))
+    # Not ``shared_axes=False`` on the layout: HoloViews then keeps the map's first ranges
+    # however framewise its layers are, so a selection would retitle the map but not zoom it.
+    stats = [s.opts(_AXISWISE) for s in stats]
     if tracks is not None:
         stats.append(track_table(tracks))
-    return hv.Layout([table, dmap, *stats]).cols(2).opts(shared_axes=False)
+    return hv.Layout([table, dmap, *stats]).cols(2)
 
 
 def track_table(tracks: pd.DataFrame, *, height: int = 220, width: int = 460) -> hv.Table:
