@@ -14,6 +14,7 @@ import xarray as xr
 
 from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.viz.events import (
+    EVENTS_LIVE_ONLY,
     area_distribution,
     centred_window,
     counts_over_time,
@@ -269,7 +270,7 @@ def test_event_view_draws_tracks_and_coastlines(data):
     from climnb.tracks import track_events
 
     tracks = track_events(data.truth)
-    layout = event_view(data, data.truth, tracks)
+    layout = event_view(data, data.truth, tracks, live=True)
     assert len(layout) == 5 and layout.Table.Tracks.dimension_values("track_id").size
     table, dmap = event_map(data, data.truth, tracks)
     assert "track_id" in [d.name for d in table.dimensions()]
@@ -298,7 +299,7 @@ def test_event_statistics(data):
     np.testing.assert_array_equal(tc.dimension_values("events"), expected)
     hist = area_distribution(events)
     assert sum(h.dimension_values("events").sum() for h in hist) == len(events)
-    layout = event_view(data, data.truth, events)
+    layout = event_view(data, data.truth, events, live=True)
     assert len(layout) == 4
     with pytest.raises(KeyError, match="area_km2"):
         area_distribution(pd.DataFrame({"class_name": []}))
@@ -420,7 +421,7 @@ def test_selecting_an_event_in_the_event_view_zooms_its_map(data):
     from climnb.tracks import track_events
 
     tracks = track_events(data.truth)
-    layout = event_view(data, data.truth, tracks)
+    layout = event_view(data, data.truth, tracks, live=True)
     figures = list(hv.renderer("bokeh").get_plot(layout).state.select({"type": Plot}))
     figure = next(f for f in figures if f.title.text.endswith("select an event"))
     counts, areas = (f for f in figures if f.title.text in ("events per step", "event areas"))
@@ -434,6 +435,19 @@ def test_selecting_an_event_in_the_event_view_zooms_its_map(data):
         assert x.start < ev.lon < x.end and y.start < ev.lat < y.end
     selection.event(index=[])
     assert figure.x_range.end - figure.x_range.start > 300  # the globe again
+
+
+def test_event_view_in_a_report_offers_no_selection(data):
+    """No kernel draws the zoom in a static page: rows not selectable, the map says so."""
+    from bokeh.models import DataTable, Plot
+
+    layout = event_view(data, data.truth, events_from_mask(data.truth), live=False)
+    assert not layout.traverse(lambda x: x, [hv.DynamicMap])
+    model = hv.render(layout, backend="bokeh")
+    (table,) = model.select({"type": DataTable})
+    assert table.selectable is False
+    titles = [f.title.text for f in model.select({"type": Plot})]
+    assert f"TMQ: {EVENTS_LIVE_ONLY}" in titles
 
 
 def test_explorer_panel_widgets_drive_the_maps(data, prediction):
