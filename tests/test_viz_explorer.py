@@ -430,7 +430,8 @@ def test_selecting_an_event_in_the_event_view_zooms_its_map(data):
     for i in (0, len(tracks) - 1):
         selection.event(index=[i])
         ev, x, y = tracks.iloc[i], figure.x_range, figure.y_range
-        assert figure.title.text.startswith(ev.class_name)
+        short = {"tropical_cyclone": "TC", "atmospheric_river": "AR"}[ev.class_name]
+        assert figure.title.text.startswith(f"{short} {pd.Timestamp(ev.time):%Y-%m-%d %H:%M}")
         assert x.end - x.start < 120 and y.end - y.start <= 41, "the map shows the window"
         assert x.start < ev.lon < x.end and y.start < ev.lat < y.end
     selection.event(index=[])

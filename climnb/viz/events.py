@@ -62,6 +62,7 @@ TABLE_COLUMNS = (
     "speed_kmh",
 )
 _COLORS = {CLASS_NAMES[k]: c for k, c in CLASS_COLORS.items()}
+_SHORT = {"tropical_cyclone": "TC", "atmospheric_river": "AR"}
 #: Every layer of the event map takes its ranges from the frame shown (so a selection zooms).
 _FRAMEWISE = {kind: {"framewise": True} for kind in ("Image", "Path", "Points", "Overlay")}
 #: The statistics' axes are their own (their ``events`` axes would otherwise be linked).
@@ -211,9 +212,9 @@ def event_map(
         marker = hv.Points([(ev.lon, ev.lat)], ["lon", "lat"]).opts(
             marker="x", size=14, color="black", line_width=3
         )
-        title = (
-            f"{ev.class_name} {pd.Timestamp(ev.time):%Y-%m-%d %H:%M} at "
-            f"{ev.lat:.1f}N {ev.lon % 360:.1f}E"
+        title = (  # short enough for the map's width
+            f"{_SHORT.get(ev.class_name, ev.class_name)} {pd.Timestamp(ev.time):%Y-%m-%d %H:%M} "
+            f"at {abs(ev.lat):.1f}{'N' if ev.lat >= 0 else 'S'} {ev.lon % 360:.1f}E"
         )
         view = field_image(sub, channel, 0).opts(framewise=True) * mask_image(lab, 0)
         view = view * coastlines(sub)
