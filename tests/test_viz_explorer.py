@@ -109,7 +109,7 @@ def test_disagreement_codes(data, prediction):
     np.testing.assert_array_equal(code.values[2] == 3, truth[2] == 1)  # storms as rivers
     img = disagreement(data.truth, prediction, 1)
     assert img.vdims[0].name == "disagreement"
-    assert f"false negative {int((truth[1] == 2).sum())}" in img.opts.get().kwargs["title"]
+    assert f"FN {int((truth[1] == 2).sum())}," in img.opts.get().kwargs["title"]
 
 
 def test_step_iou_is_analytic(data, prediction):

@@ -245,8 +245,12 @@ def counts_over_time(
         ).opts(color=color)
         for name, color in _COLORS.items()
     ]
-    return hv.Overlay(curves).opts(
-        width=width, height=height, title="events per step", legend_position="top_left"
+    return hv.Overlay(curves).opts(  # from zero, the legend below the curves
+        width=width,
+        height=height,
+        title="events per step",
+        legend_position="bottom_right",
+        ylim=(0, max(1, int(counts.to_numpy().max(initial=0))) * 1.15),
     )
 
 
