@@ -11,10 +11,14 @@ Every 0.5 s it sums the proportional set size (PSS: shared pages split between t
 sharing them, so the sum is what the session costs) of every process of the run: the kernel,
 ipcontroller, the engines, mpiexec and the papermill driver. The processes are found by a tag in
 their environment (``CLIMNB_BENCH_TAG``) that every descendant inherits, engines started by
-``mpiexec`` included, so processes of other work on the machine are not counted. Printed: the
-peak of each run, what made it up (by kind of process), and the ratio Binder / default.
+``mpiexec`` included, so processes of other work on the machine are not counted. A sample
+belongs to the notebook running then (the first whose report is not written yet). Printed: the
+peak of each run and of each notebook, what made them up (by kind of process), and the ratio
+Binder / default. ``--without-driver`` leaves the papermill driver out of the sums (in
+JupyterLab the server stands in its place, which this does not measure).
 
-    nice .venv/bin/python benchmarks/bench_memory.py [--only 04] [--epochs 2]
+    nice .venv/bin/python benchmarks/bench_memory.py [--only 00 01 02 03 04 05] [--epochs 2]
+        [--modes binder]
 
 Needs root (or the same user) to read other processes' PSS and environment.
 """
@@ -35,8 +39,11 @@ from pathlib import Path
 
 import psutil
 
+from climnb.demo import find_notebooks
+
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = {"MEM_LIMIT": str(2 * 2**30)}
+MODES = {"default": {}, "binder": BINDER}
 MIB = 2**20
 
 
@@ -71,20 +78,33 @@ def _tagged(tag: str) -> list[psutil.Process]:
     return out
 
 
-def _sample(tag: str) -> tuple[int, Counter]:
+def _sample(tag: str, exclude: tuple[str, ...] = ()) -> tuple[int, Counter]:
     total, kinds = 0, Counter()
     for proc in _tagged(tag):
         try:
+            kind = _kind(proc)
+            if kind in exclude:
+                continue
             pss = proc.memory_full_info().pss
-            kinds[_kind(proc)] += pss
+            kinds[kind] += pss
             total += pss
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return total, kinds
 
 
-def measure(env_extra: dict, only: list[str], epochs: int, interval: float = 0.5) -> dict:
-    """Run the workflow once; return its peak PSS, the breakdown at the peak and the time."""
+def _running(reports: Path, names: list[str]) -> str:
+    """The notebook running now: the one after the last whose report papermill has written
+    (it writes a report when its notebook ends; they run in order); "end" after the last."""
+    done = {p.name[:2] for p in reports.glob("[0-9][0-9]_*.ipynb")}
+    return next((n for n in names if n not in done), "end")
+
+
+def measure(
+    env_extra: dict, only: list[str], epochs: int, interval: float = 0.5, exclude=()
+) -> dict:
+    """Run the workflow once; return its peak PSS, the breakdown at the peak, the peak of each
+    notebook (``{"04": (pss, kinds)}``) and the time."""
     work = Path(tempfile.mkdtemp(prefix="climnb-bench-memory-"))
     nbs = work / "notebooks"
     shutil.copytree(ROOT / "notebooks", nbs, ignore=shutil.ignore_patterns("data", "runs"))
@@ -97,15 +117,20 @@ def measure(env_extra: dict, only: list[str], epochs: int, interval: float = 0.5
     cmd += ["--reports", str(work / "reports"), "--epochs", str(epochs)]
     if only:
         cmd += ["--only", *only]
+    names = [p.name[:2] for p in find_notebooks(nbs, only)]
     peak, at_peak, samples, stop = 0, Counter(), 0, threading.Event()
+    per_notebook: dict[str, tuple[int, Counter]] = {}
 
     def watch():
         nonlocal peak, at_peak, samples
         while not stop.is_set():
-            total, kinds = _sample(tag)
+            total, kinds = _sample(tag, exclude)
             samples += 1
             if total > peak:
                 peak, at_peak = total, kinds
+            name = _running(work / "reports", names)
+            if total > per_notebook.get(name, (0,))[0]:
+                per_notebook[name] = (total, kinds)
             stop.wait(interval)
 
     start = time.perf_counter()
@@ -118,29 +143,50 @@ def measure(env_extra: dict, only: list[str], epochs: int, interval: float = 0.5
     shutil.rmtree(work, ignore_errors=True)
     if run.returncode:
         raise SystemExit(f"climnb demo failed ({run.returncode}):\n{run.stderr[-3000:]}")
-    return {"peak": peak, "kinds": at_peak, "seconds": seconds, "samples": samples}
+    return {
+        "peak": peak,
+        "kinds": at_peak,
+        "seconds": seconds,
+        "samples": samples,
+        "notebooks": dict(sorted(per_notebook.items())),
+    }
+
+
+def _parts(kinds: Counter) -> str:
+    return ", ".join(f"{k} {v / MIB:.0f}" for k, v in kinds.most_common())
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[], metavar="NN", help="notebooks to run")
     parser.add_argument("--epochs", type=int, default=2, help="epochs of notebook 04")
+    parser.add_argument(
+        "--modes", nargs="+", choices=MODES, default=list(MODES), help="runs to measure"
+    )
+    parser.add_argument(
+        "--without-driver", action="store_true", help="leave the papermill driver out"
+    )
     args = parser.parse_args(argv)
     results = {}
-    for name, extra in (("default", {}), ("binder", BINDER)):
-        r = results[name] = measure(extra, args.only, args.epochs)
-        parts = ", ".join(f"{k} {v / MIB:.0f}" for k, v in r["kinds"].most_common())
+    for name in args.modes:
+        exclude = ("papermill driver",) if args.without_driver else ()
+        r = results[name] = measure(MODES[name], args.only, args.epochs, exclude=exclude)
         print(
             f"{name:8s} peak PSS {r['peak'] / MIB:7.0f} MiB over {r['samples']} samples "
-            f"({r['seconds']:.0f} s); at the peak (MiB): {parts}",
+            f"({r['seconds']:.0f} s); at the peak (MiB): {_parts(r['kinds'])}",
             flush=True,
         )
-    ratio = results["binder"]["peak"] / results["default"]["peak"]
+        for nb, (pss, kinds) in r["notebooks"].items():
+            print(f"  {nb}: {pss / MIB:6.0f} MiB ({_parts(kinds)})", flush=True)
     goal = 1.5e9
-    print(
-        f"binder / default: {ratio:.2f}; Binder-sized peak {results['binder']['peak'] / 1e9:.2f} "
-        f"GB ({'within' if results['binder']['peak'] <= goal else 'over'} the 1.5 GB goal)"
-    )
+    if "binder" in results:
+        peak = results["binder"]["peak"]
+        print(
+            f"Binder-sized peak {peak / 1e9:.2f} GB "
+            f"({'within' if peak <= goal else 'over'} the 1.5 GB goal)"
+        )
+    if len(results) == 2:
+        print(f"binder / default: {results['binder']['peak'] / results['default']['peak']:.2f}")
     return 0
 
 

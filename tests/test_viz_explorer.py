@@ -14,6 +14,7 @@ import xarray as xr
 
 from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.viz.events import (
+    EVENTS_LIVE_ONLY,
     area_distribution,
     centred_window,
     counts_over_time,
@@ -108,7 +109,7 @@ def test_disagreement_codes(data, prediction):
     np.testing.assert_array_equal(code.values[2] == 3, truth[2] == 1)  # storms as rivers
     img = disagreement(data.truth, prediction, 1)
     assert img.vdims[0].name == "disagreement"
-    assert f"false negative {int((truth[1] == 2).sum())}" in img.opts.get().kwargs["title"]
+    assert f"FN {int((truth[1] == 2).sum())}," in img.opts.get().kwargs["title"]
 
 
 def test_step_iou_is_analytic(data, prediction):
@@ -269,7 +270,7 @@ def test_event_view_draws_tracks_and_coastlines(data):
     from climnb.tracks import track_events
 
     tracks = track_events(data.truth)
-    layout = event_view(data, data.truth, tracks)
+    layout = event_view(data, data.truth, tracks, live=True)
     assert len(layout) == 5 and layout.Table.Tracks.dimension_values("track_id").size
     table, dmap = event_map(data, data.truth, tracks)
     assert "track_id" in [d.name for d in table.dimensions()]
@@ -298,7 +299,7 @@ def test_event_statistics(data):
     np.testing.assert_array_equal(tc.dimension_values("events"), expected)
     hist = area_distribution(events)
     assert sum(h.dimension_values("events").sum() for h in hist) == len(events)
-    layout = event_view(data, data.truth, events)
+    layout = event_view(data, data.truth, events, live=True)
     assert len(layout) == 4
     with pytest.raises(KeyError, match="area_km2"):
         area_distribution(pd.DataFrame({"class_name": []}))
@@ -411,6 +412,43 @@ def test_selecting_an_event_zooms_the_map(data):
     assert x.end - x.start < 120 and y.end - y.start <= 41, "the map shows the window"
     assert x.start < ev.lon % 360 < x.end or x.start < ev.lon % 360 - 360 < x.end
     assert y.start <= ev.lat <= y.end
+
+
+def test_selecting_an_event_in_the_event_view_zooms_its_map(data):
+    """Inside event_view's layout too (a layout with shared_axes=False kept the globe)."""
+    from bokeh.models import Plot
+
+    from climnb.tracks import track_events
+
+    tracks = track_events(data.truth)
+    layout = event_view(data, data.truth, tracks, live=True)
+    figures = list(hv.renderer("bokeh").get_plot(layout).state.select({"type": Plot}))
+    figure = next(f for f in figures if f.title.text.endswith("select an event"))
+    counts, areas = (f for f in figures if f.title.text in ("events per step", "event areas"))
+    assert counts.y_range is not areas.y_range  # the statistics keep their own axes
+    selection = layout.DynamicMap.I.streams[0]
+    for i in (0, len(tracks) - 1):
+        selection.event(index=[i])
+        ev, x, y = tracks.iloc[i], figure.x_range, figure.y_range
+        short = {"tropical_cyclone": "TC", "atmospheric_river": "AR"}[ev.class_name]
+        assert figure.title.text.startswith(f"{short} {pd.Timestamp(ev.time):%Y-%m-%d %H:%M}")
+        assert x.end - x.start < 120 and y.end - y.start <= 41, "the map shows the window"
+        assert x.start < ev.lon < x.end and y.start < ev.lat < y.end
+    selection.event(index=[])
+    assert figure.x_range.end - figure.x_range.start > 300  # the globe again
+
+
+def test_event_view_in_a_report_offers_no_selection(data):
+    """No kernel draws the zoom in a static page: rows not selectable, the map says so."""
+    from bokeh.models import DataTable, Plot
+
+    layout = event_view(data, data.truth, events_from_mask(data.truth), live=False)
+    assert not layout.traverse(lambda x: x, [hv.DynamicMap])
+    model = hv.render(layout, backend="bokeh")
+    (table,) = model.select({"type": DataTable})
+    assert table.selectable is False
+    titles = [f.title.text for f in model.select({"type": Plot})]
+    assert f"TMQ: {EVENTS_LIVE_ONLY}" in titles
 
 
 def test_explorer_panel_widgets_drive_the_maps(data, prediction):

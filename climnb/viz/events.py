@@ -35,6 +35,7 @@ from climnb.channels import CLASS_NAMES
 from climnb.labels.events import events_from_mask  # re-exported: it lived here before
 from climnb.viz.explorer import coastlines, field_image, mask_image
 from climnb.viz.fields import CLASS_COLORS
+from climnb.viz.notebook import is_interactive
 
 __all__ = [
     "events_from_mask",
@@ -47,6 +48,7 @@ __all__ = [
     "track_paths",
     "track_table",
     "TABLE_COLUMNS",
+    "EVENTS_LIVE_ONLY",
 ]
 
 #: Columns shown in the table where the event table has them.
@@ -62,18 +64,25 @@ TABLE_COLUMNS = (
     "speed_kmh",
 )
 _COLORS = {CLASS_NAMES[k]: c for k, c in CLASS_COLORS.items()}
+_SHORT = {"tropical_cyclone": "TC", "atmospheric_river": "AR"}
 #: Every layer of the event map takes its ranges from the frame shown (so a selection zooms).
 _FRAMEWISE = {kind: {"framewise": True} for kind in ("Image", "Path", "Points", "Overlay")}
+#: The statistics' axes are their own (their ``events`` axes would otherwise be linked).
+_AXISWISE = {kind: {"axiswise": True} for kind in ("Curve", "Histogram", "Overlay")}
+#: The event map's title where no kernel draws the zoom (an executed report).
+EVENTS_LIVE_ONLY = "selecting an event zooms the map in a running kernel"
 
 
-def event_table(events: pd.DataFrame, *, height: int = 260, width: int = 460) -> hv.Table:
+def event_table(
+    events: pd.DataFrame, *, height: int = 260, width: int = 460, selectable: bool = True
+) -> hv.Table:
     """The event table as an ``hv.Table`` (rows selectable), rounded for reading."""
     cols = [c for c in TABLE_COLUMNS if c in events.columns]
     frame = events[cols].reset_index(drop=True).copy()
     frame["time"] = pd.to_datetime(frame["time"])
     num = frame.select_dtypes("number").columns
     frame[num] = frame[num].round(1)
-    return hv.Table(frame).opts(height=height, width=width, selectable=True)
+    return hv.Table(frame).opts(height=height, width=width, selectable=selectable)
 
 
 def centred_window(da: xr.DataArray, lat: float, lon: float, half_deg: float) -> xr.DataArray:
@@ -138,7 +147,8 @@ def event_map(
     width: int = 460,
     height: int = 320,
     tracks: pd.DataFrame | None = None,
-) -> tuple[hv.Table, hv.DynamicMap]:
+    live: bool = True,
+) -> tuple[hv.Table, hv.DynamicMap | hv.Overlay]:
     """The event table and a map linked to it by a ``Selection1D`` stream.
 
     With no row selected the map shows the whole globe at the first step; selecting a row
@@ -146,19 +156,21 @@ def event_map(
     with the mask regions and a marker at the event's centre. Coastlines are drawn on both;
     ``tracks`` (rows of :func:`climnb.tracks.track_events`; by default ``events`` itself
     when it has a ``track_id`` column) are drawn as lines through the centres.
+
+    The zoom is drawn by the kernel: with ``live=False`` (for a static report) the rows are
+    not selectable and the map is the globe, titled to say so.
     """
     if tracks is None and "track_id" in events:
         tracks = events
-    table = event_table(events)
+    table = event_table(events, selectable=live)
     rows = events.reset_index(drop=True)  # unrounded, same order as the table
-    selection = hv.streams.Selection1D(source=table)
 
     def draw(index):
         if not index:
             field = field_image(ds, channel, 0) * mask_image(mask, 0) * coastlines(ds)
             if tracks is not None:
                 field = field * track_paths(tracks)
-            title = f"{channel}: select an event"
+            title = f"{channel}: select an event" if live else f"{channel}: {EVENTS_LIVE_ONLY}"
             return field.opts(_FRAMEWISE).opts(width=width, height=height, title=title)
         ev = rows.iloc[index[0]]
         t = ds.indexes["time"].get_loc(pd.Timestamp(ev.time))
@@ -169,9 +181,9 @@ def event_map(
         marker = hv.Points([(ev.lon, ev.lat)], ["lon", "lat"]).opts(
             marker="x", size=14, color="black", line_width=3
         )
-        title = (
-            f"{ev.class_name} {pd.Timestamp(ev.time):%Y-%m-%d %H:%M} at "
-            f"{ev.lat:.1f}N {ev.lon % 360:.1f}E"
+        title = (  # short enough for the map's width
+            f"{_SHORT.get(ev.class_name, ev.class_name)} {pd.Timestamp(ev.time):%Y-%m-%d %H:%M} "
+            f"at {abs(ev.lat):.1f}{'N' if ev.lat >= 0 else 'S'} {ev.lon % 360:.1f}E"
         )
         view = field_image(sub, channel, 0).opts(framewise=True) * mask_image(lab, 0)
         view = view * coastlines(sub)
@@ -180,7 +192,9 @@ def event_map(
         view = view * marker
         return view.opts(_FRAMEWISE).opts(width=width, height=height, title=title)
 
-    return table, hv.DynamicMap(draw, streams=[selection])
+    if not live:
+        return table, draw([])
+    return table, hv.DynamicMap(draw, streams=[hv.streams.Selection1D(source=table)])
 
 
 def counts_over_time(
@@ -200,8 +214,12 @@ def counts_over_time(
         ).opts(color=color)
         for name, color in _COLORS.items()
     ]
-    return hv.Overlay(curves).opts(
-        width=width, height=height, title="events per step", legend_position="top_left"
+    return hv.Overlay(curves).opts(  # from zero, the legend below the curves
+        width=width,
+        height=height,
+        title="events per step",
+        legend_position="bottom_right",
+        ylim=(0, max(1, int(counts.to_numpy().max(initial=0))) * 1.15),
     )
 
 
@@ -239,22 +257,29 @@ def event_view(
     *,
     channel: str = "TMQ",
     tracks: pd.DataFrame | None = None,
+    live: bool | None = None,
 ) -> hv.Layout:
     """Event table, the linked map (with tracks and coastlines), event counts over time, the
     area distribution and, with tracks, a table of their lifetimes and speeds.
 
     ``events`` may be the rows of :func:`climnb.tracks.track_events` (one per track and step):
-    the table then shows the track ids and the map draws the tracks.
+    the table then shows the track ids and the map draws the tracks. ``live``: whether a
+    kernel draws the selected event (default :func:`climnb.viz.notebook.is_interactive`; in an
+    executed report the map stays on the globe and says so, see :func:`event_map`).
     """
     if tracks is None and "track_id" in events:
         tracks = events
-    table, dmap = event_map(ds, mask, events, channel=channel, tracks=tracks)
+    live = is_interactive() if live is None else live
+    table, dmap = event_map(ds, mask, events, channel=channel, tracks=tracks, live=live)
     stats = [counts_over_time(events, times=ds.time.values)]
     if "area_km2" in events:
         stats.append(area_distribution(events))
+    # Not ``shared_axes=False`` on the layout: HoloViews then keeps the map's first ranges
+    # however framewise its layers are, so a selection would retitle the map but not zoom it.
+    stats = [s.opts(_AXISWISE) for s in stats]
     if tracks is not None:
         stats.append(track_table(tracks))
-    return hv.Layout([table, dmap, *stats]).cols(2).opts(shared_axes=False)
+    return hv.Layout([table, dmap, *stats]).cols(2)
 
 
 def track_table(tracks: pd.DataFrame, *, height: int = 220, width: int = 460) -> hv.Table:

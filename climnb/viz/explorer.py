@@ -80,6 +80,8 @@ log = logging.getLogger(__name__)
 #: Colours of the disagreement panel: 1 false positive, 2 false negative, 3 wrong class.
 DISAGREEMENT_COLORS = {1: "#ff7f0e", 2: "#9467bd", 3: "#444444"}
 _DISAGREEMENT_NAMES = {1: "false positive", 2: "false negative", 3: "wrong class"}
+#: What the panel titles call them (a title must fit a panel's width).
+_DISAGREEMENT_SHORT = {1: "FP", 2: "FN", 3: "wrong class"}
 
 Range = tuple[float, float] | None
 
@@ -276,6 +278,11 @@ def disagreement_codes(labels: xr.DataArray, prediction: xr.DataArray) -> xr.Dat
     return code.astype(np.uint8).rename("disagreement")
 
 
+def _disagreement_title(counts: dict[int, int]) -> str:
+    """``disagreement: FP 9, FN 30, wrong class 0`` (pixels of each kind)."""
+    return "disagreement: " + ", ".join(f"{_DISAGREEMENT_SHORT[k]} {n}" for k, n in counts.items())
+
+
 def disagreement(
     labels: xr.DataArray,
     prediction: xr.DataArray,
@@ -296,7 +303,7 @@ def disagreement(
     code = disagreement_codes(lab, pred).astype(np.float32)
     img = hv.Image(code.where(code > 0), kdims=["lon", "lat"], vdims=["disagreement"])
     n = {k: int((code == k).sum()) for k in _DISAGREEMENT_NAMES}
-    title = "disagreement: " + ", ".join(f"{_DISAGREEMENT_NAMES[k]} {n[k]}" for k in n)
+    title = _disagreement_title(n)
     return img.opts(
         cmap=list(DISAGREEMENT_COLORS.values()),
         clim=(0.5, 3.5),
@@ -847,9 +854,7 @@ class ExplorerApp:
             self.lab_source.data = {"image": [masks["label"]], **self._extent}
             self.pred_source.data = {"image": [masks["prediction"]], **self._extent}
             n = masks["counts"]
-            self.dis_fig.title.text = "disagreement: " + ", ".join(
-                f"{_DISAGREEMENT_NAMES[k]} {n[k]}" for k in n
-            )
+            self.dis_fig.title.text = _disagreement_title(n)
             iou = masks["iou"]
             self.iou_source.patch({"IoU": [(slice(0, 3), [float(np.nan_to_num(v)) for v in iou])]})
             present = iou[~np.isnan(iou)]
