@@ -8,7 +8,8 @@ land in ``notebooks/data/toy`` whether a person or the demo runs them.
 :data:`WORKFLOW` chains them into the paper's workflow: synthetic fields (00) -> heuristic
 labels (01) -> sample files, stats and staging onto two simulated nodes (02) -> the networks
 (03) -> Horovod training on two MPI engines (04) -> inference on held-out data and the views
-(05) -> event statistics, landfalls and a planted change (06). Each notebook also runs alone with its own defaults.
+(05) -> event statistics, landfalls and a planted change (06). Each notebook also runs alone
+with its own defaults.
 
 The notebooks travel with the package (``climnb/notebooks`` in the wheel and the sdist; the
 top-level ``notebooks/`` folder of a clone): :func:`packaged_notebooks` finds them,
