@@ -34,7 +34,8 @@ def add_arguments(parser):
         default=[],
         metavar="REGION",
         help="a built-in region (california, us_west_coast, global), a box "
-        "NAME=LAT0:LAT1,LON0:LON1, or a GeoJSON file; repeatable",
+        "NAME=LAT0:LAT1,LON0:LON1, srex or srex:WNA,CNA (SREX regions), us_state:CA, or a "
+        "shapefile/GeoJSON/GeoPackage; repeatable",
     )
     parser.add_argument("--tracks", help="CF trajectory file of the masks (default: tracked here)")
     parser.add_argument(
