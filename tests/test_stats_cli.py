@@ -63,6 +63,8 @@ def test_stats_writes_frequency_events_landfall_and_precipitation(files, tmp_pat
             "california",
             "--region",
             "pacific=20:50,180:240",
+            "--region",
+            "srex:WNA",
         ]
     )
     assert rc == 0, text
@@ -77,9 +79,9 @@ def test_stats_writes_frequency_events_landfall_and_precipitation(files, tmp_pat
     assert len(tc) == truth[truth.class_id == 1].event_id.nunique()
     assert not (tc.category == "unknown").any()  # the file has winds
     landfall = pd.read_csv(out["landfall"])
-    assert set(landfall.region) == {"california", "pacific"}
+    assert set(landfall.region) == {"california", "pacific", "WNA"}
     precip = pd.read_csv(out["precip"])
-    assert set(precip.region) == {"global", "california", "pacific"}
+    assert set(precip.region) == {"global", "california", "pacific", "WNA"}
     assert precip.share.between(0, 1).all()
 
 
