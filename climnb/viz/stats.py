@@ -45,7 +45,7 @@ def frequency_map(
     da = 100.0 * freq.frequency.sel({"class": class_name})
     img = hv.Image(da, kdims=["lon", "lat"], vdims=[hv.Dimension("frequency", unit="%")])
     style = {
-        "cmap": "viridis",
+        "cmap": "YlGnBu",  # light at 0, so that the dark coastlines show
         "colorbar": True,
         "clim": (0.0, max(float(da.max()), 1e-6)),
         "title": title or f"{_TITLES.get(class_name, class_name)} [% of steps]",
