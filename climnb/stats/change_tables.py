@@ -10,9 +10,11 @@ by default, or a number of steps) and every quantity is a ratio of per-block sum
   (rivers): the sum over the block's events over their number;
 * ``share_of_total``, ``share_of_above_p95``, ...: precipitation inside the class's mask over
   all precipitation of the region (area-weighted); extremes are above each point's own
-  percentile of the baseline period ``A``, the same thresholds for both periods (so that a
-  wetter ``B`` shows as more extreme precipitation); ``mean_mm_day`` (class ``all``): the
-  region's mean precipitation rate.
+  percentile of both periods pooled, the same thresholds for both (so that a wetter ``B``
+  shows as more extreme precipitation, and the periods stay exchangeable under the
+  permutation: thresholds of ``A`` alone would give ``A`` exactly the percentile's share of
+  exceedances and ``B`` a noisy one); ``mean_mm_day`` (class ``all``): the region's mean
+  precipitation rate.
 
 The p-value comes from permutations of whole blocks between the periods (two-sided), the
 confidence interval from a block bootstrap within each period, and, across the rows of a
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import logging
 
+import dask
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -43,7 +46,8 @@ from climnb.channels import CLASS_NAMES
 from climnb.stats.change import CompareConfig, _check_pair, fdr_mask
 from climnb.stats.events import _datetime_mask, event_steps, event_table
 from climnb.stats.groups import CLASS_IDS, group_index
-from climnb.stats.precip import _MM_DAY, precip_sums
+from climnb.stats.masks import check_same_grid
+from climnb.stats.precip import _MM_DAY, _thresholds, precip_sums
 from climnb.stats.regions import BUILTIN, Region
 
 __all__ = ["CHANGE_COLUMNS", "compare_events", "compare_precip", "ratio_change", "change_text"]
@@ -264,7 +268,7 @@ def compare_precip(
         :func:`climnb.stats.precip.precipitation`), over at least the masks' times.
     config : block, alpha, resamples, seed.
     regions : default the globe.
-    percentiles : extremes: above each point's own percentiles of period ``a``.
+    percentiles : extremes: above each point's own percentiles of both periods pooled.
     names : what to call ``a`` and ``b`` in messages.
 
     Returns
@@ -278,8 +282,21 @@ def compare_precip(
     regions = list(regions or [BUILTIN["global"]])
     for m, n in ((a, names[0]), (b, names[1])):
         _blocks(m.time, config.block, n)
+    check_same_grid(a, precip_a, (names[0], "the precipitation"))
+    check_same_grid(a, precip_b, (names[0], f"{names[1]}'s precipitation"))
+    pooled = xr.concat(
+        [precip_a.sel(time=a.time).drop_vars("time"), precip_b.sel(time=b.time).drop_vars("time")],
+        "time",
+    )
+    (thresholds,) = dask.compute(_thresholds(pooled, percentiles))
     sa = precip_sums(
-        a, precip_a, regions=regions, by=config.block, percentiles=percentiles, source=names[0]
+        a,
+        precip_a,
+        regions=regions,
+        by=config.block,
+        percentiles=percentiles,
+        thresholds=thresholds,
+        source=names[0],
     )
     sb = precip_sums(
         b,
@@ -287,7 +304,7 @@ def compare_precip(
         regions=regions,
         by=config.block,
         percentiles=percentiles,
-        thresholds=sa.thresholds,
+        thresholds=thresholds,
         source=names[1],
     )
     area = sa.weights.sum(("lat", "lon")).values
