@@ -15,12 +15,17 @@ What it does:
    and the peak resident memory (goal <= 2 GB);
 3. compares ``--pairs`` pairs of runs of the same synthetic climate (different seeds) with
    :func:`climnb.stats.compare` and reports the fraction of grid points flagged at p < alpha
-   (expected about alpha) and after FDR (expected about none).
+   (expected about alpha) and after FDR (expected about none);
+4. compares ``--table-pairs`` such pairs with :func:`climnb.stats.compare_events` and
+   :func:`climnb.stats.compare_precip` and reports, per quantity, the fraction of rows
+   flagged at p < alpha and after FDR across each table's rows (rows whose value is the same
+   in both runs, e.g. no storm ever over a region, are left out).
 
 Usage::
 
     python benchmarks/bench_stats.py                     # 1 and 2 years at full size, 20 pairs
     python benchmarks/bench_stats.py --years 1 --shape 384x576 --pairs 20   # reduced
+    python benchmarks/bench_stats.py --years --pairs 0 --table-pairs 20      # tables only
 
 How the figures could be wrong: the file sits in the page cache after it is written, so the
 "raw read" is decompression plus memory copies, not disk (both measurements share this, so the
@@ -137,13 +142,50 @@ def false_positives(pairs: int, n_time: int, block: int, resamples: int) -> list
     return rows
 
 
+def table_false_positives(pairs: int, n_time: int, block: int, resamples: int) -> list[dict]:
+    """Rows of the event and precipitation change tables flagged between runs of one climate."""
+    from climnb.stats import (
+        BUILTIN,
+        CompareConfig,
+        class_mask,
+        compare_events,
+        compare_precip,
+        precipitation,
+    )
+    from climnb.synthetic import make_dataset
+
+    config = CompareConfig(block=block, n_resamples=resamples)
+    regions = [BUILTIN["global"], BUILTIN["us_west_coast"]]
+    rows = []
+    for i in range(pairs):
+        a, _ = make_dataset(n_time=n_time, seed=1000 + 2 * i, ivt=True)
+        b, _ = make_dataset(n_time=n_time, seed=1001 + 2 * i, ivt=True)
+        ma, mb = class_mask(a), class_mask(b)
+        events = compare_events(ma, mb, config, fields=(a, b), regions=regions)
+        precip = compare_precip(ma, precipitation(a), mb, precipitation(b), config, regions=regions)
+        for table in (events, precip):
+            table = table[table.a != table.b]
+            rows += [
+                {
+                    "pair": i,
+                    "quantity": r.quantity,
+                    "local": r.significant,
+                    "fdr": r.significant_fdr,
+                }
+                for r in table.itertuples()
+            ]
+        print(f"  pair {i + 1}/{pairs} done", flush=True)
+    return rows
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--years", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--years", type=int, nargs="*", default=[1, 2])
     p.add_argument("--shape", default="768x1152")
     p.add_argument("--chunk", type=int, default=8, help="time steps per chunk (default 8)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--pairs", type=int, default=20)
+    p.add_argument("--table-pairs", type=int, default=20)
     p.add_argument("--pair-steps", type=int, default=160)
     p.add_argument("--block", type=int, default=16)
     p.add_argument("--resamples", type=int, default=999)
@@ -204,6 +246,22 @@ def main(argv=None) -> None:
         print(
             "  (percent of grid points with p < 0.05: at most about 5 where the class occurs; "
             "after FDR about 0)"
+        )
+    if args.table_pairs:
+        print(
+            f"false positives of the change tables: {args.table_pairs} pairs, "
+            f"{args.pair_steps} steps each, blocks of {args.block}, {args.resamples} resamples"
+        )
+        rows = table_false_positives(args.table_pairs, args.pair_steps, args.block, args.resamples)
+        import pandas as pd
+
+        t = pd.DataFrame(rows).groupby("quantity")[["local", "fdr"]].agg(["mean", "size"])
+        print((100 * t.xs("mean", axis=1, level=1)).round(1).assign(rows=t[("local", "size")]))
+        frame = pd.DataFrame(rows)
+        print(
+            f"  all rows: {100 * frame.local.mean():.1f} % at p < 0.05 (expected about 5), "
+            f"{100 * frame.fdr.mean():.1f} % after FDR; pairs with any row after FDR: "
+            f"{frame.groupby('pair').fdr.any().sum()} of {args.table_pairs}"
         )
 
 

@@ -8,7 +8,8 @@ land in ``notebooks/data/toy`` whether a person or the demo runs them.
 :data:`WORKFLOW` chains them into the paper's workflow: synthetic fields (00) -> heuristic
 labels (01) -> sample files, stats and staging onto two simulated nodes (02) -> the networks
 (03) -> Horovod training on two MPI engines (04) -> inference on held-out data and the views
-(05). Each notebook also runs alone with its own defaults.
+(05) -> event statistics, landfalls and a planted change (06). Each notebook also runs alone
+with its own defaults.
 
 The notebooks travel with the package (``climnb/notebooks`` in the wheel and the sdist; the
 top-level ``notebooks/`` folder of a clone): :func:`packaged_notebooks` finds them,
@@ -70,6 +71,7 @@ WORKFLOW: dict[str, dict] = {
     "02": {"input_path": "data/toy/labelled.nc", "workdir": "data/toy"},
     "04": {"data_dir": "data/toy/shared", "out_dir": "runs/toy", "epochs": 16},
     "05": {"model_path": "runs/toy/model", "data_path": "data/toy/heldout.nc"},
+    "06": {"labels_path": "data/toy/labelled.nc", "model_path": "runs/toy/model"},
 }
 #: What the workflow writes (relative to the notebooks folder); removed before a clean run.
 OUTPUTS = ("data/toy", "runs/toy")

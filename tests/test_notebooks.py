@@ -24,7 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = find_notebooks(ROOT / "notebooks")
 IDS = [nb.stem for nb in NOTEBOOKS]
 # The demo's chain of notebooks (each uses what the one before wrote), with shorter runs.
-SHORTER = {"00": {"n_time": 24}, "04": {"epochs": 1, "max_steps": 4}}
+SHORTER = {
+    "00": {"n_time": 24},
+    "04": {"epochs": 1, "max_steps": 4},
+    "06": {"change_steps": 96, "n_resamples": 999},
+}
 TEST_PARAMETERS = {
     k: {**WORKFLOW.get(k, {}), **SHORTER.get(k, {})} for k in set(WORKFLOW) | set(SHORTER)
 }

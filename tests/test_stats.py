@@ -481,7 +481,18 @@ def test_compare_in_coarser_cells_averages_the_points(toy):
 
 @pytest.mark.parametrize(
     "module",
-    ["masks", "groups", "frequency", "regions", "events", "precip", "change", "workflow"],
+    [
+        "masks",
+        "groups",
+        "frequency",
+        "regions",
+        "events",
+        "precip",
+        "change",
+        "change_tables",
+        "examples",
+        "workflow",
+    ],
 )
 def test_docstring_examples_run(module):
     import doctest

@@ -63,6 +63,8 @@ def test_stats_writes_frequency_events_landfall_and_precipitation(files, tmp_pat
             "california",
             "--region",
             "pacific=20:50,180:240",
+            "--region",
+            "srex:WNA",
         ]
     )
     assert rc == 0, text
@@ -77,9 +79,9 @@ def test_stats_writes_frequency_events_landfall_and_precipitation(files, tmp_pat
     assert len(tc) == truth[truth.class_id == 1].event_id.nunique()
     assert not (tc.category == "unknown").any()  # the file has winds
     landfall = pd.read_csv(out["landfall"])
-    assert set(landfall.region) == {"california", "pacific"}
+    assert set(landfall.region) == {"california", "pacific", "WNA"}
     precip = pd.read_csv(out["precip"])
-    assert set(precip.region) == {"global", "california", "pacific"}
+    assert set(precip.region) == {"global", "california", "pacific", "WNA"}
     assert precip.share.between(0, 1).all()
 
 
@@ -139,3 +141,43 @@ def test_bad_input_is_refused(case, golden, tmp_path_factory):
         + "\n  ".join(problems)
         + (f"\nstderr:\n{outcome.stderr}")
     )
+
+
+def test_stats_compare_writes_the_change_of_events_and_precipitation(files, tmp_path):
+    argv = ["stats", "compare", str(files / "a.nc"), str(files / "b.nc"), "--block", "8"]
+    argv += ["--resamples", "99", "--region", "global", "--region", "us_west_coast"]
+    events, precip = tmp_path / "events.nc", tmp_path / "precip.csv"
+    rc, text = _run([*argv, "--events", str(events), "--precip", str(precip)])
+    assert rc == 0, text
+    assert "events (per year" in text and "share_of_total %" in text
+    with xr.open_dataset(events) as ds:
+        table = ds.to_dataframe()
+    row = table.set_index(["quantity", "class_name", "region"]).loc[
+        ("events_per_year", "atmospheric_river", "global")
+    ]
+    assert row.b > row.a  # 5 rivers per step against 2
+    assert {"landfalls_per_year", "mean_max_wind", "mean_max_ivt"} <= set(table.quantity)
+    shares = pd.read_csv(precip)
+    assert set(shares.region) == {"global", "us_west_coast"}
+    assert "significant_fdr" in shares.columns
+
+
+def test_stats_compare_takes_the_fields_of_each_period(files, tmp_path):
+    argv = ["stats", "compare", str(files / "a.nc"), str(files / "b.nc"), "--block", "8"]
+    precip = tmp_path / "precip.csv"
+    rc, _ = _run(
+        [
+            *argv,
+            "--resamples",
+            "99",
+            "--precip",
+            str(precip),
+            "--fields",
+            str(files / "a.nc"),
+            str(files / "b.nc"),
+        ]
+    )
+    assert rc == 0 and precip.exists()
+    # one fields file for two periods is refused, naming the option, and writes nothing
+    rc = main([*argv, "--precip", str(tmp_path / "x.csv"), "--fields", str(files / "a.nc")])
+    assert rc == 2 and not (tmp_path / "x.csv").exists()

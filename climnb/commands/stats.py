@@ -8,7 +8,8 @@ HELP = (
 EXAMPLE = (
     "climnb stats labelled.nc --out freq.nc --by season --events events.csv "
     "--landfall landfall.csv --precip precip.csv\n"
-    "  climnb stats compare historical.nc future.nc --block year --out change.nc --csv change.csv"
+    "  climnb stats compare historical.nc future.nc --block year --out change.nc --csv change.csv "
+    "--events events_change.csv --precip precip_change.csv"
 )
 
 
@@ -33,15 +34,28 @@ def add_arguments(parser):
         default=[],
         metavar="REGION",
         help="a built-in region (california, us_west_coast, global), a box "
-        "NAME=LAT0:LAT1,LON0:LON1, or a GeoJSON file; repeatable",
+        "NAME=LAT0:LAT1,LON0:LON1, srex or srex:WNA,CNA (SREX regions), us_state:CA, or a "
+        "shapefile/GeoJSON/GeoPackage; repeatable",
     )
     parser.add_argument("--tracks", help="CF trajectory file of the masks (default: tracked here)")
     parser.add_argument(
-        "--fields", nargs="+", default=[], help="fields the masks were made from (default: INPUT)"
+        "--fields",
+        nargs="+",
+        default=[],
+        help="fields the masks were made from (default: INPUT); with compare: two, the fields "
+        "of A and of B (quote globs)",
     )
-    parser.add_argument("--events", help="event table: CSV, or NetCDF for .nc")
+    parser.add_argument(
+        "--events",
+        help="event table: CSV, or NetCDF for .nc; with compare: the change of event counts, "
+        "landfalls and intensities",
+    )
     parser.add_argument("--landfall", help="landfalls per region and year: CSV")
-    parser.add_argument("--precip", help="precipitation attributed to events: CSV")
+    parser.add_argument(
+        "--precip",
+        help="precipitation attributed to events: CSV; with compare: its change (CSV, or "
+        "NetCDF for .nc)",
+    )
     compare = parser.add_argument_group("compare A B")
     compare.add_argument(
         "--block",
@@ -58,6 +72,7 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from climnb.stats.change import CompareConfig
+    from climnb.stats.change_tables import change_text
     from climnb.stats.regions import parse_region
     from climnb.stats.workflow import StatsRequest, compare_files, summarize
 
@@ -65,6 +80,10 @@ def run(args) -> int:
     if args.inputs[0] == "compare":
         if len(args.inputs) != 3:
             raise ValueError("compare takes two inputs: climnb stats compare A B")
+        if args.fields and len(args.fields) != 2:
+            raise ValueError(
+                f"--fields: compare takes two (the fields of A and of B), got {len(args.fields)}"
+            )
         block = int(args.block) if str(args.block).isdigit() else args.block
         config = CompareConfig(
             block=block, alpha=args.alpha, n_resamples=args.resamples, seed=args.seed
@@ -77,6 +96,9 @@ def run(args) -> int:
             variable=args.variable,
             out=args.out,
             csv=args.csv,
+            events=args.events,
+            precip=args.precip,
+            fields=tuple(args.fields) or None,
         )
         print(f"A = {args.inputs[1]}, B = {args.inputs[2]}; frequency in % of time steps")
         print(result.headline())
@@ -88,6 +110,13 @@ def run(args) -> int:
                 for c, s in zip(result.maps["class"].values, sig, strict=True)
             )
         )
+        for title, table in (
+            ("events (per year of the blocks; landfalls by region)", result.events),
+            ("precipitation attributed to events (shares in %, rates in mm/day)", result.precip),
+        ):
+            if table is not None:
+                print(f"\n{title}; FDR across the rows at alpha_FDR = {config.alpha_fdr:g}")
+                print(change_text(table))
         return 0
     request = StatsRequest(
         inputs=tuple(args.inputs),

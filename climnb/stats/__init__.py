@@ -8,13 +8,15 @@ pass with bounded memory, on whatever dask scheduler is current.
 * :mod:`~climnb.stats.masks` - find and check a class mask (flags, classes, grid);
 * :mod:`~climnb.stats.groups` - seasons, months, years, blocks; per-group class counts;
 * :mod:`~climnb.stats.frequency` - how often each point is inside each class (CF output);
-* :mod:`~climnb.stats.regions` - built-in regions, boxes, GeoJSON and the land-sea mask,
-  all from packaged data;
+* :mod:`~climnb.stats.regions` - built-in regions, boxes, SREX, US states, shapefile and
+  GeoJSON polygons and the land-sea mask, all from packaged data;
 * :mod:`~climnb.stats.events` - events from tracks: counts, genesis, lifetime,
   Saffir-Simpson and Ralph et al. (2019) categories, landfall by region;
 * :mod:`~climnb.stats.precip` - share of total and extreme precipitation inside events;
 * :mod:`~climnb.stats.change` - change between two periods or runs: block permutation,
-  block bootstrap, FDR (Wilks 2016).
+  block bootstrap, FDR (Wilks 2016);
+* :mod:`~climnb.stats.change_tables` - the same for event counts, landfalls, intensities and
+  attributed precipitation.
 
 Examples
 --------
@@ -26,6 +28,7 @@ Examples
 """
 
 from climnb.stats.change import CompareConfig, Comparison, compare, fdr_mask
+from climnb.stats.change_tables import compare_events, compare_precip
 from climnb.stats.events import (
     event_counts,
     event_steps,
@@ -47,7 +50,10 @@ from climnb.stats.regions import (
     land_mask,
     parse_region,
     read_geojson,
+    read_polygons,
     region_masks,
+    srex_regions,
+    us_state,
 )
 
 __all__ = [
@@ -61,6 +67,8 @@ __all__ = [
     "check_same_grid",
     "class_mask",
     "compare",
+    "compare_events",
+    "compare_precip",
     "event_counts",
     "event_steps",
     "event_table",
@@ -75,7 +83,10 @@ __all__ = [
     "precipitation",
     "ralph_category",
     "read_geojson",
+    "read_polygons",
     "region_masks",
     "saffir_simpson",
+    "srex_regions",
+    "us_state",
     "write_frequency",
 ]

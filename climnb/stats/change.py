@@ -110,6 +110,10 @@ class Comparison:
     maps: xr.Dataset
     table: pd.DataFrame
     config: CompareConfig = field(default_factory=CompareConfig)
+    #: change of events and of attributed precipitation
+    #: (:mod:`climnb.stats.change_tables`), where asked for
+    events: pd.DataFrame | None = None
+    precip: pd.DataFrame | None = None
 
     def headline(self) -> str:
         """The table as text, frequencies in percent of time steps."""

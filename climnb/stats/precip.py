@@ -23,6 +23,8 @@ True
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import dask
 import dask.array as da
 import numpy as np
@@ -35,7 +37,13 @@ from climnb.stats.groups import CLASS_IDS, group_index
 from climnb.stats.masks import check_same_grid
 from climnb.stats.regions import BUILTIN, Region, region_masks
 
-__all__ = ["attributed_precipitation", "precipitation", "PRECIP_COLUMNS"]
+__all__ = [
+    "attributed_precipitation",
+    "precip_sums",
+    "PrecipSums",
+    "precipitation",
+    "PRECIP_COLUMNS",
+]
 
 #: Columns of :func:`attributed_precipitation`.
 PRECIP_COLUMNS = ("region", "season", "class_name", "measure", "mean_mm_day", "share")
@@ -86,17 +94,55 @@ def attributed_precipitation(
         ``share`` the fraction of it inside the class's mask (NaN where none fell).
     """
     regions = regions or [BUILTIN["global"]]
+    sums = precip_sums(mask, precip, regions=regions, by=by, percentiles=percentiles, source=source)
+    return _table(sums, percentiles, regions)
+
+
+@dataclass
+class PrecipSums:
+    """What :func:`precip_sums` returns: ``sums`` (group, class (all, TC, AR), measure (total,
+    above each threshold), region) of area-weighted precipitation (m s-1 times weights),
+    ``steps`` per group, the group ``labels``, the region ``weights`` (region, lat, lon) and
+    the ``thresholds`` (percentile, lat, lon, m s-1) used."""
+
+    sums: np.ndarray
+    steps: np.ndarray
+    labels: tuple
+    weights: xr.DataArray
+    thresholds: np.ndarray
+
+
+def precip_sums(
+    mask: xr.DataArray,
+    precip: xr.DataArray,
+    *,
+    regions: list[Region],
+    by: str | int = "season",
+    percentiles: tuple[float, ...] = (95.0, 99.0),
+    thresholds: np.ndarray | None = None,
+    source: str = "mask",
+) -> PrecipSums:
+    """Per-group sums of total and extreme precipitation, overall and inside each class.
+
+    ``by`` is any grouping of :func:`climnb.stats.groups.group_index` (a season, month, year,
+    or blocks of steps for resampling). ``thresholds`` (percentile, lat, lon) replace each
+    point's own percentiles over this period: :mod:`climnb.stats.change_tables` passes a
+    baseline period's to the other period. One lazy pass over mask and precipitation (and one
+    more for the percentiles when none are given).
+    """
     check_same_grid(mask, precip, (source, "the precipitation"))
     precip = precip.sel(time=mask.time).transpose("time", "lat", "lon")
     mask = mask.transpose("time", "lat", "lon")
     lat, lon = mask.lat.values, mask.lon.values
     weights = region_masks(regions, lat, lon, source=source) * np.cos(np.radians(lat))[:, None]
     idx, labels = group_index(mask.time, by)
-    thresholds = _thresholds(precip, percentiles)
+    if thresholds is None:
+        (thresholds,) = dask.compute(_thresholds(precip, percentiles))
+    thresholds = np.asarray(thresholds, np.float64)
     m, p = _dask(mask.data, precip.data)
     p = p.rechunk(m.chunks)
     w = da.from_array(weights.values.astype(np.float64), chunks=(-1, m.chunks[1], m.chunks[2]))
-    q = thresholds.rechunk((-1, m.chunks[1], m.chunks[2]))
+    q = da.from_array(thresholds, chunks=(-1, m.chunks[1], m.chunks[2]))
     g = da.from_array(idx.astype(np.int32), chunks=(m.chunks[0],))
     parts = da.blockwise(
         _sums_block,
@@ -111,7 +157,7 @@ def attributed_precipitation(
         "qyx",
         w,
         "ryx",
-        new_axes={"g": len(labels), "c": 1 + len(CLASS_IDS), "v": 1 + len(percentiles)},
+        new_axes={"g": len(labels), "c": 1 + len(CLASS_IDS), "v": 1 + thresholds.shape[0]},
         adjust_chunks={"t": 1},
         concatenate=True,
         dtype=np.float64,
@@ -120,7 +166,7 @@ def attributed_precipitation(
     )
     (sums,) = dask.compute(parts.sum(axis=0))
     steps = np.bincount(idx, minlength=len(labels))
-    return _table(sums, steps, weights, labels, percentiles, regions)
+    return PrecipSums(sums, steps, tuple(labels), weights, thresholds)
 
 
 def _dask(*arrays):
@@ -155,8 +201,9 @@ def _sums_block(m, p, g, q, w, n_groups):
     return out
 
 
-def _table(sums, steps, weights, labels, percentiles, regions) -> pd.DataFrame:
-    area = weights.sum(("lat", "lon")).values  # (region,)
+def _table(ps: PrecipSums, percentiles, regions) -> pd.DataFrame:
+    sums, steps, labels = ps.sums, ps.steps, ps.labels
+    area = ps.weights.sum(("lat", "lon")).values  # (region,)
     measures = ["total"] + [f"above_p{v:g}" for v in percentiles]
     rows = []
     for gi, group in enumerate(labels):

