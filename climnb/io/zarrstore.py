@@ -1,0 +1,110 @@
+"""Zarr stores as they come: is a path one, and is it whole.
+
+Zarr reads a chunk that is not in the store as the array's fill value, and xarray skips a
+folder without array metadata: a store that lost a chunk or a variable's ``zarr.json``
+(``.zarray``/``.zattrs`` in Zarr format 2) would be read without a word, a quarter of the globe
+as missing data or a whole class of variables gone. :func:`check_store` refuses such a store,
+naming it, the variable and what is missing. climnb's own writer
+(:func:`climnb.store.write`) writes every chunk, fill values too, so that in its stores a
+missing chunk is always damage; a store written elsewhere without its empty chunks
+(``write_empty_chunks=False``) is refused too, with a message saying so.
+
+Only stores on a local (or mounted) file system are checked; other stores (``s3://``) are
+read as they are.
+
+Examples
+--------
+>>> import tempfile, pathlib
+>>> import numpy as np, xarray as xr
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "f.zarr"
+>>> _ = xr.Dataset({"TMQ": (("time", "lat"), np.ones((2, 3)))}).chunk({"time": 1}).to_zarr(
+...     path, zarr_format=3, consolidated=False)
+>>> check_store(path)
+>>> (path / "TMQ" / "c" / "1" / "0").unlink()
+>>> check_store(path)
+Traceback (most recent call last):
+...
+climnb.io.zarrstore.ZarrStoreError: ...f.zarr: variable TMQ lacks chunk c/1/0 (1 of 2 ...
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from pathlib import Path
+
+__all__ = ["ZarrStoreError", "is_zarr", "check_store"]
+
+_MARKERS = ("zarr.json", ".zgroup", ".zarray")
+_ARRAY_V2 = (".zarray", ".zattrs")
+
+
+class ZarrStoreError(ValueError):
+    """A Zarr store that lacks a chunk or a variable's metadata."""
+
+
+def is_zarr(path: str | os.PathLike) -> bool:
+    """A Zarr store: a ``*.zarr`` path, or a directory holding Zarr metadata."""
+    p = str(path)
+    return p.rstrip("/").endswith(".zarr") or (
+        os.path.isdir(p) and any(os.path.exists(os.path.join(p, m)) for m in _MARKERS)
+    )
+
+
+def check_store(path: str | os.PathLike) -> None:
+    """Refuse a Zarr store on disk that lacks a variable's metadata or a chunk of an array.
+
+    Raises
+    ------
+    ZarrStoreError
+        Naming the store, the variable and the missing file or chunk (the first one, with the
+        number missing).
+    """
+    root = Path(path)
+    if not root.is_dir():
+        return
+    _check_metadata(root)
+    import zarr
+
+    group = zarr.open_group(str(root), mode="r")
+    for name, array in sorted(group.arrays()):
+        _check_chunks(root, name, array)
+
+
+def _check_metadata(root: Path) -> None:
+    """Every folder of the store's top level is an array or a group with its metadata."""
+    v2 = (root / ".zgroup").exists()
+    for sub in sorted(root.iterdir()):
+        if not sub.is_dir() or sub.name.startswith("."):
+            continue
+        if (sub / "zarr.json").exists() or (sub / ".zgroup").exists():
+            continue
+        missing = [m for m in _ARRAY_V2 if not (sub / m).exists()] if v2 else ["zarr.json"]
+        if not v2 or missing:
+            what = " and ".join(missing)
+            raise ZarrStoreError(
+                f"{root}: variable {sub.name} has no {what} (its Zarr metadata: shape, type, "
+                "dimensions); the store is incomplete: copy it again or rewrite it"
+            )
+
+
+def _check_chunks(root: Path, name: str, array) -> None:
+    """Every chunk (every shard, for a sharded array) of ``array`` is a file in the store."""
+    grid = array.shards or array.chunks
+    counts = [math.ceil(s / c) for s, c in zip(array.shape, grid, strict=True)]
+    total = math.prod(counts)
+    folder = root / name
+    present = {
+        Path(dirpath, f).relative_to(folder).as_posix()
+        for dirpath, _, files in os.walk(folder)
+        for f in files
+    }
+    keys = (array.metadata.encode_chunk_key(c) for c in itertools.product(*map(range, counts)))
+    missing = [k for k in keys if k not in present]
+    if missing:
+        raise ZarrStoreError(
+            f"{root}: variable {name} lacks chunk {missing[0]} ({len(missing)} of {total} "
+            f"missing; Zarr would read them as the fill value {array.fill_value}); copy the "
+            "store again, or rewrite it with every chunk (write_empty_chunks=True)"
+        )
