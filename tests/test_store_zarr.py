@@ -71,10 +71,24 @@ def test_label_refuses_a_store_missing_a_chunk(fields, tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_masks_absent_chunks_are_background_with_a_warning(fields, tmp_path, caplog):
+    """xarray and Zarr leave out a mask's chunks of background by default: such a store is
+    read (absent chunks as 0), with a warning naming the chunk; a field's is refused."""
+    labels = xr.zeros_like(fields.TMQ, dtype=np.uint8)  # all background
+    mask = labels.drop_attrs().to_dataset(name="labels")
+    path = _store(mask, tmp_path / "m.zarr")
+    assert not (path / "labels" / "c").exists()  # written sparse
+    with caplog.at_level("WARNING", logger="climnb.io.zarrstore"):
+        back = open_fields(path, required=["labels"])
+    assert int(back.labels.sum()) == 0 and back.sizes["time"] == 4
+    assert "m.zarr: variable labels lacks chunk c/0/0/0 (16 of 16 missing" in caplog.text
+    assert "read as the fill value 0" in caplog.text
+
+
 def test_climnbs_own_stores_keep_chunks_of_fill_values(fields, tmp_path):
     """Zarr skips chunks holding only the fill value unless told: a background-only mask
     would then read as damaged. The writer writes every chunk."""
-    mask = xr.zeros_like(fields.TMQ, dtype=np.uint8).rename("labels").to_dataset()
+    mask = xr.zeros_like(fields.TMQ, dtype=np.uint8).drop_attrs().to_dataset(name="labels")
     mask["gap"] = fields.TMQ.where(fields.TMQ < -1)  # all NaN, the fill value of floats
     path = write(mask.chunk({"time": 1}), tmp_path / "m.zarr")
     check_store(path)

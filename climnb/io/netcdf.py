@@ -515,6 +515,7 @@ def open_dataset(
             part = normalize(ds, required=required, variables=variables, units=units, regrid=regrid)
         except ValueError as err:
             raise ValueError(f"{f}: {err}") from None
+        _check_repeats(f, part)
         parts.append((f, part, ds))
     if len(parts) > 1:  # in time order, whatever the files' names
         parts.sort(key=lambda p: p[1].time.values[0] if p[1].sizes["time"] else 0)
@@ -571,6 +572,20 @@ def _check_joinable(parts: Sequence[tuple[str, xr.Dataset]]) -> None:
         seen.update(dict.fromkeys(list(times), f))
         if times.size:
             last = (f, times[-1])
+
+
+def _check_repeats(f: str, ds: xr.Dataset) -> None:
+    """Refuse a file (canonical) that holds a time twice, naming it, the time and the steps."""
+    if "time" not in ds.coords:
+        return
+    first: dict = {}
+    for i, t in enumerate(ds.time.values):
+        j = first.setdefault(t, i)
+        if j != i:
+            raise ValueError(
+                f"{f}: time {_fmt_time(t)} is repeated (steps {j} and {i}): the same time "
+                "twice; give each time once"
+            )
 
 
 def _fmt_time(t) -> str:

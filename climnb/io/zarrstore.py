@@ -4,10 +4,17 @@ Zarr reads a chunk that is not in the store as the array's fill value, and xarra
 folder without array metadata: a store that lost a chunk or a variable's ``zarr.json``
 (``.zarray``/``.zattrs`` in Zarr format 2) would be read without a word, a quarter of the globe
 as missing data or a whole class of variables gone. :func:`check_store` refuses such a store,
-naming it, the variable and what is missing. climnb's own writer
-(:func:`climnb.store.write`) writes every chunk, fill values too, so that in its stores a
-missing chunk is always damage; a store written elsewhere without its empty chunks
-(``write_empty_chunks=False``) is refused too, with a message saying so.
+naming it, the variable and what is missing:
+
+* a variable's folder without its metadata: refused;
+* an absent chunk of a floating-point variable (a field: no climnb channel has a chunk of
+  fill values only) or of a coordinate: refused;
+* an absent chunk of an integer or boolean variable (a mask): read as the fill value (0,
+  background), with a warning naming the chunk. Zarr and xarray leave out chunks holding only
+  the fill value by default (``write_empty_chunks=False``), so a mask store written that way
+  has them legitimately; refusing would refuse every such store.
+
+climnb's own writer (:func:`climnb.store.write`) writes every chunk, fill values too.
 
 Only stores on a local (or mounted) file system are checked; other stores (``s3://``) are
 read as they are.
@@ -30,11 +37,16 @@ climnb.io.zarrstore.ZarrStoreError: ...f.zarr: variable TMQ lacks chunk c/1/0 (1
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import os
 from pathlib import Path
 
+import numpy as np
+
 __all__ = ["ZarrStoreError", "is_zarr", "check_store"]
+
+log = logging.getLogger(__name__)
 
 _MARKERS = ("zarr.json", ".zgroup", ".zarray")
 _ARRAY_V2 = (".zarray", ".zattrs")
@@ -90,7 +102,8 @@ def _check_metadata(root: Path) -> None:
 
 
 def _check_chunks(root: Path, name: str, array) -> None:
-    """Every chunk (every shard, for a sharded array) of ``array`` is a file in the store."""
+    """Every chunk (every shard, for a sharded array) of ``array`` is a file in the store; a
+    mask's absent chunks are taken as its fill value, with a warning (see :func:`_sparse`)."""
     grid = array.shards or array.chunks
     counts = [math.ceil(s / c) for s, c in zip(array.shape, grid, strict=True)]
     total = math.prod(counts)
@@ -102,9 +115,30 @@ def _check_chunks(root: Path, name: str, array) -> None:
     }
     keys = (array.metadata.encode_chunk_key(c) for c in itertools.product(*map(range, counts)))
     missing = [k for k in keys if k not in present]
-    if missing:
-        raise ZarrStoreError(
-            f"{root}: variable {name} lacks chunk {missing[0]} ({len(missing)} of {total} "
-            f"missing; Zarr would read them as the fill value {array.fill_value}); copy the "
-            "store again, or rewrite it with every chunk (write_empty_chunks=True)"
+    if not missing:
+        return
+    what = f"{root}: variable {name} lacks chunk {missing[0]} ({len(missing)} of {total} missing"
+    if _sparse(name, array):
+        log.warning(
+            "%s; read as the fill value %s, as Zarr does for chunks written without their "
+            "empty ones): if the store was damaged, copy it again",
+            what,
+            array.fill_value,
         )
+        return
+    raise ZarrStoreError(
+        f"{what}; Zarr would read them as the fill value {array.fill_value}); copy the store "
+        "again, or rewrite it with every chunk (write_empty_chunks=True)"
+    )
+
+
+def _sparse(name: str, array) -> bool:
+    """Whether absent chunks of ``array`` may mean its fill value: an integer or boolean data
+    variable (a mask: xarray and Zarr leave out its chunks of background by default). A
+    floating-point field (no climnb channel has a chunk of fill values only) or a coordinate
+    with an absent chunk is damaged."""
+    dims = getattr(array.metadata, "dimension_names", None) or array.attrs.get("_ARRAY_DIMENSIONS")
+    coordinate = list(dims or []) == [name]
+    return not coordinate and (
+        np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.bool_)
+    )
