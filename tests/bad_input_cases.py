@@ -1443,6 +1443,18 @@ def _(c):
     return _label(c, str(store), "--out", c.p("labels.nc"))
 
 
+@case("label-zarr-empty-chunk-file", REALDATA, ("fields.zarr", "PSL", "c/1/0/0"), r"empty chunk")
+def _(c):
+    store = c.zarr()
+    (store / "PSL" / "c" / "1" / "0" / "0").write_bytes(b"")  # a copy cut short
+    return _label(c, str(store), "--out", c.p("labels.nc"))
+
+
+@case("label-zarr-store-empty", REALDATA, "fields.zarr", r"no Zarr metadata")
+def _(c):
+    return _label(c, c.dir("fields.zarr"), "--out", c.p("labels.nc"))
+
+
 @case("predict-zarr-missing-chunk", PANGEO, ("fields.zarr", "TMQ", "c/0/0/0"), MISSING_CHUNK)
 def _(c):
     store = c.zarr()

@@ -61,6 +61,16 @@ def test_a_variable_without_metadata_is_named_not_skipped(fields, tmp_path, zarr
         open_fields(path, required=["TMQ"])  # not even asked for: a class would vanish
 
 
+def test_an_empty_chunk_file_or_an_empty_store_is_named(fields, tmp_path):
+    path = _store(fields, tmp_path / "f.zarr")
+    (path / "PSL" / "c" / "1" / "0" / "0").write_bytes(b"")  # a copy cut short
+    with pytest.raises(ValueError, match=r"f.zarr: variable PSL has an empty chunk file c/1/0/0"):
+        open_fields(path)
+    (tmp_path / "e.zarr").mkdir()
+    with pytest.raises(ValueError, match=r"e.zarr: holds no Zarr metadata"):
+        open_fields(tmp_path / "e.zarr")
+
+
 def test_label_refuses_a_store_missing_a_chunk(fields, tmp_path, capsys):
     path = _store(fields, tmp_path / "f.zarr")
     (path / "TMQ" / "c" / "3" / "0" / "1").unlink()

@@ -40,6 +40,7 @@ import errno
 import glob
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -422,7 +423,7 @@ def _open_one(path: str, chunks) -> xr.Dataset:
             raise
         except Exception as err:  # ecCodes raises many kinds
             raise ValueError(
-                f"{path}: cannot be read as GRIB ({type(err).__name__}: {str(err).split('.')[0]})"
+                f"{path}: cannot be read as GRIB ({type(err).__name__}: {_gist(err)})"
             ) from None
     if zarr and os.path.isdir(path):
         _check_zarr(path)
@@ -443,8 +444,14 @@ def _open_one(path: str, chunks) -> xr.Dataset:
     except Exception as err:  # backends raise many kinds (OSError, ValueError, ...)
         kind = "a Zarr store" if zarr else "NetCDF"
         raise ValueError(
-            f"{path}: cannot be read as {kind} ({type(err).__name__}: {str(err).split('.')[0]})"
+            f"{path}: cannot be read as {kind} ({type(err).__name__}: {_gist(err)})"
         ) from None
+
+
+def _gist(err: BaseException) -> str:
+    """The first sentence of an error's first line (a path's dots do not end it)."""
+    lines = str(err).strip().splitlines()
+    return re.split(r"\.(?:\s|$)", lines[0] if lines else "")[0] if lines else ""
 
 
 def _check_zarr(path: str) -> None:

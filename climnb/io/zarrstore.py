@@ -76,6 +76,11 @@ def check_store(path: str | os.PathLike) -> None:
     root = Path(path)
     if not root.is_dir():
         return
+    if not any((root / m).exists() for m in _MARKERS):
+        raise ZarrStoreError(
+            f"{root}: holds no Zarr metadata (zarr.json, or .zgroup in Zarr format 2): an empty "
+            "or incomplete copy of a store, or not a store"
+        )
     _check_metadata(root)
     import zarr
 
@@ -108,11 +113,18 @@ def _check_chunks(root: Path, name: str, array) -> None:
     counts = [math.ceil(s / c) for s, c in zip(array.shape, grid, strict=True)]
     total = math.prod(counts)
     folder = root / name
-    present = {
-        Path(dirpath, f).relative_to(folder).as_posix()
+    sizes = {
+        Path(dirpath, f).relative_to(folder).as_posix(): os.path.getsize(Path(dirpath, f))
         for dirpath, _, files in os.walk(folder)
         for f in files
     }
+    empty = sorted(k for k, n in sizes.items() if n == 0 and not k.startswith("."))
+    if empty:  # no codec writes a chunk of no bytes: a copy cut short
+        raise ZarrStoreError(
+            f"{root}: variable {name} has an empty chunk file {empty[0]} ({len(empty)} empty): "
+            "the store is incomplete: copy it again or rewrite it"
+        )
+    present = set(sizes)
     keys = (array.metadata.encode_chunk_key(c) for c in itertools.product(*map(range, counts)))
     missing = [k for k in keys if k not in present]
     if not missing:
