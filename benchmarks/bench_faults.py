@@ -34,6 +34,9 @@ What is compared:
   written, and ``history.csv`` holds step times. A run resumed from a checkpoint reaches the
   same weights only if the resumed steps see the same batches and the same optimiser state
   and TensorFlow's kernels are deterministic; the two clean runs show whether the last holds.
+  Training runs ``--max-steps`` steps over as many epochs as that takes (the quick data give
+  one step an epoch: with one epoch a run was a single step and its only checkpoint the
+  last, so no restart could resume from one).
 
     .venv/bin/python benchmarks/bench_faults.py [--kills 10] [--quick] [--seed 0]
         [--only samples stage train] [--chain train] [--keep DIR] [--train-ranks 2]
@@ -374,7 +377,8 @@ def commands(data: Path, args, train_ranks: int) -> list[Command]:
         launcher = ["mpirun", "-np", str(train_ranks)] if train_ranks > 1 else []
         return [*launcher, PYTHON, "-m", "climnb", "train", "--data", str(samples),
                 "--out", str(folder / "out"), "--config", str(data / "train.json"),
-                "--epochs", "1", "--max-steps", str(args.train_steps), "--batch-size", "2",
+                "--epochs", str(args.train_steps), "--max-steps", str(args.train_steps),
+                "--batch-size", "2",
                 "--threads", "1",
                 "--checkpoint-every", "2", "--seed", "0"]  # fmt: skip
 
