@@ -34,9 +34,13 @@ What is compared:
   written, and ``history.csv`` holds step times. A run resumed from a checkpoint reaches the
   same weights only if the resumed steps see the same batches and the same optimiser state
   and TensorFlow's kernels are deterministic; the two clean runs show whether the last holds.
+  Training runs ``--max-steps`` steps over as many epochs as that takes (the quick data give
+  one step an epoch: with one epoch a run was a single step and its only checkpoint the
+  last, so no restart could resume from one).
 
     .venv/bin/python benchmarks/bench_faults.py [--kills 10] [--quick] [--seed 0]
         [--only samples stage train] [--chain train] [--keep DIR] [--train-ranks 2]
+        [--after-checkpoint]
 
 How the figures could be wrong: a kill that lands after the process has ended is counted as
 "missed", not as a kill; kill moments are drawn uniformly over the clean run's working time,
@@ -81,6 +85,7 @@ class Tally:
     unstable: list[str] = field(default_factory=list)
     clean_seconds: float = 0.0
     work_seconds: float = 0.0
+    ckpt_seconds: float = 0.0  # train: when the clean run's first checkpoint appeared
     chain: bool = False
     chains: int = 0
 
@@ -237,9 +242,9 @@ def trial(cmd: Command, tally: Tally, env, folder: Path, delay: float | None, re
         else:
             tally.kills += 1
         where = f" (killed {delay:.2f} s into the work; left {progress(cmd.output(folder))})"
-    done, seconds, work = timed_run(cmd.argv(folder), env, folder)
+    done, seconds, work, ckpt = timed_run(cmd.argv(folder), env, folder)
     if ref is None and not tally.clean_seconds:  # the first clean run times the command
-        tally.clean_seconds, tally.work_seconds = seconds, work
+        tally.clean_seconds, tally.work_seconds, tally.ckpt_seconds = seconds, work, ckpt
     if done.returncode != 0 and "overwrite" in done.stderr.lower():
         tally.overwrite_needed += 1
         done = run([*cmd.argv(folder), "--overwrite"], env)
@@ -269,7 +274,16 @@ def _last(text: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def bench(cmd: Command, root: Path, kills: int, rng, env, chain: bool, repeat: bool) -> Tally:
+def bench(
+    cmd: Command,
+    root: Path,
+    kills: int,
+    rng,
+    env,
+    chain: bool,
+    repeat: bool,
+    after_checkpoint: bool = False,
+) -> Tally:
     tally = Tally(cmd.name, chain=chain)
     base = root / cmd.name
     base.mkdir(parents=True, exist_ok=True)
@@ -295,8 +309,13 @@ def bench(cmd: Command, root: Path, kills: int, rng, env, chain: bool, repeat: b
     chains, folder, left, attempts, pending = 0, base / "chain-00", [], 0, False
     while tally.kills < kills and attempts < 3 * kills:
         attempts += 1
-        # from the start of the process, within the clean run's working phase (after startup)
-        delay = float(rng.uniform(tally.clean_seconds - tally.work_seconds, tally.clean_seconds))
+        # from the start of the process, within the clean run's working phase (after startup);
+        # with --after-checkpoint, after its first checkpoint, so that every restart resumes
+        # from one (under load the start-up takes most of a short run)
+        low = tally.clean_seconds - tally.work_seconds
+        if after_checkpoint and tally.ckpt_seconds:
+            low = tally.ckpt_seconds
+        delay = float(rng.uniform(low, tally.clean_seconds))
         if start_and_kill(cmd.argv(folder), env, None, delay):
             tally.kills += 1
             pending = True
@@ -316,20 +335,27 @@ def bench(cmd: Command, root: Path, kills: int, rng, env, chain: bool, repeat: b
     return tally
 
 
+def _checkpointed(watch: Path) -> bool:
+    return any(watch.glob("out/checkpoints/ckpt-*"))
+
+
 def timed_run(argv, env, watch: Path):
-    """Run to the end; also return the seconds in all and from the first output to the end."""
+    """Run to the end; also return the seconds in all and from the first output to the end,
+    and (train) the seconds from the start to the first checkpoint (0: none)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
-        first = None
+        first = ckpt = None
         while proc.poll() is None:
             if first is None and _started(watch):
                 first = time.monotonic()
+            if ckpt is None and _checkpointed(watch):
+                ckpt = time.monotonic()
             time.sleep(0.01)
         end = time.monotonic()
         out.seek(0), err.seek(0)
         done = subprocess.CompletedProcess(argv, proc.returncode, out.read(), err.read())
-    return done, end - t0, max(end - (first or t0), 0.05)
+    return done, end - t0, max(end - (first or t0), 0.05), (ckpt - t0) if ckpt else 0.0
 
 
 def commands(data: Path, args, train_ranks: int) -> list[Command]:
@@ -351,7 +377,8 @@ def commands(data: Path, args, train_ranks: int) -> list[Command]:
         launcher = ["mpirun", "-np", str(train_ranks)] if train_ranks > 1 else []
         return [*launcher, PYTHON, "-m", "climnb", "train", "--data", str(samples),
                 "--out", str(folder / "out"), "--config", str(data / "train.json"),
-                "--epochs", "1", "--max-steps", str(args.train_steps), "--batch-size", "2",
+                "--epochs", str(args.train_steps), "--max-steps", str(args.train_steps),
+                "--batch-size", "2",
                 "--threads", "1",
                 "--checkpoint-every", "2", "--seed", "0"]  # fmt: skip
 
@@ -415,6 +442,12 @@ def main(argv=None) -> int:
         help="commands killed again and again in one folder, then run to completion "
         "(default: train, whose runs are long; the others get a fresh folder per kill)",
     )
+    parser.add_argument(
+        "--after-checkpoint",
+        action="store_true",
+        help="train: kill only after the moment the clean run wrote its first checkpoint, so "
+        "that every restart resumes from a checkpoint (default: over the whole working phase)",
+    )
     args = parser.parse_args(argv)
     kills = 3 if args.quick and args.kills == 10 else args.kills
     n_time = 24 if args.quick else 48  # 16 steps were too few for the block split
@@ -445,7 +478,9 @@ def main(argv=None) -> int:
             continue
         t = time.perf_counter()
         env = mpi if cmd.mpi else plain
-        tally = bench(cmd, root, kills, rng, env, cmd.name in args.chain, args.repeat)
+        tally = bench(
+            cmd, root, kills, rng, env, cmd.name in args.chain, args.repeat, args.after_checkpoint
+        )
         tallies.append(tally)
         runs = tally.chains if tally.chain else tally.kills + tally.missed
         mode = (
@@ -459,7 +494,9 @@ def main(argv=None) -> int:
             f"outputs identical {tally.identical}, differing {tally.differing}, "
             f"leftover temp files {tally.leftover_tmp}, reruns needing --overwrite "
             f"{tally.overwrite_needed}; clean run {tally.clean_seconds:.1f} s "
-            f"({tally.work_seconds:.1f} s from its first output), all "
+            f"({tally.work_seconds:.1f} s from its first output"
+            + (f", first checkpoint at {tally.ckpt_seconds:.1f} s" if tally.ckpt_seconds else "")
+            + "), all "
             f"{time.perf_counter() - t:.0f} s",
             flush=True,
         )

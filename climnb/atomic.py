@@ -21,6 +21,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -29,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["OutputBusy", "atomic_path", "owner_alive", "remove_leftovers", "temp_path"]
+
+log = logging.getLogger(__name__)
 
 
 class OutputBusy(ValueError):
@@ -43,6 +46,7 @@ def temp_path(path: str | os.PathLike, suffix: str = ".tmp") -> Path:
 
 
 _OWNED = re.compile(r"\.(\d+)-[0-9a-f]{8}\.(tmp|old)$")
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?:\d+-)?[0-9a-f]{8}\.(?P<kind>tmp|old)$")
 
 
 def _owner(p: Path) -> int | None:
@@ -93,6 +97,8 @@ def remove_leftovers(folder: str | os.PathLike, name: str | None = None) -> list
     That is the temporary files of :func:`atomic_path` (``.NAME.PID-XXXXXXXX.tmp``) and the
     temporary or displaced directories of a directory swap (``.tmp`` / ``.old``) whose
     owner process is gone (names without a process id, of older versions, count as gone).
+    A displaced ``.old`` whose ``NAME`` is missing (the run was killed between the two
+    renames of its swap) is the last finished output: it is put back, not removed.
     With ``name``, only those of the output ``NAME`` (what a command about to write
     ``folder/NAME`` may remove), and a temporary of ``NAME`` that another *live* process
     owns raises :class:`OutputBusy`: two runs must not write one output at once. Without
@@ -104,18 +110,35 @@ def remove_leftovers(folder: str | os.PathLike, name: str | None = None) -> list
     prefix = f".{name}." if name is not None else "."
     removed = []
     for p in sorted(folder.iterdir()):
-        if p.name.startswith(prefix) and p.suffix in (".tmp", ".old"):
-            pid = _owner(p)
-            if owner_alive(pid):
-                if name is not None and pid != os.getpid():
-                    raise OutputBusy(
-                        f"{folder / name}: another run (process {pid}) is writing it now "
-                        f"({p.name}); wait for it to finish, stop it, or choose another output"
-                    )
-                continue
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
-            removed.append(p)
+        if not (p.name.startswith(prefix) and p.suffix in (".tmp", ".old")):
+            continue
+        pid = _owner(p)
+        if owner_alive(pid):
+            if name is not None and pid != os.getpid():
+                raise OutputBusy(
+                    f"{folder / name}: another run (process {pid}) is writing it now "
+                    f"({p.name}); wait for it to finish, stop it, or choose another output"
+                )
+            continue
+        if _restore(p):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        removed.append(p)
     return removed
+
+
+def _restore(p: Path) -> bool:
+    """Put a dead run's displaced output ``.NAME.PID-X.old`` back as ``NAME`` if that is
+    missing; whether it did."""
+    m = _TEMP.match(p.name)
+    if m is None or m["kind"] != "old":
+        return False
+    target = p.with_name(m["name"])
+    if target.exists() or target.is_symlink():
+        return False
+    os.replace(p, target)
+    log.warning("%s: put back the finished output that a killed run had moved aside", target)
+    return True

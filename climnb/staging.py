@@ -69,7 +69,7 @@ from climnb.io.manifest import Entry, Manifest, sha256_file
 from climnb.io.samples import SAMPLE_GLOB, SampleError
 from climnb.io.sampleset import STATS_NAME, SampleSet, StagedSet, resolve_folder
 from climnb.io.stats import read_stats
-from climnb.store import OutputError, check_output
+from climnb.outputs import OutputError, check_output
 
 __all__ = [
     "StagingConfig",
@@ -520,7 +520,7 @@ def _claim_stores(config, comm, mine) -> dict[tuple[int, Path], tuple[int, ...]]
 
 def _check_dest(config: StagingConfig, folders: Sequence[Path]) -> list[str]:
     """The first problem with this process's staged folders, by the output rule of
-    :func:`climnb.store.check_output` (a folder, never the source, in it or holding it; a
+    :func:`climnb.outputs.check_output` (a folder, never the source, in it or holding it; a
     staged folder is resumed: what it holds is kept or replaced)."""
     for d in folders:
         try:

@@ -4,26 +4,17 @@
   canonical grid; :func:`input_grid` gives the latitude and longitude of the first input as the
   file has them (results go back onto it);
 * :func:`check_output` is the one check of every command's outputs, before any work starts
-  (the rule below);
+  (the output rule, :mod:`climnb.outputs`, re-exported here);
 * :func:`write` streams a lazy Dataset to NetCDF (``*.nc``) or Zarr (``*.zarr``, Zarr format 3)
   one dask chunk at a time, so memory stays bounded by a few chunks whatever the length of the
-  period; the file (or store) appears under its name only when complete.
+  period; the file (or store) appears under its name only when complete. Every chunk of a
+  store is written (also those holding only the fill value), so that a missing chunk is always
+  damage (:func:`climnb.io.zarrstore.check_store`).
 
-The output rule (``climnb label``, ``predict``, ``tracks``, ``samples``, ``stage``): a missing
-parent folder is created when the output is written. Refused before any work, with one line
-naming the path (exit status 2):
-
-* an output that is an input, lies inside an input (a Zarr store, a sample folder) or, for a
-  folder output, holds one; two outputs of one command that are the same path;
-* a file output that is an existing directory (a Zarr store is replaced by a ``*.zarr``
-  output), a folder output that is an existing file;
-* an output whose parent is a file, or that cannot be written (permissions, read-only file
-  system);
-* a non-empty folder output without ``--overwrite`` (``climnb samples``; ``climnb stage``
-  resumes in its folders), and with it a folder holding anything the command does not write.
-
-An existing file output is replaced, atomically: the new one appears only when complete, so a
-rerun redoes it and an interrupted run leaves the old one.
+Temporary names carry the writer's process id (:func:`climnb.atomic.temp_path`): what a killed
+run left is removed before writing, a store displaced by a swap that was cut short is put
+back, and a second live run writing the same output is refused
+(:class:`climnb.atomic.OutputBusy`).
 
 Examples
 --------
@@ -43,40 +34,38 @@ import contextlib
 import logging
 import os
 import shutil
-import uuid
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from climnb.atomic import atomic_path
+import xarray as xr
 
-if TYPE_CHECKING:  # xarray and dask are imported where used: check_output runs without them
-    import xarray as xr
+from climnb.atomic import atomic_path, remove_leftovers, temp_path
+from climnb.grid import coord_names
+from climnb.io.netcdf import expand_paths, is_zarr, open_dataset
+from climnb.outputs import OutputError, check_output
+
+if TYPE_CHECKING:  # dask is imported where used
     from dask.callbacks import Callback
 
-__all__ = ["OutputError", "is_zarr", "expand", "open_fields", "input_grid", "check_output", "write"]
+__all__ = [
+    "OutputError",
+    "is_zarr",
+    "expand",
+    "open_fields",
+    "input_grid",
+    "check_output",
+    "write",
+]
 
 log = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike
 
 
-def is_zarr(path: PathLike) -> bool:
-    """A Zarr store: a ``*.zarr`` path, or a directory holding Zarr metadata
-    (:func:`climnb.io.netcdf.is_zarr`)."""
-    from climnb.io.netcdf import is_zarr as _is_zarr
-
-    return _is_zarr(path)
-
-
-class OutputError(ValueError):
-    """An output path that must not be written (an input, a directory, not writable)."""
-
-
 def expand(paths: PathLike | Sequence[PathLike]) -> list[Path]:
-    """Input paths with globs expanded (sorted); raises ``FileNotFoundError`` naming a miss."""
-    from climnb.io.netcdf import expand_paths
-
+    """Input paths with globs expanded (sorted); raises ``FileNotFoundError`` naming a miss
+    (and a broken link or a loop of links as such)."""
     return [Path(p) for p in expand_paths(paths)]
 
 
@@ -87,18 +76,12 @@ def open_fields(
     along time, one time step per chunk): :func:`climnb.io.netcdf.open_dataset`, whose keyword
     arguments (``variables``, ``units``, ``regrid``, ``canonical``) ``options`` pass on. Errors
     name the file."""
-    from climnb.io.netcdf import open_dataset
-
     return open_dataset(paths, required=required, **options)
 
 
 def input_grid(paths: PathLike | Sequence[PathLike]) -> xr.Dataset | None:
     """The latitude and longitude coordinates of the first input as stored (names, order,
     -180..180 or 0..360), as a Dataset of coordinates; ``None`` for DeepCAM sample files."""
-    import xarray as xr
-
-    from climnb.grid import coord_names
-
     first = expand(paths)[0]
     if first.suffix == ".h5" or (first.is_dir() and not is_zarr(first)):
         return None
@@ -110,89 +93,6 @@ def input_grid(paths: PathLike | Sequence[PathLike]) -> xr.Dataset | None:
         except ValueError:
             return None
         return ds[names].coords.to_dataset().reset_coords(drop=True)[names].load()
-
-
-def check_output(
-    out: PathLike,
-    inputs: PathLike | Sequence[PathLike] = (),
-    *,
-    kind: str = "file",
-    option: str = "--out",
-    overwrite: bool = False,
-    contents: Collection[str] | None = None,
-    others: Mapping[str, PathLike] | None = None,
-    what: str = "what this command writes",
-) -> Path:
-    """Refuse ``out`` before any work if writing it could destroy an input or must fail.
-
-    The one rule for every output of climnb's commands (label, predict, tracks, samples,
-    stage); see the module docstring. Raises :class:`OutputError`, one line naming the path.
-
-    Parameters
-    ----------
-    out : the output path.
-    inputs : the command's inputs (files, Zarr stores, sample folders).
-    kind : ``"file"`` (a NetCDF/CSV file, or a Zarr store for a ``*.zarr`` name) or
-        ``"folder"`` (a folder the command fills: a sample set, a staged set).
-    option : the command-line option naming ``out``, for the message.
-    overwrite : ``"folder"`` only: a non-empty folder may be written into (replaced or
-        resumed); without it a non-empty folder is refused.
-    contents : ``"folder"`` with ``overwrite``: the names a folder written by the command may
-        hold; anything else in it (an input, say) is refused, as replacing it would delete it.
-    others : the command's other outputs (option -> path): ``out`` must differ from each.
-    what : what a folder output is, for the messages ("a sample set").
-    """
-    if kind not in ("file", "folder"):
-        raise ValueError(f"kind must be 'file' or 'folder', got {kind!r}")
-    out = Path(out)
-    resolved = out.resolve()
-    for other, path in (others or {}).items():
-        if resolved == Path(path).resolve():
-            raise OutputError(f"{option} {out} is the same file as {other}; give another name")
-    if kind == "file":
-        if out.is_dir() and not (is_zarr(out) and out.suffix == ".zarr"):
-            raise OutputError(
-                f"{option} {out} is a directory; give a file name (.nc, or .zarr for Zarr)"
-            )
-        if out.exists() and not out.is_dir() and out.suffix == ".zarr":
-            raise OutputError(f"{option} {out} exists and is not a Zarr store")
-    elif out.exists() and not out.is_dir():
-        raise OutputError(f"{option} {out} exists and is not a directory")
-    parent = resolved.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise OutputError(f"{option} {out}: cannot write in {parent} (not a directory)")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{option} {out}: cannot write in {parent} (permission denied)")
-    if out.exists() and not os.access(out, os.W_OK | (os.X_OK if out.is_dir() else 0)):
-        raise OutputError(f"{option} {out}: exists and is not writable")
-    if kind == "folder" and out.is_dir():
-        _check_folder(out, option, overwrite, contents, what)
-    for p in map(Path, [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs):
-        src = p.resolve()
-        if resolved == src or (out.exists() and p.exists() and os.path.samefile(out, p)):
-            raise OutputError(f"{option} {out} is an input ({p}); refusing to overwrite it")
-        if src.is_dir() and src in resolved.parents:
-            raise OutputError(f"{option} {out} is inside the input {p}; write it elsewhere")
-        if kind == "folder" and resolved in src.parents:
-            raise OutputError(f"{option} {out} holds the input {p}; write it elsewhere")
-    return out
-
-
-def _check_folder(out: Path, option: str, overwrite: bool, contents, what: str) -> None:
-    names = sorted(p.name for p in out.iterdir())
-    if names and not overwrite:
-        raise OutputError(
-            f"{option} {out} is not empty; use --overwrite to replace {what}, or choose another "
-            "folder"
-        )
-    foreign = [n for n in names if contents is not None and n not in contents]
-    if foreign:
-        raise OutputError(
-            f"{option} {out} holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, "
-            f"not part of {what}; --overwrite replaces only {what}: choose another folder"
-        )
 
 
 def write(
@@ -235,7 +135,13 @@ def write(
     with _target(path, zarr) as tmp:
         if zarr:
             delayed = ds.to_zarr(
-                tmp, mode="w-", zarr_format=3, consolidated=False, encoding=encoding, compute=False
+                tmp,
+                mode="w-",
+                zarr_format=3,
+                consolidated=False,
+                encoding=encoding,
+                compute=False,
+                write_empty_chunks=True,  # a chunk of fill values too: missing means damaged
             )
         else:
             delayed = ds.to_netcdf(tmp, encoding=encoding, compute=False)
@@ -249,23 +155,34 @@ def write(
 
 @contextlib.contextmanager
 def _target(path: Path, zarr: bool):
+    """A temporary name beside ``path`` (with this process's id) that becomes ``path`` when
+    complete. What killed runs left for ``path`` goes first; a live run writing it is refused
+    (:func:`climnb.atomic.remove_leftovers`)."""
+    remove_leftovers(path.parent, path.name)
     if not zarr:
         with atomic_path(path) as tmp:
             yield tmp
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = temp_path(path)
     try:
         yield tmp
-        if path.exists():  # swap: readers see the old store or the new one, never a mix
-            old = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.old")
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        _swap(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swap(tmp: Path, path: Path) -> None:
+    """Put the complete store ``tmp`` at ``path``: readers see the old store or the new one,
+    never a mix. A kill between the two renames leaves the old store under a ``.old`` name,
+    which the next run puts back (:func:`climnb.atomic.remove_leftovers`)."""
+    if not path.exists():
+        os.replace(tmp, path)
+        return
+    old = temp_path(path, ".old")
+    os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _bar(desc: str, enabled: bool):

@@ -153,6 +153,27 @@ class Ctx:
         Path(path).write_bytes(data[: int(len(data) * keep)])
         return str(path)
 
+    def zarr(self, name: str = "fields.zarr", zarr_format: int = 3, keep=None) -> Path:
+        """The golden fields as a Zarr store (one chunk per step and quarter of the globe),
+        ``keep`` of their variables (all by default)."""
+        import xarray as xr
+
+        with xr.open_dataset(self.g.fields) as ds:
+            ds = ds[keep] if keep else ds
+            half = {"time": 1, "lat": ds.sizes["lat"] // 2, "lon": ds.sizes["lon"] // 2}
+            ds = ds.load().chunk(half)
+            ds.to_zarr(self.d / name, zarr_format=zarr_format, consolidated=False)
+        return self.d / name
+
+    def link(self, name: str, to: str) -> str:
+        (self.d / name).symlink_to(to)
+        return str(self.d / name)
+
+    def loop(self, name: str = "loop") -> str:
+        """Two symbolic links pointing at each other; ``name`` is one of them."""
+        self.link(name, f"{name}.other")
+        return self.link(f"{name}.other", name)[: -len(".other")]
+
     def dir(self, name: str) -> str:
         (self.d / name).mkdir(parents=True, exist_ok=True)
         return str(self.d / name)
@@ -1290,7 +1311,7 @@ def _(c):
     return _tracks(c.fields(), "--variable", "nothere", "--out", c.p("tracks.nc"))
 
 
-@case("tracks-times-repeated", PANGEO, ("fields.nc", "2000-01-01 03:00:00"), r"repeated")
+@case("tracks-times-repeated", PANGEO, ("fields.nc", "2000-01-01T03:00"), r"repeated")
 def _(c):
     return _tracks(c.fields(change=_times(_repeat)), "--out", c.p("tracks.nc"))
 
@@ -1368,7 +1389,7 @@ def _(c):
     return _predict(c, first, second)
 
 
-@case("samples-label-file-times-repeated", SAMPLESET, ("labels.nc", "fields.nc"), r"same times")
+@case("samples-label-file-times-repeated", SAMPLESET, "labels.nc", r"same time|repeated")
 def _(c):
     labels = _labels_file(c, change=_times(_repeat))
     return _samples(c, [_fields_only(c), labels], c.p("samples"))
@@ -1379,6 +1400,162 @@ def _(c):
     first = _labels_file(c)
     second = _labels_file(c, "labels2.nc")
     return _samples(c, [_fields_only(c), first, second], c.p("samples"))
+
+
+# --- missing parts, links that go nowhere, two writers (issue 25) ------------------------------
+
+MISSING_CHUNK = r"lacks chunk"
+LOOP = r"loop of symbolic links"
+
+
+@case("label-zarr-missing-chunk", REALDATA, ("fields.zarr", "TMQ", "c/3/1/0"), MISSING_CHUNK)
+def _(c):
+    store = c.zarr()
+    (store / "TMQ" / "c" / "3" / "1" / "0").unlink()  # a quarter of the globe at step 3
+    return _label(c, str(store), "--out", c.p("labels.nc"))
+
+
+@case("label-zarr2-missing-chunk", REALDATA, ("fields.zarr", "PRECT", "5.0.1"), MISSING_CHUNK)
+def _(c):
+    store = c.zarr(zarr_format=2)
+    (store / "PRECT" / "5.0.1").unlink()
+    return _label(c, str(store), "--out", c.p("labels.nc"))
+
+
+@case("label-zarr-variable-without-metadata", REALDATA, ("fields.zarr", "U850"), r"zarr.json")
+def _(c):
+    store = c.zarr()
+    (store / "U850" / "zarr.json").unlink()  # storms need U850: that class would vanish
+    return _label(c, str(store), "--out", c.p("labels.nc"))
+
+
+@case("label-zarr2-variable-without-zarray", REALDATA, ("fields.zarr", "TMQ"), r"\.zarray")
+def _(c):
+    store = c.zarr(zarr_format=2)
+    (store / "TMQ" / ".zarray").unlink()
+    return _label(c, str(store), "--out", c.p("labels.nc"))
+
+
+@case("label-zarr2-variable-without-zattrs", REALDATA, ("fields.zarr", "PSL"), r"\.zattrs")
+def _(c):
+    store = c.zarr(zarr_format=2)
+    (store / "PSL" / ".zattrs").unlink()
+    return _label(c, str(store), "--out", c.p("labels.nc"))
+
+
+@case("label-zarr-empty-chunk-file", REALDATA, ("fields.zarr", "PSL", "c/1/0/0"), r"empty chunk")
+def _(c):
+    store = c.zarr()
+    (store / "PSL" / "c" / "1" / "0" / "0").write_bytes(b"")  # a copy cut short
+    return _label(c, str(store), "--out", c.p("labels.nc"))
+
+
+@case("label-zarr-store-empty", REALDATA, "fields.zarr", r"no Zarr metadata")
+def _(c):
+    return _label(c, c.dir("fields.zarr"), "--out", c.p("labels.nc"))
+
+
+@case("predict-zarr-missing-chunk", PANGEO, ("fields.zarr", "TMQ", "c/0/0/0"), MISSING_CHUNK)
+def _(c):
+    store = c.zarr()
+    (store / "TMQ" / "c" / "0" / "0" / "0").unlink()
+    return _predict(c, store)
+
+
+@case("predict-zarr-coordinate-missing-chunk", PANGEO, ("fields.zarr", "lat"), MISSING_CHUNK)
+def _(c):
+    store = c.zarr()
+    (store / "lat" / "c" / "0").unlink()  # latitudes read as NaN
+    return _predict(c, store)
+
+
+@case("samples-zarr-missing-chunk", SAMPLESET, ("fields.zarr", "PRECT", "c/7/0/1"), MISSING_CHUNK)
+def _(c):
+    store = c.zarr()
+    (store / "PRECT" / "c" / "7" / "0" / "1").unlink()
+    return _samples(c, [str(store)], c.p("samples"))
+
+
+@case("tracks-zarr-mask-missing-time-chunk", PANGEO, ("mask.zarr", "time", "c/0"), MISSING_CHUNK)
+def _(c):
+    store = c.zarr("mask.zarr", keep=["truth"])
+    (store / "time" / "c" / "0").unlink()  # every time read as the fill value
+    return _tracks(store, "--out", c.p("tracks.nc"))
+
+
+@case("stats-zarr-mask-without-metadata", "lead", ("mask.zarr", "truth"), r"zarr.json")
+def _(c):
+    store = c.zarr("mask.zarr", keep=["truth"])
+    (store / "truth" / "zarr.json").unlink()
+    return ["stats", str(store), "--variable", "truth", "--out", c.p("stats.nc")]
+
+
+def _halves(c: Ctx, second: Callable | None = None) -> list[str]:
+    """The golden fields in two files, a.nc (steps 0-19) and b.nc (20-39, then ``second``)."""
+    first = c.fields("a.nc", change=lambda ds: ds.isel(time=slice(0, 20)))
+    rest = c.fields(
+        "b.nc", change=lambda ds: (second or (lambda d: d))(ds.isel(time=slice(20, None)))
+    )
+    return [first, rest]
+
+
+@case("label-times-repeated", REALDATA, ("fields.nc", "2000-01-01T03:00"), r"repeated")
+def _(c):
+    return _label(c, c.fields(change=_times(_repeat)), "--out", c.p("labels.nc"))
+
+
+@case("label-inputs-overlap", REALDATA, ("a.nc", "b.nc"), r"also in|overlap")
+def _(c):
+    return _label(c, *_overlapping(c), "--out", c.p("labels.nc"))
+
+
+@case("label-inputs-longitudes-shifted", REALDATA, ("b.nc", "a.nc", "longitude"), r"grid differs")
+def _(c):
+    shifted = _halves(c, lambda ds: ds.assign_coords(lon=ds.lon + 1.25))
+    return _label(c, *shifted, "--out", c.p("labels.nc"))
+
+
+@case("samples-inputs-latitudes-differ", SAMPLESET, ("b.nc", "a.nc", "latitude"), r"grid differs")
+def _(c):
+    moved = _halves(c, lambda ds: ds.assign_coords(lat=ds.lat * 0.99))
+    return _samples(c, moved, c.p("samples"))
+
+
+@case("label-input-symlink-loop", REALDATA, "loop", LOOP)
+def _(c):
+    return _label(c, c.loop(), "--out", c.p("labels.nc"))
+
+
+@case("label-out-symlink-loop", REALDATA, ("--out", "loop"), LOOP)
+def _(c):
+    return _label(c, c.fields(), "--out", c.loop() + "/labels.nc")
+
+
+@case("predict-input-broken-link", PANGEO, ("gone.nc", "nothere.nc"), r"broken symbolic link")
+def _(c):
+    return _predict(c, c.link("gone.nc", "nothere.nc"))
+
+
+@case("tracks-input-symlink-loop", PANGEO, "loop", LOOP)
+def _(c):
+    return _tracks(c.loop(), "--out", c.p("tracks.nc"))
+
+
+@case("samples-input-symlink-loop", SAMPLESET, "loop", LOOP)
+def _(c):
+    return _samples(c, [c.loop()], c.p("samples"))
+
+
+@case("label-zarr-out-being-written", REALDATA, "labels.zarr", r"another run \(process 1\)")
+def _(c):
+    (c.d / ".labels.zarr.1-deadbeef.tmp").mkdir()  # process 1 is alive: a live writer's store
+    return _label(c, c.fields(), "--out", c.p("labels.zarr"))
+
+
+@case("predict-zarr-out-being-written", PANGEO, "pred.zarr", r"another run \(process 1\)")
+def _(c):
+    (c.d / ".pred.zarr.1-deadbeef.tmp").mkdir()
+    return _predict(c, c.fields(), out=c.p("pred.zarr"))
 
 
 # --- score, notebooks, kernel (lead): the commands added with issues 22 and 26 -------------------

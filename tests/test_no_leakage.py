@@ -136,7 +136,7 @@ def test_repeated_times_are_refused_naming_the_file_and_time(ds, tmp_path, capsy
     assert "dup.nc" in err and "2000-01-01T03" in err and "same time twice" in err
     assert main(["tracks", str(tmp_path / "dup.nc"), "--out", str(tmp_path / "t.nc")]) == 2
     err = capsys.readouterr().err
-    assert "dup.nc" in err and "2000-01-01 03:00:00 is repeated" in err
+    assert "dup.nc" in err and "2000-01-01T03:00 is repeated" in err
     assert not (tmp_path / "s").exists() and not (tmp_path / "t.nc").exists()
 
 

@@ -36,9 +36,11 @@ Examples
 
 from __future__ import annotations
 
+import errno
 import glob
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -48,6 +50,7 @@ import xarray as xr
 from climnb.io.grib import is_grib, open_grib
 from climnb.io.regrid import Curvilinear, regrid_dataset
 from climnb.io.variables import canonicalize, known_names
+from climnb.io.zarrstore import ZarrStoreError, check_store, is_zarr
 
 __all__ = [
     "normalize",
@@ -58,6 +61,7 @@ __all__ = [
     "coord_names",
     "time_steps",
     "missing_message",
+    "is_zarr",
     "DIMS",
     "LAT_ATTRS",
     "LON_ATTRS",
@@ -367,28 +371,45 @@ def _holds(var: xr.DataArray, own: list[str], curvilinear) -> bool:
 
 
 def expand_paths(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
+    """Input paths with globs expanded (sorted).
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming a path that does not exist, a glob that matches nothing, a broken symbolic
+        link (and where it points) or a loop of symbolic links.
+    """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out = []
     for p in map(str, paths):
         matches = sorted(glob.glob(p)) if glob.has_magic(p) else [p]
-        if not matches or not all(os.path.exists(m) for m in matches):
+        if not matches:
             raise FileNotFoundError(f"no such file: {p}")
+        for m in matches:
+            _check_exists(m)
         out += matches
     if not out:
         raise FileNotFoundError("no input files given")
     return out
 
 
-_ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
-
-
-def is_zarr(path: str | os.PathLike) -> bool:
-    """A Zarr store: a ``*.zarr`` path, or a directory holding Zarr metadata."""
-    p = str(path)
-    return p.rstrip("/").endswith(".zarr") or (
-        os.path.isdir(p) and any(os.path.exists(os.path.join(p, m)) for m in _ZARR_MARKERS)
-    )
+def _check_exists(path: str) -> None:
+    """Refuse a path that cannot be opened, saying why: missing, a broken link, a loop."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise FileNotFoundError(
+                f"{path}: a loop of symbolic links (it never reaches a file); fix the link"
+            ) from None
+        if os.path.islink(path):
+            raise FileNotFoundError(
+                f"{path}: a broken symbolic link (to {os.readlink(path)}, which does not exist)"
+            ) from None
+        if err.errno == errno.ENOENT:
+            raise FileNotFoundError(f"no such file: {path}") from None
+        raise OSError(err.errno, err.strerror, path) from None
 
 
 def _open_one(path: str, chunks) -> xr.Dataset:
@@ -402,8 +423,10 @@ def _open_one(path: str, chunks) -> xr.Dataset:
             raise
         except Exception as err:  # ecCodes raises many kinds
             raise ValueError(
-                f"{path}: cannot be read as GRIB ({type(err).__name__}: {str(err).split('.')[0]})"
+                f"{path}: cannot be read as GRIB ({type(err).__name__}: {_gist(err)})"
             ) from None
+    if zarr and os.path.isdir(path):
+        _check_zarr(path)
     try:
         # dask from the start (chunks={} keeps the file's own), so that the arrays' names come
         # from the path and modification time: the same file gives the same dask token in any
@@ -422,8 +445,25 @@ def _open_one(path: str, chunks) -> xr.Dataset:
     except Exception as err:  # backends raise many kinds (OSError, ValueError, ...)
         kind = "a Zarr store" if zarr else "NetCDF"
         raise ValueError(
-            f"{path}: cannot be read as {kind} ({type(err).__name__}: {str(err).split('.')[0]})"
+            f"{path}: cannot be read as {kind} ({type(err).__name__}: {_gist(err)})"
         ) from None
+
+
+def _gist(err: BaseException) -> str:
+    """The first sentence of an error's first line (a path's dots do not end it)."""
+    lines = str(err).strip().splitlines()
+    return re.split(r"\.(?:\s|$)", lines[0] if lines else "")[0] if lines else ""
+
+
+def _check_zarr(path: str) -> None:
+    """Refuse a store that lacks a chunk or a variable's metadata (read as zeros or skipped
+    otherwise); a store that cannot be read at all is left to the opener's message."""
+    try:
+        check_store(path)
+    except ZarrStoreError:  # names the store, the variable and what is missing
+        raise
+    except Exception:  # noqa: BLE001 - zarr's own errors: the opener below names them
+        return
 
 
 def _steps_apart(ds: xr.Dataset, time: str) -> bool:
@@ -483,6 +523,7 @@ def open_dataset(
             part = normalize(ds, required=required, variables=variables, units=units, regrid=regrid)
         except ValueError as err:
             raise ValueError(f"{f}: {err}") from None
+        _check_repeats(f, part)
         parts.append((f, part, ds))
     if len(parts) > 1:  # in time order, whatever the files' names
         parts.sort(key=lambda p: p[1].time.values[0] if p[1].sizes["time"] else 0)
@@ -539,6 +580,20 @@ def _check_joinable(parts: Sequence[tuple[str, xr.Dataset]]) -> None:
         seen.update(dict.fromkeys(list(times), f))
         if times.size:
             last = (f, times[-1])
+
+
+def _check_repeats(f: str, ds: xr.Dataset) -> None:
+    """Refuse a file (canonical) that holds a time twice, naming it, the time and the steps."""
+    if "time" not in ds.coords:
+        return
+    first: dict = {}
+    for i, t in enumerate(ds.time.values):
+        j = first.setdefault(t, i)
+        if j != i:
+            raise ValueError(
+                f"{f}: time {_fmt_time(t)} is repeated (steps {j} and {i}): the same time "
+                "twice; give each time once"
+            )
 
 
 def _fmt_time(t) -> str:

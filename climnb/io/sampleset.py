@@ -61,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
+from climnb import outputs
 from climnb.atomic import OutputBusy, owner_alive, remove_leftovers, temp_path
 from climnb.channels import CHANNEL_NAMES
 from climnb.io.manifest import MANIFEST_NAME, Entry, Manifest, ManifestError, sha256_file
@@ -705,14 +706,11 @@ def check_output(
     option: str = "out",
 ) -> None:
     """Refuse ``out`` for a new sample set before any work, by the output rule of
-    :func:`climnb.store.check_output` for a folder: a file; a non-empty folder unless
+    :func:`climnb.outputs.check_output` for a folder: a file; a non-empty folder unless
     ``overwrite``; and, even then, a folder holding anything but a sample set (an input
     file, say), which replacing the set would delete. Raises :class:`SampleError`."""
-    from climnb.store import OutputError
-    from climnb.store import check_output as check
-
     try:
-        check(
+        outputs.check_output(
             out,
             inputs,
             kind="folder",
@@ -721,7 +719,7 @@ def check_output(
             contents=(*SPLITS, STATS_NAME),
             what="a sample set",
         )
-    except OutputError as err:
+    except outputs.OutputError as err:
         raise SampleError(str(err)) from None
 
 
