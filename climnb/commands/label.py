@@ -15,8 +15,8 @@ from pathlib import Path
 
 from climnb.atomic import remove_leftovers
 from climnb.labels.config import LabelConfig
+from climnb.outputs import check_output
 from climnb.scheduler import dask_client
-from climnb.store import check_output
 
 HELP = "label tropical cyclones and atmospheric rivers in NetCDF files (CAM5, ERA5, MERRA-2, ...)"
 EXAMPLE = (

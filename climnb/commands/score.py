@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from climnb.atomic import atomic_path
 from climnb.labels.schema import CONSENSUS, MASK_VARIABLES
-from climnb.store import check_output
+from climnb.outputs import check_output
 
 HELP = "score a mask (labels, a prediction) against expert labels in the ClimateNet layout"
 EXAMPLE = (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from climnb.atomic import atomic_path, remove_leftovers
 from climnb.labels.schema import MASK_VARIABLES
-from climnb.store import check_output, expand, open_fields
+from climnb.outputs import check_output
 
 HELP = "link cyclones and rivers of labels or a prediction over time into tracks (CF NetCDF)"
 EXAMPLE = "climnb tracks predictions.zarr --out tracks.nc --max-gap 1"
@@ -37,6 +37,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from climnb.store import expand, open_fields  # xarray: not for `climnb --help`
     from climnb.tracks import (  # xarray: not for `climnb --help`
         TrackConfig,
         check_mask,
@@ -87,6 +88,7 @@ def run(args) -> int:
 
 def _owners(inputs, err: ValueError) -> str:
     """The input files a message is about: for a repeated time, the files that hold it."""
+    from climnb.store import open_fields
     from climnb.tracks import track_times
 
     found = re.match(r"time (.+?) is repeated", str(err))
