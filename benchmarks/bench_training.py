@@ -376,6 +376,7 @@ _DEMO_FLAGS = {
     "warmup_steps": "--warmup-steps",
     "samples_per_rank": "--samples-per-rank",
     "augment": "--augment",
+    "class_weighting": "--class-weighting",
 }
 
 
