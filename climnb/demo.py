@@ -69,7 +69,12 @@ WORKFLOW: dict[str, dict] = {
     "00": {"n_time": 160, "out_path": "data/toy/fields.nc"},
     "01": {"input_path": "data/toy/fields.nc", "out_path": "data/toy/labelled.nc"},
     "02": {"input_path": "data/toy/labelled.nc", "workdir": "data/toy"},
-    "04": {"data_dir": "data/toy/shared", "out_dir": "runs/toy", "epochs": 16},
+    "04": {
+        "data_dir": "data/toy/shared",
+        "out_dir": "runs/toy",
+        "epochs": 16,
+        "heldout_from": "data/toy/labelled.nc",  # the test block for notebook 05
+    },
     "05": {"model_path": "runs/toy/model", "data_path": "data/toy/heldout.nc"},
     "06": {"labels_path": "data/toy/labelled.nc", "model_path": "runs/toy/model"},
 }

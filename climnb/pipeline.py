@@ -166,13 +166,33 @@ def roll_batch(arrays: Sequence[np.ndarray], shifts: np.ndarray) -> list[np.ndar
     """
     out = []
     for a in arrays:
-        rolled = np.empty_like(a)
+        rolled = aligned_empty(a.shape, a.dtype)  # handed to TensorFlow without a copy
         width = a.shape[2]
         for i, s in enumerate(int(s) % width for s in shifts):
             rolled[i, :, s:] = a[i, :, : width - s]
             rolled[i, :, :s] = a[i, :, width - s :]
         out.append(rolled)
     return out
+
+
+#: TensorFlow's alignment of tensor memory (Eigen's ``EIGEN_MAX_ALIGN_BYTES``): a buffer it
+#: takes over by DLPack must start on such a boundary, else the process aborts
+#: ("Check failed: IsAligned()").
+TENSOR_ALIGNMENT = 64
+
+
+def aligned_empty(shape, dtype, alignment: int = TENSOR_ALIGNMENT) -> np.ndarray:
+    """An uninitialised array whose data start on an ``alignment``-byte boundary.
+
+    >>> a = aligned_empty((2, 3), np.float32)
+    >>> a.shape, a.dtype.name, a.ctypes.data % TENSOR_ALIGNMENT
+    ((2, 3), 'float32', 0)
+    """
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    buffer = np.empty(nbytes + alignment, np.uint8)
+    start = -buffer.ctypes.data % alignment
+    return buffer[start : start + nbytes].view(dtype).reshape(shape)
 
 
 class _Schedule:

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from climnb.train.config import TrainConfig
+from climnb.train.config import CLASS_WEIGHTINGS, TrainConfig
 
 HELP = "train Tiramisu or DeepLabv3+ on sample files, data-parallel with Horovod"
 EXAMPLE = (
@@ -45,6 +45,7 @@ _FIELDS = {
     "mixed_precision": "optimizer.mixed_precision",
     "precision": "precision",
     "augment": "augment",
+    "class_weighting": "class_weighting",
 }
 
 
@@ -92,6 +93,13 @@ def add_arguments(parser):
         choices=["roll"],
         default=d,
         help="roll training samples by a random number of longitude columns (global grids)",
+    )
+    add(
+        "--class-weighting",
+        choices=list(CLASS_WEIGHTINGS),
+        default=d,
+        help="per-class loss weights from the class frequencies (default inverse_sqrt, the "
+        "paper's; deepcam: freq^-0.125, milder)",
     )
     add("--checkpoint-every", type=int, default=d, help="steps between checkpoints")
     add("--keep-checkpoints", type=int, default=d, help="newest checkpoints kept")

@@ -87,6 +87,7 @@ __all__ = [
     "check_output",
     "open_inputs",
     "resolve_folder",
+    "write_heldout",
     "write_sample_set",
 ]
 
@@ -179,6 +180,11 @@ class SampleSet:
         except ValueError:  # a model calendar's date (2000-02-30): split by position
             log.warning("%s: times of a model calendar; split by position", self.root)
             return None
+
+    def times(self, split: str | None = None) -> np.ndarray | None:
+        """The time steps of ``split``'s files, sorted (``None`` where a file has no time)."""
+        times = self._times(self.files(split))
+        return None if times is None else np.sort(times)
 
     # --- manifest, digests, verification ------------------------------------------------------
 
@@ -829,3 +835,54 @@ def _clean_leftovers(out: Path) -> None:
         with contextlib.suppress(OSError):
             shutil.rmtree(p)
     remove_leftovers(out.parent, out.name)  # dead runs' temporaries; a live run: refused
+
+
+def write_heldout(
+    sample_set: PathLike | SampleSet,
+    fields: PathLike,
+    out: PathLike,
+    *,
+    split: str = "test",
+    labels_out: PathLike | None = None,
+) -> Path:
+    """Write the steps of ``fields`` that form ``split`` of a sample set to ``out`` (NetCDF).
+
+    The held-out block of an honest evaluation: a split set's ``test`` steps are a time block
+    that training and validation never saw, at least the split's gap away from them
+    (:func:`climnb.io.split.split_steps`). ``fields`` is the file the set was written from
+    (with ``truth`` where it has one). ``labels_out``: also write its ``labels`` (the teacher's
+    masks) of those steps there.
+
+    Raises
+    ------
+    ValueError
+        When the set has no such split, its files carry no times, or ``fields`` lacks some of
+        its steps.
+    """
+    import xarray as xr
+
+    from climnb.atomic import atomic_path
+
+    ss = sample_set if isinstance(sample_set, SampleSet) else SampleSet.open(sample_set)
+    if split not in ss.splits or not ss.files(split):
+        raise ValueError(f"{ss.root}: no {split!r} split to hold out")
+    times = ss.times(split)
+    if times is None:
+        raise ValueError(f"{ss.folder(split)}: sample files without times: cannot find the steps")
+    with xr.open_dataset(fields) as ds:
+        have = np.isin(times, ds.time.values.astype("datetime64[s]"))
+        if not have.all():
+            raise ValueError(
+                f"{fields} lacks {int((~have).sum())} of the {times.size} {split} steps of "
+                f"{ss.root}, e.g. {times[~have][0]}: not the fields the set was written from"
+            )
+        block = ds.sel(time=times.astype(ds.time.dtype)).load()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out) as tmp:
+        block.drop_vars("labels", errors="ignore").to_netcdf(tmp)
+    if labels_out is not None and "labels" in block:
+        with atomic_path(Path(labels_out)) as tmp:
+            block[["labels"]].to_netcdf(tmp)
+    log.info("wrote the %d %s steps of %s to %s", times.size, split, ss.root, out)
+    return out

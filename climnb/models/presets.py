@@ -134,8 +134,15 @@ PRESETS: dict[str, dict[str, ModelConfig]] = {
     "tiramisu": {
         "paper": TiramisuConfig(),
         "small": TiramisuConfig(growth_rate=16, kernel_size=3, initial_filters=32),
+        # no weight decay: against the normalised class-weighted loss (~1e-3 once trained) the
+        # paper's 1e-4 L2 term (0.14 at initialisation) dominated (docs/network_quality.md)
         "toy": TiramisuConfig(
-            blocks=(2, 2, 2, 2, 3), growth_rate=12, kernel_size=3, initial_filters=24, dropout=0.0
+            blocks=(2, 2, 2, 2, 3),
+            growth_rate=12,
+            kernel_size=3,
+            initial_filters=24,
+            dropout=0.0,
+            weight_decay=0.0,
         ),
     },
     "deeplab": {
