@@ -190,9 +190,10 @@ def aligned_empty(shape, dtype, alignment: int = TENSOR_ALIGNMENT) -> np.ndarray
     """
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape)) * dtype.itemsize
-    buffer = np.empty(nbytes + alignment, np.uint8)
+    room = max(nbytes, dtype.itemsize)  # numpy moves the pointer of an empty slice: keep one item
+    buffer = np.empty(room + alignment, np.uint8)
     start = -buffer.ctypes.data % alignment
-    return buffer[start : start + nbytes].view(dtype).reshape(shape)
+    return buffer[start : start + room].view(dtype)[: int(np.prod(shape))].reshape(shape)
 
 
 class _Schedule:
