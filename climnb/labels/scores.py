@@ -26,6 +26,7 @@ from the generator's own event geometry.
 
 from __future__ import annotations
 
+import warnings
 from itertools import combinations
 from pathlib import Path
 
@@ -82,6 +83,36 @@ def class_iou(labels, truth, n_classes: int = len(CLASS_NAMES)) -> tuple[np.ndar
         per_class = np.where(union > 0, tp / np.maximum(union, 1), np.nan)
     present = ~np.isnan(per_class)
     return per_class, float(per_class[present].mean()) if present.any() else float("nan")
+
+
+def iou_by_step(reference: xr.DataArray, given: xr.DataArray) -> tuple[np.ndarray, pd.DataFrame]:
+    """IoU per class at each time step of two (time, lat, lon) masks, and over the period.
+
+    Returns an array (time, class) of per-step IoUs (NaN where a class is absent from both
+    masks at that step) and a table with one row per class: the IoU of the whole period (from
+    the summed counts, not a mean of steps), the mean and the worst step.
+
+    >>> ref = xr.DataArray([[[0, 1]], [[0, 0]]], dims=("time", "lat", "lon"))
+    >>> steps, table = iou_by_step(ref, ref)
+    >>> steps[:, 1].tolist(), table["IoU (period)"].tolist()
+    ([1.0, nan], [1.0, 1.0, nan])
+    """
+    a = reference.transpose("time", ...).values
+    b = given.transpose("time", ...).values
+    n = len(CLASS_NAMES)
+    per_step = np.stack([class_iou(a[i], b[i], n)[0] for i in range(a.shape[0])])
+    total = class_iou(a, b, n)[0]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a class absent at every step
+        table = pd.DataFrame(
+            {
+                "class": list(CLASS_NAMES),
+                "IoU (period)": total,
+                "IoU (mean of steps)": np.nanmean(per_step, axis=0),
+                "IoU (worst step)": np.nanmin(per_step, axis=0),
+            }
+        )
+    return per_step, table
 
 
 def confusion_table(labels, truth, n_classes: int = len(CLASS_NAMES)) -> pd.DataFrame:

@@ -48,6 +48,7 @@ import pandas as pd
 import xarray as xr
 
 from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
+from climnb.labels.scores import class_iou, iou_by_step
 from climnb.models.metrics import confusion_matrix_np, iou_from_confusion
 from climnb.viz.coastlines import COLOR as COAST_COLOR
 from climnb.viz.fields import CLASS_COLORS
@@ -315,9 +316,7 @@ def disagreement(
 
 def step_iou(labels: xr.DataArray, prediction: xr.DataArray, time=0) -> hv.Bars:
     """Per-class IoU of one step as bars (NaN where a class is in neither mask)."""
-    n = len(CLASS_NAMES)
-    cm = confusion_matrix_np(_step(labels, time).values, _step(prediction, time).values, n)
-    iou = iou_from_confusion(cm)[0]
+    iou, _ = class_iou(_step(labels, time).values, _step(prediction, time).values)
     frame = pd.DataFrame({"class": list(CLASS_NAMES), "IoU": iou})
     present = iou[~np.isnan(iou)]
     mean = f"{present.mean():.3f}" if present.size else "n/a"
@@ -336,30 +335,16 @@ def iou_over_time(
 ) -> tuple[hv.Overlay, pd.DataFrame]:
     """IoU per class at each step (curves) and over the whole period (a table).
 
-    Returns the curves and a DataFrame with one row per class: the IoU of the period (from
-    the summed confusion matrix, not a mean of steps) and the mean and minimum over steps.
+    Returns the curves and the table of :func:`climnb.labels.scores.iou_by_step`.
     """
-    n = len(CLASS_NAMES)
-    lab, pred = labels.transpose("time", ...).values, prediction.transpose("time", ...).values
-    cms = np.stack([confusion_matrix_np(lab[i], pred[i], n) for i in range(lab.shape[0])])
-    per_step = np.stack([iou_from_confusion(cm)[0] for cm in cms])
+    per_step, table = iou_by_step(labels, prediction)
     times = labels.time.values
     curves = [
         hv.Curve(
             (times, per_step[:, k]), "time", hv.Dimension("IoU", range=(0, 1)), label=CLASS_NAMES[k]
         ).opts(color=CLASS_COLORS.get(k, "#999999"))
-        for k in range(n)
+        for k in range(len(CLASS_NAMES))
     ]
-    total = iou_from_confusion(cms.sum(axis=0))[0]
-    with np.errstate(all="ignore"):
-        table = pd.DataFrame(
-            {
-                "class": list(CLASS_NAMES),
-                "IoU (period)": total,
-                "IoU (mean of steps)": np.nanmean(per_step, axis=0),
-                "IoU (worst step)": np.nanmin(per_step, axis=0),
-            }
-        )
     overlay = hv.Overlay(curves).opts(title="IoU per class and step", legend_position="right")
     return overlay, table
 
