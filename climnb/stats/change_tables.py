@@ -43,7 +43,7 @@ import pandas as pd
 import xarray as xr
 
 from climnb.channels import CLASS_NAMES
-from climnb.stats.change import CompareConfig, _check_pair, fdr_mask
+from climnb.stats.change import HEADLINE_COLUMNS, CompareConfig, _check_pair, fdr_mask
 from climnb.stats.events import _datetime_mask, event_steps, event_table
 from climnb.stats.groups import CLASS_IDS, group_index
 from climnb.stats.masks import check_same_grid
@@ -54,20 +54,8 @@ __all__ = ["CHANGE_COLUMNS", "compare_events", "compare_precip", "ratio_change",
 
 log = logging.getLogger(__name__)
 
-#: Columns of :func:`compare_events` and :func:`compare_precip`.
-CHANGE_COLUMNS = (
-    "quantity",
-    "class_name",
-    "region",
-    "a",
-    "b",
-    "change",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "significant",
-    "significant_fdr",
-)
+#: Columns of :func:`compare_events` and :func:`compare_precip`: the headline's, with FDR.
+CHANGE_COLUMNS = ("quantity", *HEADLINE_COLUMNS, "significant_fdr")
 _DAYS_PER_YEAR = {"noleap": 365.0, "365_day": 365.0, "360_day": 360.0, "all_leap": 366.0}
 
 
@@ -289,23 +277,17 @@ def compare_precip(
         "time",
     )
     (thresholds,) = dask.compute(_thresholds(pooled, percentiles))
-    sa = precip_sums(
-        a,
-        precip_a,
-        regions=regions,
-        by=config.block,
-        percentiles=percentiles,
-        thresholds=thresholds,
-        source=names[0],
-    )
-    sb = precip_sums(
-        b,
-        precip_b,
-        regions=regions,
-        by=config.block,
-        percentiles=percentiles,
-        thresholds=thresholds,
-        source=names[1],
+    sa, sb = (
+        precip_sums(
+            m,
+            p,
+            regions=regions,
+            by=config.block,
+            percentiles=percentiles,
+            thresholds=thresholds,
+            source=n,
+        )
+        for m, p, n in ((a, precip_a, names[0]), (b, precip_b, names[1]))
     )
     area = sa.weights.sum(("lat", "lon")).values
     measures = ["total"] + [f"above_p{v:g}" for v in percentiles]
