@@ -135,19 +135,22 @@ def _started(watch: Path) -> bool:
     return watch.exists() and any(watch.iterdir())
 
 
-def start_and_kill(argv, env, watch: Path | None, delay: float) -> bool:
-    """Start ``argv``; once ``watch`` holds a path (at once if None), wait ``delay`` s and
-    kill -9 the tree.
+def start_and_kill(argv, env, watch: Path | None, delay: float, ready=None) -> bool:
+    """Start ``argv``; once ``watch`` holds a path (at once if None), or once ``ready()`` is
+    true when given, wait ``delay`` s and kill -9 the tree.
 
     Returns False when the process ended before the kill (a missed kill).
     """
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
+    if ready is None and watch is not None:
+
+        def ready():
+            return watch.exists() and any(watch.iterdir())
+
     deadline = time.monotonic() + 600
-    while (
-        watch is not None and proc.poll() is None and not (watch.exists() and any(watch.iterdir()))
-    ):
+    while ready is not None and proc.poll() is None and not ready():
         if time.monotonic() > deadline:
             break
         time.sleep(0.01)
@@ -233,15 +236,28 @@ class Command:
     mpi: bool = False
 
 
-def trial(cmd: Command, tally: Tally, env, folder: Path, delay: float | None, ref, unstable):
-    """One run into ``folder``: killed after ``delay`` s of work (None: not killed), rerun."""
+def trial(
+    cmd: Command,
+    tally: Tally,
+    env,
+    folder: Path,
+    delay: float | None,
+    ref,
+    unstable,
+    after_checkpoint: bool = False,
+):
+    """One run into ``folder``: killed after ``delay`` s of work (None: not killed), rerun.
+    With ``after_checkpoint``, the delay counts from the run's first checkpoint on disk."""
     where = ""
     if delay is not None:
-        if not start_and_kill(cmd.argv(folder), env, folder, delay):
+        ready = (lambda: _checkpointed(folder)) if after_checkpoint else None
+        if not start_and_kill(cmd.argv(folder), env, folder, delay, ready=ready):
             tally.missed += 1
         else:
             tally.kills += 1
-        where = f" (killed {delay:.2f} s into the work; left {progress(cmd.output(folder))})"
+        since = "after its first checkpoint" if after_checkpoint else "into the work"
+        where = f" (killed {delay:.2f} s {since}; left {progress(cmd.output(folder))})"
+        print(f"  {cmd.name} {folder.name}{where}", flush=True)
     done, seconds, work, ckpt = timed_run(cmd.argv(folder), env, folder)
     if ref is None and not tally.clean_seconds:  # the first clean run times the command
         tally.clean_seconds, tally.work_seconds, tally.ckpt_seconds = seconds, work, ckpt
@@ -298,10 +314,16 @@ def bench(
         tally.notes.append("one clean run only (--no-repeat): reproducibility not checked")
     tally.completed = 0
     if not chain:  # each kill in a fresh folder, then a rerun there, until `kills` landed
+        # with --after-checkpoint (train), each kill comes at a moment counted from the run's
+        # own first checkpoint, over what followed it in the clean run: mid-training, so the
+        # rerun resumes from a checkpoint
+        timed = after_checkpoint and tally.ckpt_seconds > 0
+        window = tally.clean_seconds - tally.ckpt_seconds if timed else tally.work_seconds
         k = 0
         while tally.kills < kills and k < 3 * kills:
-            delay = float(rng.uniform(0.0, tally.work_seconds))
-            trial(cmd, tally, env, base / f"kill-{k:02d}", delay, ref, set(tally.unstable))
+            delay = float(rng.uniform(0.0, window))
+            folder = base / f"kill-{k:02d}"
+            trial(cmd, tally, env, folder, delay, ref, set(tally.unstable), after_checkpoint=timed)
             k += 1
         return tally
     # one folder killed again and again (each restart resumes) until a restart ends before its
@@ -445,8 +467,10 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--after-checkpoint",
         action="store_true",
-        help="train: kill only after the moment the clean run wrote its first checkpoint, so "
-        "that every restart resumes from a checkpoint (default: over the whole working phase)",
+        help="train: kill only after a checkpoint, so that every restart resumes from one "
+        "(default: over the whole working phase). Fresh folders (--chain without train): each "
+        "kill is timed from the run's own first checkpoint appearing; chained: from the process "
+        "start, after the moment the clean run wrote its first checkpoint",
     )
     args = parser.parse_args(argv)
     kills = 3 if args.quick and args.kills == 10 else args.kills

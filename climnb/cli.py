@@ -27,8 +27,27 @@ def _command_modules():
             yield info.name.replace("_", "-"), f"climnb.commands.{info.name}"
 
 
+class _Parser(argparse.ArgumentParser):
+    """A bad option is one line, like any other bad input (argparse printed the usage first)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _seed(text: str) -> int:
+    """A random seed: a whole number >= 0 (NumPy refused a negative one with "expected
+    non-negative integer", naming no option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="climnb",
         description="Find tropical cyclones and atmospheric rivers in climate model output.",
     )
@@ -45,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(p)
+        for action in p._actions:  # every command's --seed: checked alike
+            if action.dest == "seed" and action.type is int:
+                action.type = _seed
         p.set_defaults(_run=module.run)
     return parser
 
@@ -69,6 +91,36 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError) as err:
         print(f"climnb {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 2
+    except Exception as err:  # the net under climnb.io.zarrstore.guard_reads: a codec's error
+        where = _store_read(err)
+        if where is None:
+            raise
+        print(f"climnb {args.command}: error: {where}", file=sys.stderr)
+        return 2
+
+
+def _store_read(err: BaseException) -> str | None:
+    """One line for an error raised while a Zarr chunk was read or decoded (numcodecs' "Zstd
+    decompression error", ...), naming the array when its frame shows it; None for others."""
+    in_store, where = False, None
+    tb = err.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        module = frame.f_globals.get("__name__", "")
+        if module.split(".")[0] in ("zarr", "numcodecs"):
+            in_store = True
+        owner = frame.f_locals.get("self")
+        if where is None and type(owner).__module__.startswith("zarr"):
+            where = getattr(owner, "store_path", None)
+        tb = tb.tb_next
+    if not in_store and "numcodecs" not in type(err).__module__:
+        return None
+    gist = _one_line(err)[:160]
+    return (
+        f"{where or 'a Zarr store'}: a chunk cannot be read ({type(err).__name__}"
+        + (f": {gist}" if gist else "")
+        + "): the store is damaged; copy it again or rewrite it"
+    )
 
 
 def _one_line(err: BaseException) -> str:

@@ -1490,6 +1490,76 @@ def _(c):
     return ["stats", str(store), "--variable", "truth", "--out", c.p("stats.nc")]
 
 
+DAMAGED = r"cannot be read.*damaged"
+
+
+def _damage(chunk: Path) -> None:
+    """Overwrite the first bytes of a chunk file (the codec's frame header): the file is
+    there, of the right size, and cannot be decoded."""
+    data = bytearray(chunk.read_bytes())
+    data[:8] = b"\x00garbage"
+    chunk.write_bytes(bytes(data))
+
+
+@case("label-zarr-chunk-bytes-damaged", REALDATA, ("fields.zarr", "TMQ", "c/3/1/0"), DAMAGED)
+def _(c):
+    store = c.zarr()
+    _damage(store / "TMQ" / "c" / "3" / "1" / "0")
+    return _label(c, str(store), "--out", c.p("labels.nc"))
+
+
+@case("label-zarr2-chunk-bytes-damaged", REALDATA, ("fields.zarr", "PRECT", "5.0.1"), DAMAGED)
+def _(c):
+    store = c.zarr(zarr_format=2)
+    _damage(store / "PRECT" / "5.0.1")
+    return _label(c, str(store), "--out", c.p("labels.nc"))
+
+
+@case("samples-zarr-chunk-bytes-damaged", SAMPLESET, ("fields.zarr", "U850", "c/7/0/1"), DAMAGED)
+def _(c):
+    store = c.zarr()
+    _damage(store / "U850" / "c" / "7" / "0" / "1")
+    return _samples(c, str(store), c.p("samples"))
+
+
+@case("predict-zarr-chunk-bytes-damaged", PANGEO, ("fields.zarr", "PSL", "c/0/1/1"), DAMAGED)
+def _(c):
+    store = c.zarr()
+    _damage(store / "PSL" / "c" / "0" / "1" / "1")
+    return _predict(c, store)
+
+
+@case("tracks-zarr-mask-chunk-bytes-damaged", PANGEO, ("mask.zarr", "truth", "c/2/0/0"), DAMAGED)
+def _(c):
+    store = c.zarr("mask.zarr", keep=["truth"])
+    _damage(store / "truth" / "c" / "2" / "0" / "0")
+    return _tracks(store, "--out", c.p("tracks.nc"))
+
+
+@case("score-zarr-mask-chunk-bytes-damaged", "lead", ("mask.zarr", "truth", "c/0/0/1"), DAMAGED)
+def _(c):
+    store = c.zarr("mask.zarr", keep=["truth"])
+    _damage(store / "truth" / "c" / "0" / "0" / "1")
+    expert = _expert(c, "data-2000-01-01-00-1_1.nc")
+    return ["score", str(store), "--expert", expert, "--variable", "truth"]
+
+
+@case("score-zarr-mask-without-metadata", "lead", ("mask.zarr", "truth"), r"zarr.json")
+def _(c):
+    store = c.zarr("mask.zarr", keep=["truth"])
+    (store / "truth" / "zarr.json").unlink()  # xr.open_zarr skipped the variable
+    expert = _expert(c, "data-2000-01-01-00-1_1.nc")
+    return ["score", str(store), "--expert", expert, "--variable", "truth"]
+
+
+@case("score-zarr-mask-missing-time-chunk", "lead", ("mask.zarr", "time", "c/0"), MISSING_CHUNK)
+def _(c):
+    store = c.zarr("mask.zarr", keep=["truth"])
+    (store / "time" / "c" / "0").unlink()  # every time read as the fill value
+    expert = _expert(c, "data-2000-01-01-00-1_1.nc")
+    return ["score", str(store), "--expert", expert, "--variable", "truth"]
+
+
 def _halves(c: Ctx, second: Callable | None = None) -> list[str]:
     """The golden fields in two files, a.nc (steps 0-19) and b.nc (20-39, then ``second``)."""
     first = c.fields("a.nc", change=lambda ds: ds.isel(time=slice(0, 20)))
@@ -1556,6 +1626,78 @@ def _(c):
 def _(c):
     (c.d / ".pred.zarr.1-deadbeef.tmp").mkdir()
     return _predict(c, c.fields(), out=c.p("pred.zarr"))
+
+
+# --- options checked alike by every command (session 3): seeds, argparse's own errors ------------
+
+SEED = r"whole number >= 0"
+
+
+@case("synth-seed-negative", LEAD, "--seed", SEED)
+def _(c):
+    return ["synth", "--out", c.p("f.nc"), "--n-time", "2", "--seed", "-1"]
+
+
+@case("samples-seed-negative", SAMPLESET, "--seed", SEED)
+def _(c):
+    return _samples(c, c.fields(), c.p("samples"), "--seed", "-3")
+
+
+@case("stage-seed-negative", SAMPLESET, "--seed", SEED)
+def _(c):
+    return _stage(c, c.samples() / "train", c.p("node{node}"), "--seed", "-1")
+
+
+@case("train-seed-negative", TRAINING, "--seed", SEED)
+def _(c):
+    return _train(c, c.samples(), "--seed", "-1")
+
+
+@case("stats-compare-seed-text", LEAD, "--seed", SEED)
+def _(c):
+    return ["stats", "compare", c.fields(), c.fields("b.nc"), "--seed", "one"]
+
+
+@case("label-workers-not-a-number", REALDATA, "--workers", r"invalid int")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("labels.nc"), "--workers", "two")
+
+
+@case("predict-bundle-overrides-not-recorded", TRAINING, "oldbundle", r"weights|overrides")
+def _(c):
+    """A bundle of a network trained with ``model_overrides`` that does not record them (as
+    bundles did before): predict on another grid rebuilt the preset's network and failed in
+    Keras' set_weights ("length 130 ... expecting 157")."""
+    from climnb.bundle import META_FILE
+    from climnb.io.stats import read_stats
+    from climnb.models import build_model
+
+    stats = read_stats(c.g.samples / "stats.h5")
+    model = build_model("tiramisu", (96, 144, len(stats.channels)), 3, "toy", **_SMALL)
+    bundle = _save(model, c.d / "oldbundle", stats, preset="toy")
+    meta = json.loads((bundle / META_FILE).read_text())
+    meta["model"]["overrides"] = {}  # what a bundle of a run with overrides held before
+    (bundle / META_FILE).write_text(json.dumps(meta))
+    other_grid = c.fields("region.nc", lambda ds: ds.isel(lat=slice(16, 80), lon=slice(0, 96)))
+    return _predict(c, other_grid, model=str(bundle))
+
+
+_SMALL = TRAIN_CONFIG["model_overrides"]
+
+
+def _save(model, path: Path, stats, preset: str) -> Path:
+    from climnb.bundle import save_bundle
+
+    return save_bundle(
+        model,
+        path,
+        channels=stats.channels,
+        minval=stats.minval,
+        maxval=stats.maxval,
+        name="tiramisu",
+        preset=preset,
+        overrides=dict(_SMALL),
+    )
 
 
 # --- score, notebooks, kernel (lead): the commands added with issues 22 and 26 -------------------

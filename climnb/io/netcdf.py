@@ -50,7 +50,7 @@ import xarray as xr
 from climnb.io.grib import is_grib, open_grib
 from climnb.io.regrid import Curvilinear, regrid_dataset
 from climnb.io.variables import canonicalize, known_names
-from climnb.io.zarrstore import ZarrStoreError, check_store, is_zarr
+from climnb.io.zarrstore import ZarrStoreError, check_store, guard_reads, is_zarr
 
 __all__ = [
     "normalize",
@@ -431,8 +431,8 @@ def _open_one(path: str, chunks) -> xr.Dataset:
         # dask from the start (chunks={} keeps the file's own), so that the arrays' names come
         # from the path and modification time: the same file gives the same dask token in any
         # process, which resuming an interrupted `climnb samples` relies on
-        if zarr:
-            return xr.open_zarr(path, consolidated=False, chunks=chunks or {})
+        if zarr:  # a chunk whose bytes are damaged is named when it is read
+            return guard_reads(xr.open_zarr(path, consolidated=False, chunks=chunks or {}), path)
         # the engine named: guessing it loads every backend, cfgrib's imports ecCodes (~0.2 s)
         ds = xr.open_dataset(path, chunks=chunks or {}, engine="netcdf4")
         time = coord_names(ds).get("time")

@@ -687,7 +687,8 @@ def write_sample_set(
         written = SampleSet(tmp)
         written.check_disjoint()  # no step in two sets, whatever the options
         _write_stats(written, progress)
-    except SampleError:  # bad input: a rerun cannot succeed with it, nothing worth keeping
+    except ValueError:  # bad input (SampleError, a damaged Zarr chunk, ...): a rerun cannot
+        # succeed with it, nothing worth keeping
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     except OSError as err:  # a full disk, ...: keep finished files for the rerun, if any

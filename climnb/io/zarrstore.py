@@ -19,6 +19,11 @@ climnb's own writer (:func:`climnb.store.write`) writes every chunk, fill values
 Only stores on a local (or mounted) file system are checked; other stores (``s3://``) are
 read as they are.
 
+A chunk that is there but whose bytes are damaged (a bad copy, flipped bits) can only be seen
+when it is read: :func:`guard_reads` makes every read of a Dataset opened from a store raise
+:class:`ZarrStoreError` naming the store, the variable and the chunk, instead of the codec's
+own error (``RuntimeError: error during zstd decompression`` from numcodecs, naming nothing).
+
 Examples
 --------
 >>> import tempfile, pathlib
@@ -44,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ZarrStoreError", "is_zarr", "check_store"]
+__all__ = ["ZarrStoreError", "is_zarr", "check_store", "guard_reads"]
 
 log = logging.getLogger(__name__)
 
@@ -154,3 +159,147 @@ def _sparse(name: str, array) -> bool:
     return not coordinate and (
         np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.bool_)
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Reads: a chunk whose bytes cannot be decoded is named
+# ---------------------------------------------------------------------------------------------
+
+
+def guard_reads(ds, store: str | os.PathLike):
+    """Make every read of ``ds`` (opened by ``xr.open_zarr`` from ``store``, lazily or with
+    dask) raise :class:`ZarrStoreError` naming ``store``, the variable and the first chunk that
+    cannot be read, when a chunk's bytes are damaged. Returns ``ds`` (changed in place: its
+    arrays' readers are wrapped; dask graphs and their names stay as they are)."""
+    from xarray.backends.zarr import ZarrArrayWrapper
+
+    for name, var in ds.variables.items():
+        for root in _roots(var):
+            _wrap(root, ZarrArrayWrapper, str(store), str(name))
+    return ds
+
+
+def _roots(var):
+    """The objects a variable's values are read through: its lazy array, or the arrays its
+    dask graph reads from."""
+    data = var._data  # noqa: SLF001 - the lazily indexed array (xarray has no public name)
+    graph = getattr(data, "dask", None)
+    if graph is None:
+        return [data]
+    roots = []
+    for key, value in dict(graph).items():
+        if isinstance(key, str) and key.startswith("original-"):
+            roots.append(getattr(value, "value", value))  # a dask DataNode holds the object
+    return roots
+
+
+def _wrap(obj, wrapper_type, store: str, name: str) -> None:
+    """Replace the :class:`ZarrArrayWrapper` under ``obj`` (through ``.array`` links) by a
+    :class:`_GuardedArray`."""
+    for _ in range(32):  # the chain is short: adapters, copy-on-write, lazy indexing, decoding
+        child = getattr(obj, "array", None)
+        if child is None or isinstance(child, _GuardedArray):
+            return
+        if isinstance(child, wrapper_type):
+            obj.array = _guarded_type(wrapper_type)(child, store, name)
+            return
+        obj = child
+
+
+_GUARDED: dict[type, type] = {}
+
+
+def _guarded_type(wrapper_type: type) -> type:
+    if wrapper_type not in _GUARDED:
+        _GUARDED[wrapper_type] = type(
+            "GuardedZarrArray", (_GuardedArray, wrapper_type), {"__slots__": ("_store", "_name")}
+        )
+    return _GUARDED[wrapper_type]
+
+
+class _GuardedArray:
+    """Mixed into xarray's ``ZarrArrayWrapper``: a failed read names the store, the variable
+    and the chunk."""
+
+    __slots__ = ()  # the combined type holds ``_store`` and ``_name``
+
+    def __init__(self, inner, store: str, name: str):
+        super().__init__(inner.get_array())
+        self._store, self._name = store, name
+
+    def __reduce__(self):  # for dask's distributed workers
+        return _rebuild, (self.get_array(), self._store, self._name)
+
+    def __getitem__(self, key):
+        try:
+            return super().__getitem__(key)
+        except (ZarrStoreError, MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as err:  # noqa: BLE001 - codecs raise many kinds (RuntimeError, ...)
+            raise damaged_chunk(self._store, self._name, self.get_array(), key, err) from None
+
+
+def _rebuild(array, store: str, name: str):
+    from xarray.backends.zarr import ZarrArrayWrapper
+
+    return _guarded_type(ZarrArrayWrapper)(ZarrArrayWrapper(array), store, name)
+
+
+def damaged_chunk(store: str, name: str, array, key, err: BaseException) -> ZarrStoreError:
+    """The error for a read of ``array[key]`` that failed with ``err``: the first chunk in the
+    selection that cannot be read on its own is named."""
+    chunk = _first_bad_chunk(array, getattr(key, "tuple", key))
+    where = f"chunk {chunk}" if chunk else "a chunk"
+    gist = str(err).strip().splitlines()[0][:160] if str(err).strip() else ""
+    return ZarrStoreError(
+        f"{store}: variable {name}: {where} cannot be read ({type(err).__name__}"
+        + (f": {gist}" if gist else "")
+        + "): its bytes are damaged; copy the store again or rewrite it"
+    )
+
+
+def _first_bad_chunk(array, key) -> str | None:
+    """The key (``c/1/0``, as in the store) of the first chunk within ``key``'s bounding box
+    that cannot be read alone, or None."""
+    try:
+        ranges = []
+        for size, chunk, k in zip(
+            array.shape, array.chunks, _expand(key, len(array.shape)), strict=True
+        ):
+            lo, hi = _bounds(k, size)
+            ranges.append(range(lo // chunk, max(hi - 1, lo) // chunk + 1))
+        for coords in itertools.product(*ranges):
+            try:
+                array.get_block_selection(coords)
+            except Exception:  # noqa: BLE001 - this is the one
+                return _chunk_key(array, coords)
+    except Exception:  # noqa: BLE001 - naming the chunk is a kindness; the store is named anyway
+        return None
+    return None
+
+
+def _expand(key, ndim: int) -> tuple:
+    key = key if isinstance(key, tuple) else (key,)
+    return tuple(key) + (slice(None),) * (ndim - len(key))
+
+
+def _bounds(k, size: int) -> tuple[int, int]:
+    if isinstance(k, slice):
+        start, stop, step = k.indices(size)
+        return (start, stop) if step > 0 else (stop + 1, start + 1)
+    values = np.asarray(k)
+    if values.dtype == bool:
+        values = np.flatnonzero(values)
+    if values.size == 0:
+        return 0, 0
+    values = np.where(values < 0, values + size, values)
+    return int(values.min()), int(values.max()) + 1
+
+
+def _chunk_key(array, coords: tuple[int, ...]) -> str:
+    """The chunk's name in the store; for a sharded array, the shard file holding it."""
+    if array.shards:
+        per = [s // c for s, c in zip(array.shards, array.chunks, strict=True)]
+        shard = tuple(c // p for c, p in zip(coords, per, strict=True))
+        return f"{array.metadata.encode_chunk_key(shard)} (shard; chunk {coords})"
+    return array.metadata.encode_chunk_key(coords)

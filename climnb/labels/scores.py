@@ -36,7 +36,7 @@ import xarray as xr
 from scipy import ndimage
 
 from climnb.channels import CLASS_NAMES
-from climnb.io.netcdf import coord_names, is_zarr
+from climnb.io.netcdf import coord_names, open_dataset
 from climnb.labels.components import label_components
 from climnb.labels.expert import MISSING, consensus, open_expert
 from climnb.labels.schema import MASK_VARIABLES
@@ -417,13 +417,9 @@ def score_files(
 def _read_mask(path, variable: str | None) -> xr.DataArray:
     if not Path(path).exists():
         raise ValueError(f"{path}: no such file or directory")
-    try:
-        ds = xr.open_zarr(path) if is_zarr(path) else xr.open_dataset(path)
-    except Exception as err:  # backends raise many kinds
-        raise ValueError(
-            f"{path}: cannot be read as NetCDF or Zarr (truncated, or another format?; "
-            f"{type(err).__name__})"
-        ) from None
+    # the one opener: a Zarr store missing a chunk or a variable's metadata is refused, a
+    # damaged chunk named when it is read, a repeated time refused, each naming the file
+    ds = open_dataset(path, canonical=False)
     names = [variable] if variable else [v for v in MASK_VARIABLES if v in ds]
     if not names or names[0] not in ds:
         wanted = variable or " or ".join(MASK_VARIABLES)

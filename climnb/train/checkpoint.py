@@ -1,9 +1,12 @@
 """Checkpoints: one ``.npz`` file per checkpoint, written atomically by rank 0.
 
 A checkpoint holds the model's weights, the optimiser's variables (Adam moments, the lag
-buffer, the loss scale, the step counter) and a small JSON state (step, epoch, steps done in
-that epoch). One file, renamed into place when complete, so an interrupted write never leaves a
-checkpoint that looks finished; :func:`latest` ignores anything else.
+buffer, the loss scale, the step counter), the states of the model's random seed generators
+(each dropout layer's: Keras keeps them out of ``get_weights``, and a run resumed without them
+drew other dropout masks than an uninterrupted one, so its weights differed) and a small JSON
+state (step, epoch, steps done in that epoch). One file, renamed into place when complete, so an
+interrupted write never leaves a checkpoint that looks finished; :func:`latest` ignores anything
+else.
 
 Verified both ways: a checkpoint is read back before older ones are deleted, and every load
 checks the zip's CRC-32 of each array, the JSON state and that every weight is finite. A damaged
@@ -18,7 +21,7 @@ import json
 import logging
 import re
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +38,7 @@ __all__ = [
     "load_latest",
     "latest",
     "restore",
+    "seed_variables",
 ]
 
 _NAME = re.compile(r"^ckpt-(\d{8})\.npz$")
@@ -50,6 +54,14 @@ class Checkpoint:
     model_weights: list[np.ndarray]
     optimizer_variables: list[np.ndarray]
     state: dict
+    seed_states: list[np.ndarray] = field(default_factory=list)
+
+
+def seed_variables(model) -> list:
+    """The model's variables that are neither weights nor statistics: the states of its random
+    seed generators (one per dropout layer), in the model's order."""
+    weights = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
 
 
 def save_checkpoint(folder, step: int, model, optimizer, state: dict, keep: int = 2) -> Path:
@@ -66,6 +78,7 @@ def save_checkpoint(folder, step: int, model, optimizer, state: dict, keep: int 
         )
     arrays = {f"w{i:05d}": w for i, w in enumerate(weights)}
     arrays.update({f"o{i:05d}": np.asarray(v) for i, v in enumerate(optimizer.variables)})
+    arrays.update({f"s{i:05d}": np.asarray(v) for i, v in enumerate(seed_variables(model))})
     arrays["state"] = np.frombuffer(json.dumps({**state, "step": step}).encode(), np.uint8)
     try:
         with atomic_path(path) as tmp:
@@ -102,6 +115,7 @@ def load_checkpoint(path) -> Checkpoint:
         with np.load(path) as z:  # reading each member whole checks its CRC-32
             weights = [z[k] for k in sorted(k for k in z.files if k.startswith("w"))]
             opt = [z[k] for k in sorted(k for k in z.files if k.startswith("o"))]
+            seeds = [z[k] for k in sorted(k for k in z.files if k[:1] == "s" and k[1:].isdigit())]
             state = json.loads(bytes(z["state"]).decode())
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(
@@ -112,7 +126,7 @@ def load_checkpoint(path) -> Checkpoint:
     bad = [i for i, w in enumerate(weights) if not np.all(np.isfinite(w))]
     if bad:
         raise CheckpointError(f"checkpoint {path} holds non-finite weights {bad[:5]}")
-    return Checkpoint(path, weights, opt, state)
+    return Checkpoint(path, weights, opt, state, seeds)
 
 
 def load_latest(folder) -> Checkpoint | None:
@@ -143,4 +157,16 @@ def restore(checkpoint: Checkpoint, model, optimizer) -> dict:
         )
     for var, value in zip(variables, checkpoint.optimizer_variables, strict=True):
         var.assign(value)
+    seeds = seed_variables(model)
+    if checkpoint.seed_states and len(seeds) == len(checkpoint.seed_states):
+        for var, value in zip(seeds, checkpoint.seed_states, strict=True):
+            var.assign(value)
+    elif seeds:  # written before the seed states were kept, or by another network
+        log.warning(
+            "checkpoint %s holds %d random seed states, the model has %d: the dropout masks "
+            "after this resume differ from those of an uninterrupted run",
+            checkpoint.path,
+            len(checkpoint.seed_states),
+            len(seeds),
+        )
     return checkpoint.state
