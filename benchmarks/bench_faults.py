@@ -16,7 +16,12 @@ For each command:
    one folder, each restart resuming from what the last one left, at moments drawn over a clean
    run's working phase (counted from the process start, after the clean run's start-up time);
    when a restart ends before its kill, that chain is complete (rerun once more to read its
-   result) and the next kills start a new chain, until ``--kills`` kills have landed;
+   result) and the next kills start a new chain, until ``--kills`` kills have landed.
+   ``--after-checkpoint --chain`` (train in fresh folders, one comparison per kill): each kill
+   comes a seeded random time after the run's own first checkpoint appears, drawn over the
+   time between the clean run's first and last checkpoints, so it lands mid-training and the
+   rerun resumes from a checkpoint and trains on (a kill after the last checkpoint would only
+   test the rewriting of the bundle);
 3. compare every output's SHA-256 with the reference, and count what was left behind after
    the rerun (``*.tmp`` files and ``*.partial`` folders anywhere in the trial's folder).
 
@@ -41,6 +46,9 @@ What is compared:
     .venv/bin/python benchmarks/bench_faults.py [--kills 10] [--quick] [--seed 0]
         [--only samples stage train] [--chain train] [--keep DIR] [--train-ranks 2]
         [--after-checkpoint]
+
+    # train: 10 kills, each mid-training in a fresh folder, 10 comparisons
+    .venv/bin/python benchmarks/bench_faults.py --only train --chain --after-checkpoint
 
 How the figures could be wrong: a kill that lands after the process has ended is counted as
 "missed", not as a kill; kill moments are drawn uniformly over the clean run's working time,
@@ -86,6 +94,7 @@ class Tally:
     clean_seconds: float = 0.0
     work_seconds: float = 0.0
     ckpt_seconds: float = 0.0  # train: when the clean run's first checkpoint appeared
+    last_ckpt_seconds: float = 0.0  # train: when its last checkpoint (the last step's) appeared
     chain: bool = False
     chains: int = 0
 
@@ -258,9 +267,10 @@ def trial(
         since = "after its first checkpoint" if after_checkpoint else "into the work"
         where = f" (killed {delay:.2f} s {since}; left {progress(cmd.output(folder))})"
         print(f"  {cmd.name} {folder.name}{where}", flush=True)
-    done, seconds, work, ckpt = timed_run(cmd.argv(folder), env, folder)
+    done, seconds, work, ckpt, last_ckpt = timed_run(cmd.argv(folder), env, folder)
     if ref is None and not tally.clean_seconds:  # the first clean run times the command
         tally.clean_seconds, tally.work_seconds, tally.ckpt_seconds = seconds, work, ckpt
+        tally.last_ckpt_seconds = last_ckpt
     if done.returncode != 0 and "overwrite" in done.stderr.lower():
         tally.overwrite_needed += 1
         done = run([*cmd.argv(folder), "--overwrite"], env)
@@ -317,8 +327,14 @@ def bench(
         # with --after-checkpoint (train), each kill comes at a moment counted from the run's
         # own first checkpoint, over what followed it in the clean run: mid-training, so the
         # rerun resumes from a checkpoint
+        # (between the clean run's first and last checkpoints: a kill after the last one
+        # would only test the bundle's writing)
         timed = after_checkpoint and tally.ckpt_seconds > 0
-        window = tally.clean_seconds - tally.ckpt_seconds if timed else tally.work_seconds
+        window = tally.work_seconds
+        if timed:
+            end = tally.last_ckpt_seconds
+            end = end if end > tally.ckpt_seconds + 0.5 else tally.clean_seconds
+            window = end - tally.ckpt_seconds
         k = 0
         while tally.kills < kills and k < 3 * kills:
             delay = float(rng.uniform(0.0, window))
@@ -361,23 +377,32 @@ def _checkpointed(watch: Path) -> bool:
     return any(watch.glob("out/checkpoints/ckpt-*"))
 
 
+def _newest_checkpoint(watch: Path) -> str:
+    return max((p.name for p in watch.glob("out/checkpoints/ckpt-*.npz")), default="")
+
+
 def timed_run(argv, env, watch: Path):
     """Run to the end; also return the seconds in all and from the first output to the end,
-    and (train) the seconds from the start to the first checkpoint (0: none)."""
+    and (train) the seconds from the start to the first checkpoint and to the moment the last
+    one (the newest name) appeared (0: none)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
-        first = ckpt = None
+        first = ckpt = last = None
+        newest = ""
         while proc.poll() is None:
             if first is None and _started(watch):
                 first = time.monotonic()
             if ckpt is None and _checkpointed(watch):
                 ckpt = time.monotonic()
+            if ckpt is not None and (name := _newest_checkpoint(watch)) > newest:
+                newest, last = name, time.monotonic()
             time.sleep(0.01)
         end = time.monotonic()
         out.seek(0), err.seek(0)
         done = subprocess.CompletedProcess(argv, proc.returncode, out.read(), err.read())
-    return done, end - t0, max(end - (first or t0), 0.05), (ckpt - t0) if ckpt else 0.0
+    since = [(t - t0) if t else 0.0 for t in (ckpt, last)]
+    return done, end - t0, max(end - (first or t0), 0.05), *since
 
 
 def commands(data: Path, args, train_ranks: int) -> list[Command]:
@@ -519,7 +544,12 @@ def main(argv=None) -> int:
             f"leftover temp files {tally.leftover_tmp}, reruns needing --overwrite "
             f"{tally.overwrite_needed}; clean run {tally.clean_seconds:.1f} s "
             f"({tally.work_seconds:.1f} s from its first output"
-            + (f", first checkpoint at {tally.ckpt_seconds:.1f} s" if tally.ckpt_seconds else "")
+            + (
+                f", first checkpoint at {tally.ckpt_seconds:.1f} s, last at "
+                f"{tally.last_ckpt_seconds:.1f} s"
+                if tally.ckpt_seconds
+                else ""
+            )
             + "), all "
             f"{time.perf_counter() - t:.0f} s",
             flush=True,

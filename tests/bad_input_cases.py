@@ -1663,6 +1663,25 @@ def _(c):
     return _label(c, c.fields(), "--out", c.p("labels.nc"), "--workers", "two")
 
 
+@case("label-step-all-nan", REALDATA, ("fields.nc", "TMQ", "2000-01-01T15:00"), r"no valid")
+def _(c):
+    """A field missing at one whole step: named with its file and time (the message named the
+    variable only, found while writing)."""
+
+    def gone(ds):
+        ds["TMQ"] = ds.TMQ.astype("float32")
+        ds["TMQ"][5] = float("nan")
+        return ds
+
+    return _label(c, c.fields(change=gone), "--out", c.p("labels.nc"))
+
+
+@case("train-out-disk-full", TRAINING, "fulldisk", NO_SPACE)
+def _(c):
+    c.full_disk()  # a 64 KiB file system, full
+    return _train(c, c.samples(), out="fulldisk/run")
+
+
 @case("predict-bundle-overrides-not-recorded", TRAINING, "oldbundle", r"weights|overrides")
 def _(c):
     """A bundle of a network trained with ``model_overrides`` that does not record them (as

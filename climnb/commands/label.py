@@ -121,7 +121,7 @@ def _check_outputs(sources, out, events) -> None:
 def run(args) -> int:
     # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
     from climnb.io.netcdf import expand_paths, open_dataset, time_steps
-    from climnb.labels.dataset import label_dataset
+    from climnb.labels.dataset import StepError, label_dataset
     from climnb.labels.writer import write_labels
 
     if args.workers < 1:
@@ -147,15 +147,18 @@ def run(args) -> int:
         raise ValueError(f"--out {out}: --scheduler writes NetCDF only; give a .nc name")
     # the client first: the NetCDF writer then takes a lock the workers can share
     with _client(args) as client:
-        table = write_labels(
-            labels,
-            events,
-            out,
-            events_path=events_path,
-            workers=args.workers,
-            client=client,
-            progress=not args.no_progress,
-        )
+        try:
+            table = write_labels(
+                labels,
+                events,
+                out,
+                events_path=events_path,
+                workers=args.workers,
+                client=client,
+                progress=not args.no_progress,
+            )
+        except StepError as err:  # found while labelling a step: name the input files
+            raise ValueError(f"{_describe(files)}: {err}") from None
     counts = table.class_name.value_counts()
     found = ", ".join(
         f"{name.replace('_', ' ')}s: {counts.get(name, 0)}"

@@ -46,6 +46,7 @@ from climnb.labels.tc import detect_storms
 from climnb.versions import written_by
 
 __all__ = [
+    "StepError",
     "Plan",
     "plan_labels",
     "CLASS_CHOICES",
@@ -492,6 +493,17 @@ def _label_block(*args):
     return _label_here(*args)
 
 
+class StepError(ValueError):
+    """A time step the labeller cannot label (a field with no valid value, ...), named by its
+    time; ``climnb label`` adds the input files."""
+
+
+def _when(time) -> str:
+    if isinstance(time, np.datetime64):
+        return str(np.datetime_as_string(time, unit="m"))
+    return str(time)
+
+
 def _label_here(names, lat, lon, config, classes, times, threshold, *blocks):
     """Label a block of time steps: returns (labels (t, lat, lon), events). ``blocks``: one
     array per variable, or one :class:`StepInputs` that reads them."""
@@ -501,9 +513,12 @@ def _label_here(names, lat, lon, config, classes, times, threshold, *blocks):
     tables = []
     for k, time in enumerate(times):
         fields = {n: b[k] for n, b in zip(names, blocks, strict=True)}
-        out[k], events = label_step(
-            fields, lat, lon, config, classes=classes, ivt_threshold=threshold
-        )
+        try:
+            out[k], events = label_step(
+                fields, lat, lon, config, classes=classes, ivt_threshold=threshold
+            )
+        except ValueError as err:  # what the step holds wrongly: name the step
+            raise StepError(f"time {_when(time)}: {err}") from None
         tables.append(events.assign(time=time))
     events = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     return out, events.reindex(columns=list(EVENT_COLUMNS))
