@@ -195,7 +195,8 @@ def tree_digests(folder: Path) -> dict[str, str]:
 
 
 def progress(folder: Path) -> str:
-    """What a killed run left: files, and the newest checkpoint if any."""
+    """What a killed run left under its trial folder (the output and what lies beside it:
+    samples writes into a hidden folder beside OUT): files, and the newest checkpoint if any."""
     files = [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
     ckpts = sorted(p.name for p in files if p.name.startswith("ckpt-"))
     return f"{len(files)} files" + (f", newest {ckpts[-1]}" if ckpts else "")
@@ -265,7 +266,7 @@ def trial(
         else:
             tally.kills += 1
         since = "after its first checkpoint" if after_checkpoint else "into the work"
-        where = f" (killed {delay:.2f} s {since}; left {progress(cmd.output(folder))})"
+        where = f" (killed {delay:.2f} s {since}; left {progress(folder)})"
         print(f"  {cmd.name} {folder.name}{where}", flush=True)
     done, seconds, work, ckpt, last_ckpt = timed_run(cmd.argv(folder), env, folder)
     if ref is None and not tally.clean_seconds:  # the first clean run times the command
@@ -357,7 +358,7 @@ def bench(
         if start_and_kill(cmd.argv(folder), env, None, delay):
             tally.kills += 1
             pending = True
-            left.append(progress(cmd.output(folder)).split(", newest ")[-1])
+            left.append(progress(folder).split(", newest ")[-1])
             print(f"  {cmd.name} {folder.name} kill at {delay:.1f} s: left {left[-1]}", flush=True)
             continue
         tally.missed += 1
