@@ -305,7 +305,7 @@ def _check_out_dir(config: TrainConfig) -> None:
         )
     probe = temp_path(where / ".climnb-write-probe")
     try:
-        probe.write_bytes(b"")
+        probe.write_bytes(b"\0" * 4096)  # a block of data: an empty file fits on a full disk
         probe.unlink()
     except OSError as err:
         with contextlib.suppress(OSError):
@@ -326,7 +326,11 @@ def _claim_out_dir(config: TrainConfig, rank: int):
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(out.parent, out.name)  # raises while another live run holds it
     mark = temp_path(out)
-    mark.write_text(str(os.getpid()))
+    try:
+        mark.write_text(str(os.getpid()))
+    except OSError as err:  # a full disk: name it, leave no mark
+        mark.unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror, str(out)) from None
     try:
         yield
     finally:
