@@ -123,7 +123,9 @@ def test_score_command_bad_input(files, tmp_path, capsys, case, message):
         _mask(mask)
         extra = ["--variable", "prediction"]
     elif case == "values":
-        xr.Dataset({"labels": (("time", "lat", "lon"), np.full((1, 4, 4), 7))}).to_netcdf(mask)
+        coords = {"lat": [-45.0, -15.0, 15.0, 45.0], "lon": [0.0, 90.0, 180.0, 270.0]}
+        seven = xr.Dataset({"labels": (("time", "lat", "lon"), np.full((1, 4, 4), 7))}, coords)
+        seven.to_netcdf(mask)  # coordinates: a mask without them is refused for that first
     elif case == "no_labels":
         _mask(mask)
         bad = tmp_path / "expert"
