@@ -88,9 +88,8 @@ def run(args) -> int:
         raise ValueError(f"--run must be >= 0 (the N of data-...-N.h5), got {args.run}")
     out = Path(args.out)
     files = [Path(f).resolve() for f in expand_paths(args.input)]
-    files = [g for f in files for g in (sorted(f.glob("data-*.nc")) if f.is_dir() else [f])]
-    if not files:
-        raise SampleError(f"{', '.join(args.input)}: no data-*.nc files in the folder(s)")
+    # a ClimateNet folder: its files (any other folder, a Zarr store, is an input as it is)
+    files = [g for f in files for g in ((f.is_dir() and sorted(f.glob("data-*.nc"))) or [f])]
     expert = in_layout(files)
     if args.labellers and not expert:
         raise ValueError(
