@@ -176,8 +176,11 @@ def test_staging_carries_the_soft_targets(sets, tmp_path):
     staged = StagedSet.open(tmp_path / "node{node}")
     files = staged.files("train")
     source = {f.name: f for f in ss.files("train")}
+    entries = staged.manifest().files
     for f in files:
         np.testing.assert_array_equal(read_soft_labels(f), read_soft_labels(source[f.name]))
+        assert entries[f.name].consensus == "mean"  # the manifest's record travels too
+        assert entries[f.name].labellers == ss.manifest("train").files[f.name].labellers
     _, y, _ = next(iter(_pipeline(files, staged.stats(), shuffle=True, weights=None)))
     assert y.shape[-1] == 3 and y.dtype.name == "float32"
 
