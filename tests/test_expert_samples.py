@@ -134,10 +134,10 @@ def test_split_works_on_time_steps(sets, expert, how):
     assert [len(ss.times(s)) for s in ss.splits] == [10, 2, 2]
 
 
-def _pipeline(files, stats, *, shuffle, weights):
+def _pipeline(files, stats, *, shuffle, weights, augment=None):
     from climnb.pipeline import PipelineConfig, make_dataset
 
-    cfg = PipelineConfig(batch_size=2, shuffle=shuffle, workers=0, prefetch=0)
+    cfg = PipelineConfig(batch_size=2, shuffle=shuffle, workers=0, prefetch=0, augment=augment)
     return make_dataset(files, stats, class_weights=weights, config=cfg)
 
 
@@ -153,6 +153,15 @@ def test_pipeline_feeds_soft_targets_to_training_and_class_ids_to_validation(set
         np.testing.assert_array_equal(y[k], read_soft_labels(files[i]))
     np.testing.assert_allclose(w, np.asarray(y) @ weights, rtol=1e-6)
     assert 0 < np.mean((np.asarray(y) > 0) & (np.asarray(y) < 1))  # labellers disagree somewhere
+    # rolled along longitude, the shares move with the data
+    from climnb.pipeline import roll_shifts
+
+    _, rolled, _ = next(
+        iter(_pipeline(files, ss.stats(), shuffle=True, weights=None, augment="roll"))
+    )
+    shifts = roll_shifts(2, 144, seed=0, epoch=0, batch=0)
+    for k in range(2):
+        np.testing.assert_array_equal(rolled[k], np.roll(y[k], shifts[k], axis=1))
     val = ss.files("validation")
     _, y, w = next(iter(_pipeline(val, ss.stats(), shuffle=False, weights=weights)))
     assert y.dtype.name == "int32" and y.shape == (2, 96, 144)
