@@ -17,6 +17,13 @@ Steps, in order:
    costs one copy of the batch;
 5. TensorFlow takes the batch over without a copy (DLPack), and prefetches.
 
+Soft targets: a sample set of expert labels written with ``--labellers mean`` holds, beside
+the class ids, the share of labellers giving each pixel each class
+(:mod:`climnb.labels.expert`). Training batches (shuffled) of such files carry ``y`` as those
+shares, (B, H, W, classes) float32, which :func:`climnb.models.losses.weighted_cross_entropy`
+takes as a soft target; validation batches (in file order) carry the class ids, the shares'
+argmax (the labellers' majority), which the IoU is computed on (``PipelineConfig.targets``).
+
 Why processes and shared memory, and what else was measured: see :mod:`climnb.io.reader` and
 ``benchmarks/bench_pipeline.py``. TensorFlow is imported only by :func:`make_dataset`.
 
@@ -53,6 +60,7 @@ from climnb.models.backend import quiet_tensorflow
 
 __all__ = [
     "AUGMENTS",
+    "TARGETS",
     "PipelineConfig",
     "SampleReader",
     "epoch_order",
@@ -67,6 +75,9 @@ PathLike = str | os.PathLike
 
 #: Augmentations :class:`PipelineConfig` knows (``None``: none).
 AUGMENTS = ("roll",)
+
+#: What ``y`` holds (:class:`PipelineConfig` ``targets``).
+TARGETS = ("auto", "classes", "soft")
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,12 @@ class PipelineConfig:
         grid (longitudes covering 0-360, the last column next to the first). For training
         batches only: it needs ``shuffle``, so validation batches (read in file order) are
         never augmented.
+    targets : what ``y`` holds. ``"classes"``: class ids (B, H, W) int32. ``"soft"``: per-class
+        shares (B, H, W, classes) float32: a file's soft target (expert labellers' mean), or
+        the one-hot of its class ids; ``w`` is then each pixel's mean class weight under the
+        shares. ``"auto"`` (default): soft for shuffled (training) batches when every file holds
+        a soft target, else class ids; so validation batches, read in file order, are scored
+        on the class ids (the argmax of the shares).
 
     Memory: about ``(read_ahead + prefetch + 2) * batch_size`` samples of shared memory
     (57 MB each at full size, plus labels and weights).
@@ -108,8 +125,11 @@ class PipelineConfig:
     block_rows: int = 16
     autotune: bool = False
     augment: str | None = None
+    targets: str = "auto"
 
     def __post_init__(self):
+        if self.targets not in TARGETS:
+            raise ValueError(f"targets must be one of {TARGETS}, got {self.targets!r}")
         if self.augment is not None and self.augment not in AUGMENTS:
             raise ValueError(f"augment must be one of {AUGMENTS} or None, got {self.augment!r}")
         if self.augment and not self.shuffle:
@@ -253,16 +273,23 @@ def make_dataset(
     Returns
     -------
     tf.data.Dataset
-        Elements ``x`` (B, H, W, C) float32 min-max scaled, ``y`` (B, H, W) int32 classes and
-        ``w`` (B, H, W) float32 weights. The reader processes stop after the last batch.
+        Elements ``x`` (B, H, W, C) float32 min-max scaled, ``y`` (B, H, W) int32 classes (or
+        (B, H, W, classes) float32 shares, a soft target: ``config.targets``) and ``w``
+        (B, H, W) float32 weights. The reader processes stop after the last batch.
     """
     tf = _tensorflow()
     shard = shard_files(files, rank, size)
     if not shard:
         raise SampleError(f"rank {rank} of {size} gets none of the {len(files)} files")
     cfg = config
+    soft = {"classes": False, "soft": True, "auto": None if cfg.shuffle else False}[cfg.targets]
     reader = SampleReader(
-        shard, stats, channels=cfg.channels, class_weights=class_weights, block_rows=cfg.block_rows
+        shard,
+        stats,
+        channels=cfg.channels,
+        class_weights=class_weights,
+        block_rows=cfg.block_rows,
+        soft=soft,
     )
     loader = BatchLoader(reader, cfg.batch_size, workers=cfg.workers, ahead=cfg.read_ahead)
     stop = start_epoch + epochs if epochs is not None else None
@@ -279,12 +306,14 @@ def make_dataset(
         return [tf.experimental.dlpack.from_dlpack(v.__dlpack__()) for v in views]
 
     (h, w), c = reader.shape, len(reader.index)
+    y_type = tf.float32 if reader.soft else tf.int32
+    y_shape = [None, h, w, reader.class_weights.size] if reader.soft else [None, h, w]
 
     def read_op(e, b):
-        x, y, wt = tf.py_function(read, [e, b], [tf.float32, tf.int32, tf.float32])
+        x, y, wt = tf.py_function(read, [e, b], [tf.float32, y_type, tf.float32])
         return (
             tf.ensure_shape(x, [None, h, w, c]),
-            tf.ensure_shape(y, [None, h, w]),
+            tf.ensure_shape(y, y_shape),
             tf.ensure_shape(wt, [None, h, w]),
         )
 

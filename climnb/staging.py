@@ -439,8 +439,10 @@ def _check_draws(config: StagingConfig, n_files: int, folder: Path) -> None:
 
 
 def _rows(ss: SampleSet, split: str | None) -> list:
-    """(name, path, size, sha256, identity) of each file of ``split``; a file whose size is not
-    its manifest's (truncated or rewritten) is refused before anything is staged."""
+    """(name, path, size, sha256, identity, expert fields) of each file of ``split``; a file
+    whose size is not its manifest's (truncated or rewritten) is refused before anything is
+    staged. The expert fields (the labeller of the sample, or the labellers and consensus
+    rule) travel into the staged manifest."""
     m = ss.manifest(split)
     rows = []
     for f in ss.files(split):
@@ -452,7 +454,8 @@ def _rows(ss: SampleSet, split: str | None) -> list:
                 f"{f}: {size} bytes, its manifest says {entry.bytes}: truncated or changed "
                 "since it was written; not staged"
             )
-        rows.append((f.name, str(f), size, sha, _identity(f, sha)))
+        expert = entry.expert_fields() if entry else {}
+        rows.append((f.name, str(f), size, sha, _identity(f, sha), expert))
     return rows
 
 
@@ -629,7 +632,8 @@ def _write_local(folder: Path, name: str, buf: np.ndarray, row) -> None:
             raise OSError(err.errno, err.strerror, str(folder / name)) from err
         raise
     digest = buf[-_DIGEST:].tobytes().hex()
-    Manifest.append(folder, name, Entry(int(buf.size - _DIGEST), digest, source=row[4]))
+    expert = row[5] if len(row) > 5 else {}  # stats.h5's row has none
+    Manifest.append(folder, name, Entry(int(buf.size - _DIGEST), digest, source=row[4], **expert))
 
 
 def _verified(folder: Path, plan: StagingPlan, rows, needed: set[int], verify: bool) -> set[int]:

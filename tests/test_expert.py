@@ -168,3 +168,36 @@ def test_factory_is_seeded(tmp_path):
     assert 1 not in np.unique(la) and 2 in np.unique(la)
     with pytest.raises(ValueError, match="unknown labeller style"):
         write_expert_folder(tmp_path / "c", labellers=("sloppy",))
+
+
+def test_layout_is_all_or_none_of_the_files(folder):
+    from climnb.labels.expert import in_layout
+
+    files = sorted(folder.glob("data-*.nc"))
+    assert in_layout(files) and not in_layout(["fields.nc", "labels.nc"])
+    with pytest.raises(ValueError, match="labels.nc: not in the ClimateNet layout"):
+        in_layout([*files, "labels.nc"])
+
+
+def test_step_files_take_each_steps_first_labeller(tmp_path):
+    from climnb.labels.expert import step_files
+
+    write_expert_folder(tmp_path, n_time=3, seed=0, labellers=("truth", "dilate"), skip=[(1, 0)])
+    names = [p.name for p in step_files(tmp_path)]
+    assert names == [
+        "data-2000-01-01-00-1_0.nc",
+        "data-2000-01-01-03-1_1.nc",  # labeller 0 skipped this step
+        "data-2000-01-01-06-1_0.nc",
+    ]
+
+
+def test_samples_need_the_channels_and_a_known_rule(expert, folder):
+    from climnb.labels.expert import expert_samples
+
+    with pytest.raises(ValueError, match="channels=True"):
+        expert_samples(expert, "majority")
+    with pytest.raises(ValueError, match="each, majority, union, mean"):
+        expert_samples(open_expert(folder, channels=True), "vote")
+    samples = expert_samples(open_expert(folder, channels=True), "each")
+    assert samples.ds.sizes["time"] == len(samples.names) == 3 * 3 - 1
+    assert samples.ds.TMQ.chunks is not None  # fields stay lazy, read a sample at a time

@@ -100,3 +100,30 @@ def test_notebook_executes(notebook, workdir, tmp_path, request):
             "".join(o.get("text", "")) for c in executed["cells"] for o in c.get("outputs", [])
         )
         assert "no truth in this data set" not in text
+
+
+@pytest.mark.notebook
+def test_notebook_01_scores_the_labels_against_expert_labels(tmp_path):
+    """Given a ClimateNet folder (``expert``), notebook 01 labels its fields and shows the
+    scores against each labeller, the consensus and labeller against labeller."""
+    from climnb.labels.expert import write_expert_folder
+
+    folder = tmp_path / "climatenet"
+    write_expert_folder(folder, n_time=6, seed=0, skip=[(5, 2)])  # labeller 2 skips a step
+    notebook = next(nb for nb in NOTEBOOKS if nb.name.startswith("01"))
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(notebook, work / notebook.name)
+    parameters = {"expert": str(folder), "scheduler": None, "own_sources": ["cam5"]}
+    run = run_notebook(work / notebook.name, tmp_path, timeout=900, parameters=parameters)
+    executed = json.loads(run.output.read_text())
+    outputs = [o for c in executed["cells"] for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    text = "".join(
+        "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+        for o in outputs
+    )
+    table = text[text.index("heuristic labels") :]
+    for row in ("labeller 0", "labeller 2", "majority", "union"):
+        assert row in table
+    assert "no expert labels given" not in text

@@ -4,7 +4,21 @@ HELP = "write one HDF5 sample file per time step (train/validation/test), manife
 EXAMPLE = (
     "climnb samples --input data/toy/fields.nc --out data/toy/samples --seed 0\n"
     "  climnb samples --input fields.nc labels.nc --out samples   "
-    "(labels.nc from `climnb label fields.nc --out labels.nc`)"
+    "(labels.nc from `climnb label fields.nc --out labels.nc`)\n"
+    "  climnb samples --input climatenet/ --out samples --labellers mean   "
+    "(expert labels, ClimateNet layout)"
+)
+
+LABELLERS_HELP = (
+    "expert labels in the ClimateNet layout (data-YYYY-MM-DD-HH-1_N.nc, N the labeller): what "
+    "the labellers of one time step become. each: one sample per labeller; majority: one "
+    "sample, the class most labellers gave each pixel (ties to background); union: one "
+    "sample, an event wherever any labeller drew one; mean: one sample whose target is the "
+    "share of labellers giving each class (a soft target the weighted loss trains on; its "
+    "class ids, for the metrics, are the majority). Default majority: one target per step, "
+    "so the 16 fields of a step are not repeated as correlated copies (each), nor events "
+    "widened to their largest drawing (union); mean keeps the disagreement, at the cost of "
+    "soft-target training. Every labeller of a step goes to the same split"
 )
 
 
@@ -15,7 +29,8 @@ def add_arguments(parser):
         nargs="+",
         help="NetCDF file(s) or glob with the 16 channels and a label variable; or the fields "
         "plus the file(s) `climnb label` wrote from them (labels only: recognised and merged "
-        "by time)",
+        "by time); or a ClimateNet folder or glob of data-YYYY-MM-DD-HH-1_N.nc (one file per "
+        "time step and labeller N; see --labellers)",
     )
     parser.add_argument(
         "--out",
@@ -23,7 +38,15 @@ def add_arguments(parser):
         help="directory: OUT/train, OUT/validation, OUT/test (each with manifest.json) and "
         "OUT/stats.h5",
     )
-    parser.add_argument("--labels", help="label variable (default: 'labels', else 'truth')")
+    parser.add_argument(
+        "--labels",
+        help="label variable (default: 'labels', else 'truth'; LABELS for ClimateNet files)",
+    )
+    parser.add_argument(
+        "--labellers",
+        choices=("each", "majority", "union", "mean"),
+        help=LABELLERS_HELP,
+    )
     parser.add_argument(
         "--split",
         choices=("blocks", "random"),
@@ -54,6 +77,7 @@ def run(args) -> int:
     from climnb.io.netcdf import expand_paths
     from climnb.io.samples import SampleError
     from climnb.io.sampleset import check_output, open_inputs, write_sample_set
+    from climnb.labels.expert import DEFAULT_LABELLERS, in_layout, write_expert_set
 
     if not math.isfinite(args.gap_hours) or args.gap_hours < 0:
         raise ValueError(
@@ -64,10 +88,20 @@ def run(args) -> int:
         raise ValueError(f"--run must be >= 0 (the N of data-...-N.h5), got {args.run}")
     out = Path(args.out)
     files = [Path(f).resolve() for f in expand_paths(args.input)]
+    # a ClimateNet folder: its files (any other folder, a Zarr store, is an input as it is)
+    files = [g for f in files for g in ((f.is_dir() and sorted(f.glob("data-*.nc"))) or [f])]
+    expert = in_layout(files)
+    if args.labellers and not expert:
+        raise ValueError(
+            f"--labellers {args.labellers}: {files[0]} is not in the ClimateNet layout "
+            "(data-YYYY-MM-DD-HH-1_N.nc, N the labeller); the option is for expert labels"
+        )
     check_output(out, overwrite=args.overwrite, inputs=files, option="--out")  # before any work
     twice = next((f for i, f in enumerate(files) if f in files[:i]), None)
     if twice is not None:  # its time steps would clash
         raise SampleError(f"{twice}: given twice in --input (the same time steps twice)")
+    if expert:
+        return _expert(args, files, out, write_expert_set, args.labellers or DEFAULT_LABELLERS)
     ds, name = open_inputs(files, args.labels)  # lazily; a label file merged by time
     n = ds.sizes["time"]
     # files written, then training files summarised (the split decides how many of those)
@@ -89,6 +123,34 @@ def run(args) -> int:
         f"{n} time steps -> {out} ("
         + ", ".join(f"{k} {v}" for k, v in counts.items())
         + (f"; {left} in the gaps between sets left out" if left else "")
+        + f"); statistics of the training files -> {ss.stats_path}"
+    )
+    return 0
+
+
+def _expert(args, files, out, write_expert_set, labellers: str) -> int:
+    """ClimateNet files: one sample per labeller or one consensus per step."""
+    from tqdm.auto import tqdm
+
+    with tqdm(unit="file", desc="write + summarise", disable=args.no_progress or None) as bar:
+        ss = write_expert_set(
+            files,
+            out,
+            labellers=labellers,
+            variable=args.labels or "LABELS",
+            method=args.split,
+            gap_hours=args.gap_hours,
+            seed=args.seed,
+            run=args.run,
+            overwrite=args.overwrite,
+            progress=bar.update,
+        )
+    counts = {s: len(ss.files(s)) for s in ss.splits}
+    steps = {s: len(ss.times(s)) for s in ss.splits}
+    print(
+        f"{len(files)} expert files, {sum(steps.values())} time steps in the sets -> {out} "
+        f"(labellers: {labellers}; "
+        + ", ".join(f"{k} {counts[k]} samples of {steps[k]} steps" for k in counts)
         + f"); statistics of the training files -> {ss.stats_path}"
     )
     return 0

@@ -5,7 +5,10 @@ from the bytes written, when the file is written), its time and pixels per class
 folder's channels and grid. Staging and resume compare these digests, never sizes or times; a
 reader that verifies hashes the file and compares. A folder of training files also records the
 digest of the ``stats.h5`` that summarises them (``stats``), so a changed ``stats.h5`` is seen
-too. Staged folders add their own keys (``node``, ``ranks``, ``source``) under ``extra``.
+too. A sample made from expert labels records where its target came from: ``labeller`` (the
+one labeller whose mask it is) or ``labellers`` and ``consensus`` (the labellers combined, and
+the rule: ``majority``, ``union`` or ``mean``). Staged folders add their own keys (``node``,
+``ranks``, ``source``) under ``extra``.
 
 Examples
 --------
@@ -56,13 +59,18 @@ class ManifestError(ValueError):
 @dataclass(frozen=True)
 class Entry:
     """One file of a manifest: size, SHA-256 of its bytes, time and class pixel counts; for a
-    staged copy, ``source``: the identity of the shared file it copies."""
+    staged copy, ``source``: the identity of the shared file it copies; for a sample of expert
+    labels, ``labeller`` (its one labeller, the ``N`` of ``data-...-1_N.nc``) or ``labellers``
+    and ``consensus`` (the labellers combined and the rule)."""
 
     bytes: int
     sha256: str
     time: str | None = None
     class_counts: tuple[int, ...] | None = None
     source: str | None = None  # staged copies: identity of the shared file copied
+    labeller: int | None = None
+    labellers: tuple[int, ...] | None = None
+    consensus: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -73,14 +81,25 @@ class Entry:
 
     @classmethod
     def from_json(cls, d: Mapping) -> Entry:
-        counts = d.get("class_counts")
+        counts, labellers = d.get("class_counts"), d.get("labellers")
         return cls(
             int(d["bytes"]),
             str(d["sha256"]),
             d.get("time"),
             tuple(int(c) for c in counts) if counts is not None else None,
             d.get("source"),
+            int(d["labeller"]) if d.get("labeller") is not None else None,
+            tuple(int(n) for n in labellers) if labellers is not None else None,
+            d.get("consensus"),
         )
+
+    def expert_fields(self) -> dict:
+        """The expert-label fields that are set (``labeller``, ``labellers``, ``consensus``)."""
+        return {
+            k: getattr(self, k)
+            for k in ("labeller", "labellers", "consensus")
+            if getattr(self, k) is not None
+        }
 
 
 @dataclass(frozen=True)

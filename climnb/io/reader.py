@@ -49,7 +49,7 @@ from itertools import islice
 import h5py
 import numpy as np
 
-from climnb.io.samples import DATA, LABELS, SampleError, SampleInfo, inspect_sample
+from climnb.io.samples import DATA, LABELS, SOFT, SampleError, SampleInfo, inspect_sample
 from climnb.io.stats import Stats, read_stats
 
 __all__ = ["BatchLoader", "SampleReader"]
@@ -73,6 +73,10 @@ class SampleReader:
     channels : channel names to keep, in order (default: all).
     class_weights : loss weight of each class (default: 1 for all), e.g. from the loss module.
     block_rows : rows read and normalised at a time (a block should fit in the CPU cache).
+    soft : targets as per-class shares: ``y`` is (H, W, classes) float32, the file's soft
+        target (``climate/labels_soft``, expert labellers' mean) or the one-hot of its class
+        ids, and ``w`` the target's mean class weight. ``None``: soft when every file holds
+        a soft target. ``False`` (default): ``y`` the class ids.
     """
 
     def __init__(
@@ -83,6 +87,7 @@ class SampleReader:
         channels: Sequence[str] | None = None,
         class_weights: Sequence[float] | None = None,
         block_rows: int = 16,
+        soft: bool | None = False,
     ):
         if not len(files):
             raise SampleError("no sample files to read")
@@ -117,6 +122,7 @@ class SampleReader:
         self.shape = first.shape
         self.n_file_channels = len(first.channels)
         self.block_rows = block_rows
+        self.soft = all(i.has_soft for i in self.infos) if soft is None else bool(soft)
         self._scratch = None
 
     def __len__(self) -> int:
@@ -128,9 +134,10 @@ class SampleReader:
     def batch_shapes(self, n: int) -> list[tuple[tuple[int, ...], np.dtype]]:
         """Shapes and dtypes of ``x``, ``y`` and ``w`` for a batch of ``n``."""
         h, w = self.shape
+        y = ((n, h, w, self.class_weights.size), np.float32) if self.soft else ((n, h, w), np.int32)
         return [
             ((n, h, w, len(self.index)), np.dtype(np.float32)),
-            ((n, h, w), np.dtype(np.int32)),
+            (y[0], np.dtype(y[1])),
             ((n, h, w), np.dtype(np.float32)),
         ]
 
@@ -154,8 +161,32 @@ class SampleReader:
             raise SampleError(
                 f"{info.path}: {LABELS} has values outside 0..{self.class_weights.size - 1}"
             )
-        np.copyto(y, labels, casting="unsafe")
-        np.take(self.class_weights, y, out=w)
+        if not self.soft:
+            np.copyto(y, labels, casting="unsafe")
+            np.take(self.class_weights, y, out=w)
+            return
+        if info.has_soft:
+            self._read_soft(info, y)
+        else:  # class ids as a one-hot target
+            np.equal(labels[..., None], np.arange(y.shape[-1]), out=y, casting="unsafe")
+        np.matmul(y, self.class_weights, out=w)
+
+    def _read_soft(self, info: SampleInfo, y: np.ndarray) -> None:
+        try:
+            if info.soft_offset is None:
+                with h5py.File(info.path, "r") as f:
+                    f[SOFT].read_direct(y)
+            else:
+                fd = os.open(info.path, os.O_RDONLY)
+                try:
+                    _pread(fd, y, info.soft_offset, info.path)
+                finally:
+                    os.close(fd)
+        except OSError as err:
+            raise SampleError(f"{info.path}: cannot read: {err}") from err
+        lo, hi = float(y.min()), float(y.max())
+        if not (lo >= 0 and hi <= 1):  # NaN fails too
+            raise SampleError(f"{info.path}: {SOFT} holds values outside 0..1 ({lo}, {hi})")
 
     def _read_h5py(self, info: SampleInfo, out: np.ndarray) -> np.ndarray:
         with h5py.File(info.path, "r") as f:

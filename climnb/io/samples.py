@@ -12,6 +12,13 @@ the attributes ``channels`` (names, in order) and ``time`` (ISO 8601) on the ``c
 Files without them (foreign DeepCAM files) read as well; channel names then default to
 :data:`climnb.channels.CHANNEL_NAMES`.
 
+A sample whose target is the per-class mean of several expert labellers (a *soft* target,
+:func:`climnb.labels.expert.soft`) also holds ``climate/labels_soft``: float32 (H, W, classes),
+the share of labellers that gave each pixel each class (summing to 1). ``climate/labels_0`` is
+then its argmax, which is the labellers' majority (ties to the lower class): what metrics and
+readers that know no soft targets use. The training pipeline feeds the shares to the loss
+(:mod:`climnb.pipeline`).
+
 Datasets are stored contiguous and aligned to 4 KiB, so :mod:`climnb.pipeline` can read the
 bytes without h5py (see :func:`inspect_sample`).
 
@@ -48,6 +55,7 @@ __all__ = [
     "SAMPLE_GLOB",
     "SampleError",
     "SampleInfo",
+    "SOFT",
     "check_values",
     "group_channels",
     "inspect_sample",
@@ -55,6 +63,7 @@ __all__ = [
     "open_checked",
     "open_sample",
     "read_sample",
+    "read_soft_labels",
     "sample_name",
     "sample_names",
     "write_sample",
@@ -67,6 +76,7 @@ PathLike = str | os.PathLike
 SAMPLE_GLOB = "data-*.h5"
 DATA = "climate/data"
 LABELS = "climate/labels_0"
+SOFT = "climate/labels_soft"  # per-class shares (H, W, classes) of a soft target, if any
 _ALIGN = 4096  # dataset offsets aligned to a page: raw reads can slice without copying
 
 
@@ -87,6 +97,8 @@ class SampleInfo:
     labels_dtype : numpy dtype name of ``climate/labels_0`` as stored.
     data_offset, labels_offset : byte offsets of the two arrays when stored contiguously and
         uncompressed (``None`` otherwise: then only h5py can read them).
+    has_soft : the file holds a soft target (``climate/labels_soft``).
+    soft_offset : its byte offset, as above.
     """
 
     path: Path
@@ -96,6 +108,8 @@ class SampleInfo:
     labels_dtype: str
     data_offset: int | None
     labels_offset: int | None
+    has_soft: bool = False
+    soft_offset: int | None = None
 
     @property
     def raw_readable(self) -> bool:
@@ -103,17 +117,23 @@ class SampleInfo:
         return self.data_offset is not None and self.labels_offset is not None
 
 
-def sample_name(time, run: int = 1) -> str:
+def sample_name(time, run: int = 1, labeller: int | None = None) -> str:
     """DeepCAM file name for a sample at ``time`` (anything numpy/pandas read as a time, or
     a cftime date of a model calendar such as ``360_day``, whose 2000-02-30 numpy refuses).
+
+    ``labeller``: the sample of one expert labeller ``N`` of that time, named as ClimateNet
+    names its files (``...-1_N``), so that the samples of one step never share a name.
 
     >>> sample_name("2106-05-06T03:00", run=2)
     'data-2106-05-06-03-2.h5'
     >>> import cftime
     >>> sample_name(cftime.Datetime360Day(2000, 2, 30, 6))
     'data-2000-02-30-06-1.h5'
+    >>> sample_name("2011-06-01T03", labeller=2)
+    'data-2011-06-01-03-1_2.h5'
     """
-    return f"data-{iso_hour(time).replace('T', '-')}-{run}.h5"
+    n = run if labeller is None else f"{run}_{int(labeller)}"
+    return f"data-{iso_hour(time).replace('T', '-')}-{n}.h5"
 
 
 def iso_hour(time) -> str:
@@ -203,6 +223,26 @@ def check_values(path, data: np.ndarray, labels: np.ndarray) -> None:
             )
 
 
+def check_soft(path, soft: np.ndarray, shape: tuple[int, int]) -> None:
+    """Refuse a soft target that is not (H, W, classes) shares in 0..1 summing to 1 per pixel."""
+    n = len(CLASS_NAMES)
+    if soft.shape != (*shape, n):
+        raise SampleError(f"{path}: {SOFT} has shape {soft.shape}, expected {(*shape, n)}")
+    bad = ~np.isfinite(soft) | (soft < 0) | (soft > 1)
+    if bad.any():
+        raise SampleError(
+            f"{path}: {SOFT} holds {int(bad.sum())} value(s) outside 0..1, e.g. "
+            f"{soft[bad].flat[0]}; shares of labellers must lie in 0..1"
+        )
+    total = soft.sum(axis=-1)
+    off = np.abs(total - 1) > 1e-3
+    if off.any():
+        raise SampleError(
+            f"{path}: {SOFT} sums to {total[off].flat[0]:.4g} over the classes at "
+            f"{int(off.sum())} pixel(s); the shares of a pixel must sum to 1"
+        )
+
+
 def source_of(var) -> str:
     """The file an xarray variable was read from, for error messages (``the data set`` for
     data made in memory; the first file of several joined along time)."""
@@ -242,6 +282,8 @@ def write_sample(
     time=None,
     lat: np.ndarray | None = None,
     lon: np.ndarray | None = None,
+    soft: np.ndarray | None = None,
+    expert: dict | None = None,
 ) -> Path:
     """Write one sample file atomically and record its digest in the folder's manifest.
 
@@ -252,24 +294,48 @@ def write_sample(
     labels : (H, W) class indices 0, 1, 2, stored as uint8; other values are refused.
     channels : names of the C channels.
     time, lat, lon : coordinates kept in the file so that it describes itself.
+    soft : (H, W, classes) per-class shares, a soft target (:data:`SOFT`); ``labels`` should
+        be its argmax.
+    expert : where the target came from, for the manifest: ``labeller``, or ``labellers``
+        and ``consensus`` (:class:`climnb.io.manifest.Entry`).
     """
     path = Path(path)
-    entry = _write(path, data, labels, channels=channels, time=time, lat=lat, lon=lon)
+    entry = _write(
+        path,
+        data,
+        labels,
+        channels=channels,
+        time=time,
+        lat=lat,
+        lon=lon,
+        soft=soft,
+        expert=expert,
+    )
     Manifest.append(path.parent, path.name, entry)
     return path
 
 
-def _write(path: Path, data, labels, *, channels, time, lat, lon) -> Entry:
+def _write(path: Path, data, labels, *, channels, time, lat, lon, soft=None, expert=None) -> Entry:
     data = np.asarray(data, dtype=np.float32)
     labels = np.asarray(labels)
     _check_arrays(path, data.shape, labels.shape, len(channels))
     check_values(path, data, labels)
     labels = labels.astype(np.uint8)
+    if soft is not None:
+        soft = np.asarray(soft, np.float32)
+        check_soft(path, soft, labels.shape)
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w", alignment_threshold=1, alignment_interval=_ALIGN) as f:
             g = f.create_group("climate")
             g.create_dataset("data", data=data)
             g.create_dataset("labels_0", data=labels)
+            if soft is not None:
+                g.create_dataset("labels_soft", data=soft)
+                g["labels_soft"].attrs["classes"] = np.array(
+                    list(CLASS_NAMES), dtype=h5py.string_dtype()
+                )
+            for key, value in (expert or {}).items():  # the file describes itself
+                g.attrs[key] = np.asarray(value) if key == "labellers" else value
             g.attrs["channels"] = np.array(list(channels), dtype=h5py.string_dtype())
             g.attrs["classes"] = np.array(list(CLASS_NAMES), dtype=h5py.string_dtype())
             if time is not None:
@@ -288,8 +354,21 @@ def _write(path: Path, data, labels, *, channels, time, lat, lon) -> Entry:
             class_counts=tuple(
                 int(c) for c in np.bincount(labels.ravel(), minlength=len(CLASS_NAMES))
             ),
+            **_expert_fields(expert),
         )
     return entry
+
+
+def _expert_fields(expert: dict | None) -> dict:
+    out = dict(expert or {})
+    unknown = set(out) - {"labeller", "labellers", "consensus"}
+    if unknown:
+        raise ValueError(f"unknown expert field(s) {sorted(unknown)}")
+    if out.get("labellers") is not None:
+        out["labellers"] = tuple(int(n) for n in out["labellers"])
+    if out.get("labeller") is not None:
+        out["labeller"] = int(out["labeller"])
+    return out
 
 
 def write_samples(
@@ -302,6 +381,8 @@ def write_samples(
     progress=None,
     resume: bool = False,
     names: Sequence[str] | None = None,
+    soft=None,
+    expert: Sequence[dict] | None = None,
 ) -> list[Path]:
     """Write one sample file per time step of an xarray Dataset, and the folder's manifest.
 
@@ -323,6 +404,10 @@ def write_samples(
     names : the file names of the steps (default :func:`sample_names`); a caller writing a
         part of a larger data set passes the part's names in the whole, so that steps
         without a time get names unique across the parts.
+    soft : (time, class_id, lat, lon) per-class shares of each step, a soft target
+        (:func:`climnb.labels.expert.soft`), stored as :data:`SOFT` beside ``labels``.
+    expert : for each step, where its target came from (``labeller``, or ``labellers`` and
+        ``consensus``), recorded in the manifest and the file.
 
     Returns
     -------
@@ -343,6 +428,12 @@ def write_samples(
         raise SampleError(f"{out_dir}: {len(names)} names for {ds.sizes.get('time', 0)} steps")
     if not names:
         raise SampleError(f"{out_dir}: the data have no time steps, nothing to write")
+    if soft is not None:
+        soft = soft.transpose("time", "lat", "lon", ...)
+        if soft.shape[:3] != labels.shape:
+            raise SampleError(f"soft targets have shape {soft.shape[:3]}, labels {labels.shape}")
+    if expert is not None and len(expert) != len(names):
+        raise SampleError(f"{out_dir}: {len(expert)} expert records for {len(names)} steps")
     has_time = has_dates(ds)
     lat, lon = ds.lat.values, ds.lon.values
     out = Path(out_dir)
@@ -366,6 +457,8 @@ def write_samples(
             time=ds.time.values[i] if has_time else None,
             lat=lat,
             lon=lon,
+            soft=None if soft is None else soft[i].values,
+            expert=None if expert is None else expert[i],
         )
         Manifest.append(out, name, entry)
         paths.append(path)
@@ -452,6 +545,16 @@ def _info(path: Path, f: h5py.File, shape) -> SampleInfo:
     if data.dtype != np.float32:
         raise SampleError(f"{path}: {DATA} is {data.dtype}, expected float32")
     time = g.attrs.get("time")
+    soft = f.get(SOFT)
+    if soft is not None:
+        n = len(CLASS_NAMES)
+        if not isinstance(soft, h5py.Dataset) or soft.shape != (*data.shape[:2], n):
+            raise SampleError(
+                f"{path}: {SOFT} has shape {getattr(soft, 'shape', None)}, expected "
+                f"{(*data.shape[:2], n)}"
+            )
+        if soft.dtype != np.float32:
+            raise SampleError(f"{path}: {SOFT} is {soft.dtype}, expected float32")
     return SampleInfo(
         path=path,
         shape=tuple(data.shape[:2]),
@@ -460,6 +563,8 @@ def _info(path: Path, f: h5py.File, shape) -> SampleInfo:
         labels_dtype=labels.dtype.str,
         data_offset=_raw_offset(data, path),
         labels_offset=_raw_offset(labels, path),
+        has_soft=soft is not None,
+        soft_offset=_raw_offset(soft, path) if soft is not None else None,
     )
 
 
@@ -510,6 +615,13 @@ def read_sample(
     if channels is not None:
         data = np.take(data, list(channels), axis=-1)
     return data, _labels_uint8(labels, info.path)
+
+
+def read_soft_labels(path: PathLike) -> np.ndarray | None:
+    """The soft target of a sample file: (H, W, classes) float32 shares, or ``None`` for a
+    file with class ids only."""
+    with open_checked(path) as (info, f):
+        return f[SOFT][...] if info.has_soft else None
 
 
 def _labels_uint8(labels: np.ndarray, path) -> np.ndarray:

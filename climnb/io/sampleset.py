@@ -182,9 +182,10 @@ class SampleSet:
             return None
 
     def times(self, split: str | None = None) -> np.ndarray | None:
-        """The time steps of ``split``'s files, sorted (``None`` where a file has no time)."""
+        """The time steps of ``split``'s files, sorted, each once (several labellers' samples
+        of a step share it); ``None`` where a file has no time."""
         times = self._times(self.files(split))
-        return None if times is None else np.sort(times)
+        return None if times is None else np.unique(times)
 
     # --- manifest, digests, verification ------------------------------------------------------
 
@@ -609,12 +610,17 @@ def write_sample_set(
     channels: Sequence[str] = CHANNEL_NAMES,
     overwrite: bool = False,
     progress: Progress | None = None,
+    names: Sequence[str] | None = None,
+    soft=None,
+    expert: Sequence[dict] | None = None,
 ) -> SampleSet:
     """Write ``ds`` as a split sample set in ``out``: the files, their manifests and stats.h5.
 
     Parameters
     ----------
-    ds : xarray.Dataset with the channels on (time, lat, lon) (may be lazy).
+    ds : xarray.Dataset with the channels on (time, lat, lon) (may be lazy). Its ``time``
+        may repeat (one sample per labeller of a step, :mod:`climnb.labels.expert`): the
+        split works on the distinct times, so all samples of a step go to one set.
     labels : (time, lat, lon) class indices, or the name of a variable of ``ds``.
     out : the set's folder. A non-empty ``out`` is refused unless ``overwrite``; either way the
         set is written into a folder beside it and swapped in at the end, so a reader never
@@ -635,6 +641,12 @@ def write_sample_set(
     run : the ``N`` of the file names.
     channels : channels to write, in order.
     progress : called with 1 after each file written and each file summarised.
+    names : the samples' file names (default :func:`climnb.io.samples.sample_names`, one per
+        time); given names must be unique.
+    soft : (time, class_id, lat, lon) per-class shares, a soft target stored beside
+        ``labels`` (:func:`climnb.io.samples.write_samples`).
+    expert : per sample, where its target came from, for the manifests (``labeller``, or
+        ``labellers`` and ``consensus``).
     """
     out = Path(out)
     if run < 0:
@@ -652,7 +664,16 @@ def write_sample_set(
     if ds.sizes.get("time", 0) == 0:
         raise SampleError("the data have no time steps: nothing to write")
     has_time = has_dates(ds)
-    names = sample_names(ds, run)  # refuse clashing names before any work
+    if names is None:
+        names = sample_names(ds, run)  # refuse clashing names before any work
+    else:
+        names = list(names)
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if len(names) != ds.sizes["time"] or twice:
+            raise SampleError(
+                f"{out}: {len(names)} sample names for {ds.sizes['time']} samples"
+                + (f", {twice} twice" if twice else "")
+            )
     parts = split_steps(
         ds.time.values if has_time else None,
         n=ds.sizes["time"],
@@ -661,7 +682,9 @@ def write_sample_set(
         gap_hours=gap_hours,
         seed=seed,
     )
-    key = _run_key(ds, labels, label_name, parts, run=run, channels=channels)
+    key = _run_key(
+        ds, labels, label_name, parts, run=run, channels=channels, extra=(names, soft, expert)
+    )
     tmp = _partial_folder(out, key, overwrite=overwrite)
     resume = tmp.is_dir()
     if resume:
@@ -683,6 +706,8 @@ def write_sample_set(
                     progress=progress,
                     resume=resume,
                     names=[names[i] for i in idx],  # unique across the splits
+                    soft=None if soft is None else soft.isel(sel),
+                    expert=None if expert is None else [expert[i] for i in idx],
                 )
         written = SampleSet(tmp)
         written.check_disjoint()  # no step in two sets, whatever the options
@@ -733,7 +758,9 @@ def check_output(
 _RUN_RECORD = ".run.json"  # in the folder beside OUT while a run writes it: its key
 
 
-def _run_key(ds, labels, label_name, parts, *, run: int, channels: Sequence[str]) -> str | None:
+def _run_key(
+    ds, labels, label_name, parts, *, run: int, channels: Sequence[str], extra=()
+) -> str | None:
     """SHA-256 identifying what a run writes (inputs and options), or ``None`` when the data
     have no deterministic token (then a killed run is never resumed, only redone)."""
     import dask
@@ -755,6 +782,8 @@ def _run_key(ds, labels, label_name, parts, *, run: int, channels: Sequence[str]
                 token(labels),
                 tokenize(ds.coords.to_dataset()),
             ]
+            names, soft, expert = (*extra, None, None, None)[:3]
+            tokens += [tokenize(names, expert)] + ([token(soft)] if soft is not None else [])
     except (OSError, RuntimeError, TypeError, ValueError) as err:
         log.warning("inputs have no deterministic token (%s): a killed run will start over", err)
         return None

@@ -109,6 +109,10 @@ def split_steps(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Indices of the train, validation and test steps (each sorted).
 
+    A time that repeats (several samples of one step: one per labeller of expert labels) is
+    one step: the split, its fractions and its gap work on the distinct times, and every
+    sample of a step goes to the same set.
+
     Parameters
     ----------
     times : the steps' times (datetime64-like), or ``None`` for data without a time axis
@@ -127,6 +131,14 @@ def split_steps(
         )
     if times is not None:
         t = as_datetime64(times)
+        steps, step_of = np.unique(t, return_inverse=True)
+        if steps.size < t.size:  # samples sharing a step: split the steps, then expand
+            parts = split_steps(
+                steps, fractions=fractions, method=method, gap_hours=gap_hours, seed=seed
+            )
+            parts = tuple(np.flatnonzero(np.isin(step_of, p)) for p in parts)
+            check_disjoint_steps(t, parts)
+            return parts
         n = t.size
     elif n is None:
         raise ValueError("give the steps' times or their number n")

@@ -11,6 +11,11 @@ from the class frequencies:
 The frequencies default to DeepCAM's published ones (background 0.9863, TC 0.00046, AR 0.0133);
 pass the ones of your data set (for example from its label counts) instead.
 
+Targets are class ids, or *soft*: per-class shares (B, H, W, classes) float, such as the mean
+of several expert labellers (:func:`climnb.labels.expert.soft`). A soft target ``t`` gives the
+pixel the cross entropy ``-sum_c t_c log p_c`` and the weight ``sum_c t_c w_c``; for a one-hot
+``t`` both are those of its class id, so the two kinds of target agree where labellers agree.
+
 Examples
 --------
 >>> import numpy as np
@@ -36,6 +41,7 @@ __all__ = [
     "WEIGHT_SCHEMES",
     "class_weights",
     "frequencies_from_counts",
+    "is_soft",
     "weighted_cross_entropy",
     "WeightedCrossEntropy",
 ]
@@ -89,7 +95,9 @@ def weighted_cross_entropy(labels, logits, weights, reduction: str = "mean"):
 
     Parameters
     ----------
-    labels : integer class ids, shape ``(batch, h, w)`` (or with a trailing axis of 1).
+    labels : integer class ids, shape ``(batch, h, w)`` (or with a trailing axis of 1); or a
+        soft target: float per-class shares, shape ``(batch, h, w, n_classes)`` summing to 1
+        (the pixel's weight is then ``sum_c t_c w_c``).
     logits : unnormalised scores, shape ``(batch, h, w, n_classes)``; cast to float32.
     weights : per-class weights, length ``n_classes``.
     reduction : ``"mean"``: ``sum(w[y] * ce) / n_pixels``, the paper's code
@@ -102,11 +110,18 @@ def weighted_cross_entropy(labels, logits, weights, reduction: str = "mean"):
     """
     tf = import_tf()
     logits = tf.cast(logits, tf.float32)
-    labels = tf.cast(labels, tf.int32)
-    if labels.shape.rank == logits.shape.rank:
-        labels = tf.squeeze(labels, axis=-1)
-    ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    w = tf.gather(tf.constant(np.asarray(weights), tf.float32), labels)
+    labels = tf.convert_to_tensor(labels)
+    table = tf.constant(np.asarray(weights), tf.float32)
+    if is_soft(labels, logits):
+        target = tf.cast(labels, tf.float32)
+        ce = tf.nn.softmax_cross_entropy_with_logits(labels=target, logits=logits)
+        w = tf.linalg.matvec(target, table)
+    else:
+        labels = tf.cast(labels, tf.int32)
+        if labels.shape.rank == logits.shape.rank:
+            labels = tf.squeeze(labels, axis=-1)
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        w = tf.gather(table, labels)
     if reduction == "none":
         return w * ce
     total = tf.reduce_sum(w * ce)
@@ -115,6 +130,18 @@ def weighted_cross_entropy(labels, logits, weights, reduction: str = "mean"):
     if reduction == "weighted_mean":
         return total / tf.reduce_sum(w)
     raise ValueError(f"reduction must be 'mean', 'weighted_mean' or 'none', got {reduction!r}")
+
+
+def is_soft(labels, logits) -> bool:
+    """Whether ``labels`` is a soft target for ``logits``: floats with a class axis as long as
+    the logits' (class ids with a trailing axis of 1 are not)."""
+    n = logits.shape[-1]
+    return (
+        labels.dtype.is_floating
+        and labels.shape.rank == logits.shape.rank
+        and labels.shape[-1] == n
+        and n != 1
+    )
 
 
 @dataclass(frozen=True)
