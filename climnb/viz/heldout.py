@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import xarray as xr
 
@@ -109,10 +110,10 @@ def heldout_teacher(path: str | os.PathLike, ds: xr.Dataset) -> xr.DataArray | N
     ``ds``, or ``None`` where ``path`` is missing or holds none of those steps."""
     if not Path(path).exists():
         return None
-    with open_dataset(path) as lab:
-        common = [t for t in ds.time.values if t in set(lab.time.values)]
-        if len(common) != ds.sizes["time"]:
-            log.warning("%s lacks %d of the steps shown", path, ds.sizes["time"] - len(common))
+    with xr.open_dataset(path) as lab:
+        missing = int((~np.isin(ds.time.values, lab.time.values)).sum())
+        if missing:
+            log.warning("%s lacks %d of the steps shown: no teacher", path, missing)
             return None
         return lab.labels.sel(time=ds.time.values).load()
 
