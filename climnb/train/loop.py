@@ -740,7 +740,8 @@ class _Run:
         the same weights and the same summed confusion, so all decide alike."""
         if not self.config.keep_best and not self.config.patience:
             return
-        better = self.best is None or record["score"] > self.best["score"]
+        best = np.nan if self.best is None else self.best["score"]
+        better = not np.isfinite(best) or record["score"] > best  # NaN: no validation data
         if better:
             self.since_best = 0
             self.best = {
