@@ -380,6 +380,10 @@ _DEMO_FLAGS = {
 }
 
 
+#: notebook 04's parameters passed in a ``--config`` file (no flag of their own)
+_DEMO_CONFIG = ("patience", "validate_every", "model_overrides")
+
+
 def demo_training() -> dict:
     """Notebook 04's parameters as the demo runs it: the notebook's defaults, then
     :data:`climnb.demo.WORKFLOW`'s."""
@@ -411,9 +415,10 @@ def demo_fields(root: Path) -> Path:
     return data
 
 
-def heldout_run(root: Path, data: Path, seed: int) -> tuple[dict, float]:
+def heldout_run(root: Path, data: Path, seed: int) -> dict:
     """Notebook 04's training with ``seed`` on 2 MPI ranks, then notebook 05's prediction of
-    the held-out block, scored by :func:`climnb.demo.heldout_scores`."""
+    the held-out block, scored by :func:`climnb.demo.heldout_scores`; with the run's wall time
+    and its median step (rank 0, the first 5 left out)."""
     from climnb.demo import HELDOUT_FIELDS, HELDOUT_PREDICTION, heldout_scores
     from climnb.predict import predict
 
@@ -426,8 +431,10 @@ def heldout_run(root: Path, data: Path, seed: int) -> tuple[dict, float]:
     ]
     out = root / params["out_dir"]
     shutil.rmtree(out, ignore_errors=True)
+    config = root / "train.json"  # the notebook's settings that have no flag
+    config.write_text(json.dumps({k: params[k] for k in _DEMO_CONFIG if k in params}))
     staged = root / "data/toy/staged/node{node}"
-    seconds, _, _ = train(
+    seconds, history, _ = train(
         2,
         data,
         out,
@@ -438,13 +445,19 @@ def heldout_run(root: Path, data: Path, seed: int) -> tuple[dict, float]:
         "--stage-first",
         "--seed",
         str(seed),
+        "--threads",  # as notebook 04's engines: the cores shared out, one thread each here
+        str(max(1, (os.cpu_count() or 2) // 2)),
+        "--config",
+        str(config),
         *flags,
         pinned=False,
     )
     with xr.open_dataset(root / HELDOUT_FIELDS) as ds:
         prediction = predict(out / "model", ds.load()).load()
     prediction.to_dataset().to_netcdf(root / HELDOUT_PREDICTION)
-    return heldout_scores(root), seconds
+    steps = history[(history.kind == "step") & (history["rank"] == 0)].iloc[5:]
+    timing = {"train s": seconds, "s per step": float(steps.seconds.median())}
+    return {**heldout_scores(root), **timing}
 
 
 def heldout(work: Path, args) -> None:
@@ -452,9 +465,8 @@ def heldout(work: Path, args) -> None:
     data = demo_fields(root)
     rows = {}
     for seed in args.seeds:
-        scores, seconds = heldout_run(root, data, seed)
-        rows[seed] = {**scores, "train s": seconds}
-        print(f"  seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in scores.items()))
+        rows[seed] = heldout_run(root, data, seed)
+        print(f"  seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in rows[seed].items()))
     table = pd.DataFrame(rows).T
     print(f"held-out quality over seeds {list(args.seeds)} (load {_load()}), {demo_training()}:")
     print(table.agg(["mean", "min", "max"]).T.to_string(float_format="{:.3f}".format))
@@ -471,6 +483,60 @@ def heldout(work: Path, args) -> None:
         f"  worst seed vs teacher >= 0.8 per class: {'OK' if ok else 'MISSED'}; every seed vs "
         f"truth within 0.05 of the teacher: {'OK' if close else 'MISSED'}"
     )
+
+
+def screen(work: Path, args) -> None:
+    """One single-process training per ``--screen`` JSON (TrainConfig fields over the demo's
+    settings), each on the demo's training split (no staging) with 2 threads, scored on the
+    held-out block: a quick screen, not the demo's route (that is ``--heldout``)."""
+    from climnb.demo import HELDOUT_FIELDS, HELDOUT_PREDICTION, heldout_scores
+    from climnb.predict import predict
+    from climnb.train.config import TrainConfig
+    from climnb.train.loop import train as train_here
+
+    root = Path(args.data_root) if args.data_root else work / "screen"
+    data = root / "data/toy/shared"
+    if not (data / "stats.h5").exists():
+        demo_fields(root)
+    params = demo_training()
+    for text in args.screen:
+        settings = {
+            "data_dir": str(data),
+            "out_dir": str(work / "run-screen"),
+            "epochs": params["epochs"],
+            "batch_size": params["batch_size"] * 2,  # the demo's global batch of 2 ranks
+            "augment": params["augment"],
+            "class_weighting": params["class_weighting"],
+            "threads": 2,
+            "resume": False,
+            "precision": "float32",
+            "optimizer": {
+                "learning_rate": params["learning_rate"] * 2,
+                "warmup_steps": params["warmup_steps"],
+            },
+        }
+        settings.update(json.loads(text))
+        config = TrainConfig.from_dict(settings)
+        shutil.rmtree(config.out_dir, ignore_errors=True)
+        start = time.perf_counter()
+        result = train_here(config)
+        seconds = time.perf_counter() - start
+        with xr.open_dataset(root / HELDOUT_FIELDS) as ds:
+            prediction = predict(Path(config.out_dir) / "model", ds.load()).load()
+        (root / HELDOUT_PREDICTION).parent.mkdir(parents=True, exist_ok=True)
+        prediction.to_dataset().to_netcdf(root / HELDOUT_PREDICTION)
+        scores = heldout_scores(root)
+        steps = result.history
+        val = result.validation
+        best = val[val.best].iloc[-1] if "best" in val and val.best.any() else val.iloc[-1]
+        print(
+            f"screen {text}: {int(steps.step.max())} steps in {seconds:.0f} s, median step "
+            f"{steps.seconds.iloc[3:].median():.3f} s (load {_load()}); best validation TC "
+            f"{best.iou_1:.3f} AR {best.iou_2:.3f} at epoch {int(best.epoch) + 1} of "
+            f"{int(val.epoch.max()) + 1}; held-out "
+            + ", ".join(f"{k} {v:.3f}" for k, v in scores.items()),
+            flush=True,
+        )
 
 
 def _load() -> str:
@@ -499,11 +565,24 @@ def main(argv=None):
         "--heldout", action="store_true", help="only the demo's held-out quality over --seeds"
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
+        "--screen",
+        nargs="+",
+        metavar="JSON",
+        help="only quick single-process screens: TrainConfig fields over the demo's settings, "
+        "e.g. '{\"epochs\": 8}'; scored on the held-out block",
+    )
+    parser.add_argument(
+        "--data-root", help="--screen: keep the demo's data in this folder (made if missing)"
+    )
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="climnb-bench-train-"))
     try:
         if args.checkpoint:
             checkpoint_cost(work, args)
+            return
+        if args.screen:
+            screen(work, args)
             return
         if args.heldout:
             if len(args.seeds) < 3:

@@ -72,7 +72,7 @@ WORKFLOW: dict[str, dict] = {
     "04": {
         "data_dir": "data/toy/shared",
         "out_dir": "runs/toy",
-        "epochs": 16,
+        "epochs": 16,  # of 2 x 56 staged files: 448 steps of 2 ranks x 2 samples
         "heldout_from": "data/toy/labelled.nc",  # the test block for notebook 05
     },
     "05": {"model_path": "runs/toy/model", "data_path": "data/toy/heldout.nc"},
@@ -362,10 +362,13 @@ def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
         out["label IoU AR vs truth"] = float(per_class[2])
     run = root / "runs/toy"
     if (run / "validation.csv").exists():
-        val = pd.read_csv(run / "validation.csv").iloc[-1]
+        val = pd.read_csv(run / "validation.csv")
+        best = val[val.best.astype(bool)] if "best" in val else val.iloc[:0]
+        val = best.iloc[-1] if len(best) else val.iloc[-1]  # the bundle's weights
         out["model validation mean IoU"] = float(val.mean_iou)
         out["model validation IoU TC"] = float(val.iou_1)
         out["model validation IoU AR"] = float(val.iou_2)
+        out["model validation epoch (the bundle's)"] = int(val.epoch) + 1
     if (run / "history.csv").exists():
         hist = pd.read_csv(run / "history.csv")
         steady = hist.iloc[3:] if len(hist) > 6 else hist

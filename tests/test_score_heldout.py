@@ -47,3 +47,23 @@ def test_teacher_file_and_truth_prediction(heldout):
     assert scores["model held-out IoU AR vs truth"] == 1.0
     assert scores["model held-out IoU TC vs teacher"] == 0.0
     assert scores["teacher held-out IoU TC vs truth"] == 0.0
+
+
+def test_headlines_give_the_validation_the_bundle_holds(tmp_path):
+    """The model bundle holds the best validation's weights, so the headline is that one's."""
+    import pandas as pd
+
+    from climnb.demo import headlines
+
+    (tmp_path / "runs/toy").mkdir(parents=True)
+    rows = [(28, 0, 0.6, 0.7, 0.5, True), (56, 1, 0.5, 0.6, 0.4, False)]
+    columns = ["step", "epoch", "mean_iou", "iou_1", "iou_2", "best"]
+    pd.DataFrame(rows, columns=columns).to_csv(tmp_path / "runs/toy/validation.csv", index=False)
+    figures = headlines(tmp_path)
+    assert figures["model validation IoU TC"] == 0.7 and figures["model validation IoU AR"] == 0.5
+    assert figures["model validation epoch (the bundle's)"] == 1
+    # a run folder from before keep-best (no best column): the last validation
+    pd.DataFrame(rows, columns=columns).drop(columns="best").to_csv(
+        tmp_path / "runs/toy/validation.csv", index=False
+    )
+    assert headlines(tmp_path)["model validation IoU TC"] == 0.6

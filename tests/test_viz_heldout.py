@@ -54,3 +54,21 @@ def test_with_a_model_the_prediction_is_segmented_and_written(toy, tmp_path):
     assert seg.prediction.shape == ds.truth.shape and np.all(seg.prediction.values == 2)
     with xr.open_dataset(tmp_path / "run" / PREDICTION_FILE) as written:
         np.testing.assert_array_equal(written[seg.prediction.name].values, 2)
+
+
+def test_confusion_per_class_against_the_truth_and_the_teacher(toy, tmp_path):
+    from climnb.viz.heldout import heldout_confusion, heldout_teacher
+
+    ds = toy[0].isel(time=slice(0, 3))
+    assert heldout_teacher(tmp_path / "none.nc", ds) is None
+    teacher = ds.truth.where(ds.truth != 2, 0).rename("labels")  # a teacher without rivers
+    teacher.to_dataset().to_netcdf(tmp_path / "teacher.nc")
+    read = heldout_teacher(tmp_path / "teacher.nc", ds.isel(time=[2, 0]))
+    np.testing.assert_array_equal(read.values, teacher.isel(time=[2, 0]).values)
+    table = heldout_confusion(ds.truth, {"truth": ds.truth, "teacher": teacher, "none": None})
+    assert list(table.index.get_level_values("against").unique()) == ["truth", "teacher"]
+    assert table.columns.tolist()[-1] == "IoU"
+    np.testing.assert_allclose(table.loc["truth", "IoU"], 1.0)
+    assert table.loc[("teacher", "background"), "atmospheric_river"] > 0  # the rivers it lacks
+    assert table.loc[("teacher", "tropical_cyclone"), "IoU"] == 1.0
+    assert table.loc[("teacher", "atmospheric_river"), "IoU"] == 0.0

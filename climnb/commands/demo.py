@@ -30,7 +30,7 @@ def add_arguments(parser):
         "--epochs",
         type=int,
         default=None,
-        help="training epochs in notebook 04 (default: the workflow's 16)",
+        help="training epochs in notebook 04 (default: the workflow's, climnb.demo.WORKFLOW)",
     )
     parser.add_argument(
         "--keep",

@@ -184,6 +184,7 @@ def build_deeplab(
         fused_batch_norm=fused_batch_norm,
         weight_decay=config.weight_decay,
         batch_norm=config.batch_norm,
+        batch_norm_momentum=config.batch_norm_momentum,
     )
     inputs = mk.keras.Input(shape=(h, w, c), name="fields")
     features, low_level = _backbone(mk, inputs, config)

@@ -77,6 +77,8 @@ class LayerFactory:
     dropout : rate of the dropout after :meth:`conv_bn_relu` (0 for none).
     fused_batch_norm : batch norm through TensorFlow's fused kernel in training
         (:func:`fused_batch_norm_layer`; same weights and results as Keras' layer, faster).
+    batch_norm_momentum : momentum of the batch-norm moving statistics that inference uses
+        (Keras' default 0.99 averages over about 100 steps).
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class LayerFactory:
         batch_norm=True,
         dropout=0.0,
         fused_batch_norm=True,
+        batch_norm_momentum=0.99,
     ):
         self.keras = import_keras()
         self.layers = self.keras.layers
@@ -97,6 +100,7 @@ class LayerFactory:
         self.weight_decay = weight_decay
         self.batch_norm = batch_norm
         self.dropout = dropout
+        self.batch_norm_momentum = batch_norm_momentum
         self.batch_norm_layer = (
             fused_batch_norm_layer() if fused_batch_norm else self.layers.BatchNormalization
         )
@@ -131,7 +135,9 @@ class LayerFactory:
     def bn_relu(self, x, *, name):
         """Batch norm (if enabled) then ReLU."""
         if self.batch_norm:
-            x = self.batch_norm_layer(name=f"{name}_bn", dtype=self.policy)(x)
+            x = self.batch_norm_layer(
+                momentum=self.batch_norm_momentum, name=f"{name}_bn", dtype=self.policy
+            )(x)
         return self.layers.ReLU(name=f"{name}_relu", dtype=self.policy)(x)
 
     def conv_bn_relu(self, x, filters, kernel, *, name, strides=1, dilation=1):

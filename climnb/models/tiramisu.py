@@ -78,6 +78,7 @@ def build_tiramisu(
         weight_decay=config.weight_decay,
         batch_norm=config.batch_norm,
         dropout=config.dropout,
+        batch_norm_momentum=config.batch_norm_momentum,
     )
     inputs = mk.keras.Input(shape=(h, w, c), name="fields")
     x = mk.conv_bn_relu(inputs, config.initial_filters, config.kernel_size, name="stem")

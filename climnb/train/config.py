@@ -142,6 +142,12 @@ class TrainConfig:
         (no loss scaling) or ``"mixed_float16"`` (turns on ``optimizer.mixed_precision``, its
         loss scaling). The config holds the resolved name once made.
     precision_reason : why that precision (filled in when the config is made).
+    keep_best : the model bundle holds the weights of the best validation (the mean IoU of the
+        event classes, TC and AR) rather than those of the last step; rank 0 keeps them in
+        ``out_dir/best`` and the bundle records the step and epoch they come from. The last
+        checkpoint still holds the last step (a resumed run goes on from there).
+    patience : stop after this many validations in a row without a better one (early
+        stopping); ``None``: run all epochs.
     augment : ``"roll"``: roll each training sample (fields and labels together) by a random
         number of longitude columns, exact on a periodic global grid
         (:class:`climnb.pipeline.PipelineConfig`); validation is never augmented. ``None``: off.
@@ -178,6 +184,8 @@ class TrainConfig:
     precision: str = "auto"
     precision_reason: str = ""
     augment: str | None = None
+    keep_best: bool = True
+    patience: int | None = None
 
     def __post_init__(self):
         if isinstance(self.optimizer, Mapping):
@@ -268,8 +276,9 @@ _POSITIVE = (
     "threads",
     "ranks_per_node",
     "samples_per_rank",
+    "patience",
 )
-_OPTIONAL = ("max_steps", "threads", "ranks_per_node")
+_OPTIONAL = ("max_steps", "threads", "ranks_per_node", "patience")
 CLASS_WEIGHTINGS = ("inverse_sqrt", "deepcam", "inverse", "none")
 
 

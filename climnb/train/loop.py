@@ -46,7 +46,13 @@ from climnb.models.metrics import ConfusionMatrix
 from climnb.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
 from climnb.staging import StagingConfig, stage
 from climnb.train import optim
-from climnb.train.checkpoint import latest, load_latest, restore, save_checkpoint
+from climnb.train.checkpoint import (
+    latest,
+    load_checkpoint,
+    load_latest,
+    restore,
+    save_checkpoint,
+)
 from climnb.train.config import TrainConfig
 from climnb.train.together import abort_on_failure, all_ok
 
@@ -446,7 +452,7 @@ def _train_claimed(config: TrainConfig, on_record: OnRecord | None) -> TrainResu
         last = run.epoch >= config.epochs or stopped or run.reached_max
         if last or (epoch + 1) % config.validate_every == 0:
             emit(run.validate(epoch))
-        if stopped or run.reached_max:
+        if stopped or run.reached_max or run.early_stopped:
             break
     checkpoint, bundle = run.finish()
     return TrainResult(
@@ -499,6 +505,10 @@ class _Run:
         self.records, self.validations = [], []
         self.global_step, self.epoch, self.step_in_epoch = 0, 0, 0
         self.checkpoints = Path(config.out_dir) / "checkpoints"
+        self.best_dir = Path(config.out_dir) / "best"  # the best validation's weights
+        self.best: dict | None = None  # its step, epoch and validation IoU
+        self.since_best = 0  # validations since the best one
+        self.early_stopped = False
         self._resume_and_broadcast()
         self._step_fn = self._compile_step()
         self._last_time = None
@@ -509,18 +519,27 @@ class _Run:
         state = None
         if self.rank == 0:  # a STOP left by an earlier run must not end this one
             self.config.stop_file.unlink(missing_ok=True)
-            for folder in (self.checkpoints, Path(self.config.out_dir)):  # a killed run's
-                for p in remove_leftovers(folder):  # half-written checkpoint or bundle
+            for folder in (self.checkpoints, Path(self.config.out_dir), self.best_dir):
+                for p in remove_leftovers(folder):  # a killed run's half-written file
                     log.info("removed %s, left by an interrupted run", p)
         ckpt = load_latest(self.checkpoints) if self.rank == 0 and self.config.resume else None
         if ckpt is not None:
             state = restore(ckpt, self.model, self.optimizer)
             log.info("resuming from %s (step %d)", ckpt.path, state["step"])
+        elif self.rank == 0:  # a fresh start: an earlier run's best weights are not this run's
+            for old in self.best_dir.glob("ckpt-*.npz"):
+                old.unlink()
         state = self.hvd.broadcast_object(state, root_rank=0)
         if state:
             self.global_step, self.epoch = state["step"], state["epoch"]
             self.step_in_epoch = state["step_in_epoch"]
             self.records = [r for r in state.get("records", []) if r["step"] <= state["step"]]
+            self.validations = [
+                v for v in state.get("validations", []) if v["step"] <= state["step"]
+            ]
+            self.best = state.get("best")
+            self.since_best = int(state.get("since_best", 0))
+            self.early_stopped = bool(state.get("early_stopped", False))
         # identical start on every rank: weights and optimiser state from rank 0
         self.hvd.broadcast_variables([v.value for v in self.model.variables], root_rank=0)
         self.hvd.broadcast_variables([v.value for v in self.optimizer.variables], root_rank=0)
@@ -625,7 +644,9 @@ class _Run:
     @property
     def finished(self) -> bool:
         """Resumed from the checkpoint a finished run wrote: all epochs, or ``max_steps``."""
-        return self.global_step > 0 and (self.epoch >= self.config.epochs or self.reached_max)
+        return self.global_step > 0 and (
+            self.epoch >= self.config.epochs or self.reached_max or self.early_stopped
+        )
 
     def result_as_is(self) -> TrainResult:
         """The result of a finished run, without training: its bundle is left as it is when
@@ -702,15 +723,58 @@ class _Run:
             "mean_iou": float(mean_iou),
             **{f"iou_{k}": float(v) for k, v in enumerate(per_class)},
         }
+        record["score"] = _score(record)
+        self._track_best(record, epoch)
+        record["best"] = bool(self.best and self.best["step"] == self.global_step)
         self.validations.append(record)
         log.info(
-            "rank %d epoch %d step %d: validation mean IoU %.3f",
+            "rank %d epoch %d step %d: validation mean IoU %.3f, TC and AR %.3f%s",
             self.rank,
             epoch,
             self.global_step,
             mean_iou,
+            record["score"],
+            " (best so far)" if record["best"] else "",
         )
         return {**record, "sample": sample} if sample is not None else record
+
+    def _track_best(self, record: Record, epoch: int) -> None:
+        """Keep the weights of the best validation so far (rank 0 writes them to ``best/``)
+        and stop early after ``patience`` validations without a better one. Every rank holds
+        the same weights and the same summed confusion, so all decide alike."""
+        if not self.config.keep_best and not self.config.patience:
+            return
+        best = np.nan if self.best is None else self.best["score"]
+        better = not np.isfinite(best) or record["score"] > best  # NaN: no validation data
+        if better:
+            self.since_best = 0
+            self.best = {
+                "step": self.global_step,
+                "epoch": epoch,
+                "score": record["score"],
+                "mean_iou": record["mean_iou"],
+                **{k: v for k, v in record.items() if k.startswith("iou_")},
+            }
+            if self.config.keep_best and self.rank == 0:
+                save_checkpoint(
+                    self.best_dir,
+                    self.global_step,
+                    self.model,
+                    self.optimizer,
+                    {"best": self.best},
+                    keep=1,
+                )
+        else:
+            self.since_best += 1
+        if self.config.patience and self.since_best >= self.config.patience:
+            self.early_stopped = True
+            if self.rank == 0:
+                log.info(
+                    "early stop at epoch %d: %d validations without a better one than epoch %d's",
+                    epoch,
+                    self.since_best,
+                    self.best["epoch"],
+                )
 
     # --- saving --------------------------------------------------------------------------------
 
@@ -728,6 +792,10 @@ class _Run:
             "epoch": self.epoch if self.step_in_epoch == 0 else epoch,
             "step_in_epoch": self.step_in_epoch,
             "records": self.records,
+            "validations": self.validations,
+            "best": self.best,
+            "since_best": self.since_best,
+            "early_stopped": self.early_stopped,
         }
         path = save_checkpoint(
             self.checkpoints,
@@ -754,9 +822,38 @@ class _Run:
         return checkpoint, self.write_bundle()
 
     def write_bundle(self) -> str:
-        """Write the model bundle ``OUT/model`` from the weights in memory (rank 0)."""
+        """Write the model bundle ``OUT/model`` (rank 0): the best validation's weights with
+        ``keep_best`` (from ``OUT/best``), else those in memory. The weights in memory stay the
+        last step's."""
+        best = self._best_weights()
+        if best is None:
+            return self._save_bundle(self.global_step)
+        last = self.model.get_weights()
+        self.model.set_weights(best)
+        try:
+            return self._save_bundle(self.best["step"])
+        finally:
+            self.model.set_weights(last)
+
+    def _best_weights(self) -> list | None:
+        """The best validation's weights when they are not the last step's, else ``None``."""
+        if not (self.config.keep_best and self.best) or self.best["step"] == self.global_step:
+            return None
+        path = self.best_dir / f"ckpt-{self.best['step']:08d}.npz"
+        if not path.exists():
+            log.warning("%s is missing: the model bundle holds the last step's weights", path)
+            self.best = None
+            return None
+        return load_checkpoint(path).model_weights
+
+    def _save_bundle(self, weights_step: int) -> str:
         stats, channels = self.data.stats, self.config.channels or tuple(self.data.stats.channels)
         chosen = stats.select([list(stats.channels).index(c) for c in channels])
+        extra = {"train_config": self.config.to_dict(), "steps": self.global_step}
+        extra["weights_step"] = weights_step  # the step whose weights these are
+        if self.best:
+            extra["best_validation"] = self.best
+        extra["early_stopped"] = self.early_stopped
         bundle = save_bundle(
             self.model,
             Path(self.config.out_dir) / "model",
@@ -766,9 +863,16 @@ class _Run:
             name=self.config.model,
             preset=self.config.preset,
             overrides=dict(self.config.model_overrides),  # to rebuild it for another grid
-            extra={"train_config": self.config.to_dict(), "steps": self.global_step},
+            extra=extra,
         )
         return str(bundle)
+
+
+def _score(record: Record) -> float:
+    """What the best validation is chosen by: the mean IoU of the event classes (TC, AR),
+    those present; the mean IoU over all classes where neither is."""
+    events = [record[k] for k in ("iou_1", "iou_2") if k in record and np.isfinite(record[k])]
+    return float(np.mean(events)) if events else float(record["mean_iou"])
 
 
 def _bundle_steps(path: Path) -> int | None:
@@ -783,12 +887,20 @@ def summarize(results: list[TrainResult]) -> pd.Series:
     """The headline figures of a run from every rank's :class:`TrainResult` (rank 0 first)."""
     first = results[0]
     history, validation = first.history, first.validation
+    best = validation[validation.best] if "best" in validation else validation.iloc[:0]
+    best = best.iloc[-1] if len(best) else None
     return pd.Series(
         {
             "ranks": first.size,
             "steps": int(history.step.max()) if len(history) else 0,
             "final loss": history.loss_avg.iloc[-1] if len(history) else np.nan,
             "validation mean IoU": validation.mean_iou.iloc[-1] if len(validation) else np.nan,
+            "best validation TC, AR (the bundle's)": (
+                f"{best.iou_1:.3f}, {best.iou_2:.3f} (epoch {int(best.epoch) + 1}, step "
+                f"{int(best.step)})"
+                if best is not None
+                else "-"
+            ),
             "samples/s (median)": history.samples_per_s.iloc[1:].median(),
             "sustained GFLOP/s (median)": history.gflops.iloc[1:].median(),
             "weights identical on all ranks": len({r.checksum for r in results}) == 1,

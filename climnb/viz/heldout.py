@@ -3,7 +3,9 @@
 :func:`heldout_fields` opens the held-out fields (making the toy ones, from a seed training
 never saw, where the file is missing); :func:`segment_heldout` segments them with the trained
 network's bundle, or, without one, stands the heuristic labels in for the prediction and says
-so. Both only call the package's readers, :mod:`climnb.predict` and :mod:`climnb.labels`.
+so. :func:`heldout_confusion` tabulates the confusion per class of the segmentation against
+the truth and against the teacher (the heuristic labels the network learnt from). They only
+call the package's readers, :mod:`climnb.predict` and :mod:`climnb.labels`.
 
 Examples
 --------
@@ -21,14 +23,24 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import xarray as xr
 
 import climnb.accessor  # noqa: F401  (ds.climnb)
 from climnb import synthetic
 from climnb.bundle import load_bundle
 from climnb.io.netcdf import open_dataset
+from climnb.labels.scores import class_iou, confusion_table
 
-__all__ = ["Segmentation", "heldout_fields", "segment_heldout", "PREDICTION_FILE"]
+__all__ = [
+    "Segmentation",
+    "heldout_fields",
+    "segment_heldout",
+    "heldout_teacher",
+    "heldout_confusion",
+    "PREDICTION_FILE",
+]
 
 log = logging.getLogger(__name__)
 
@@ -91,3 +103,37 @@ def segment_heldout(
     titles = {"label_name": "truth", "prediction_name": f"{bundle.name} prediction"}
     note = f"segmented with {bundle.name} ({bundle.preset}) from {model_path}"
     return Segmentation(ds.truth, prediction, titles, note)
+
+
+def heldout_teacher(path: str | os.PathLike, ds: xr.Dataset) -> xr.DataArray | None:
+    """The teacher's labels (notebook 04 writes them beside the held-out block) of the steps of
+    ``ds``, or ``None`` where ``path`` is missing or holds none of those steps."""
+    if not Path(path).exists():
+        return None
+    with xr.open_dataset(path) as lab:
+        missing = int((~np.isin(ds.time.values, lab.time.values)).sum())
+        if missing:
+            log.warning("%s lacks %d of the steps shown: no teacher", path, missing)
+            return None
+        return lab.labels.sel(time=ds.time.values).load()
+
+
+def heldout_confusion(prediction: xr.DataArray, references: dict) -> pd.DataFrame:
+    """The confusion per class of ``prediction`` against each reference mask (``{name: mask}``,
+    ``None`` skipped), stacked: rows (reference, its class), columns the class predicted, each
+    row as fractions of the reference class's pixels (recall on the diagonal), and the IoU of
+    the class in the last column.
+
+    >>> import numpy as np
+    >>> t = heldout_confusion(np.array([0, 1, 1, 2]), {"truth": np.array([0, 1, 0, 2])})
+    >>> t.round(2).loc["truth"].values.tolist()
+    [[0.5, 0.5, 0.0, 0.5], [0.0, 1.0, 0.0, 0.5], [0.0, 0.0, 1.0, 1.0]]
+    """
+    tables = {}
+    for name, reference in references.items():
+        if reference is None:
+            continue
+        table = confusion_table(prediction, reference)
+        table["IoU"], _ = class_iou(prediction, reference)
+        tables[name] = table
+    return pd.concat(tables, names=["against"])
