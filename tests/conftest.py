@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
+import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,22 @@ def browser_missing() -> str | None:
     except ImportError:
         return "selenium not installed: pip install selenium"
     return None
+
+
+@pytest.fixture(autouse=True)
+def _sigint_kept():
+    """A test that leaves SIGINT ignored in this process makes every command started later
+    deaf to Ctrl-C (an ignored signal survives exec): put the handler back and say which
+    test it was (seen once: tests/test_interrupt.py failed after other modules)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before:
+        signal.signal(signal.SIGINT, before)
+        warnings.warn(f"this test left SIGINT's handler at {after!r}; put back", stacklevel=1)
 
 
 @pytest.fixture(scope="session")

@@ -20,9 +20,15 @@ def test_ctrl_c_in_samples_is_one_line_and_leaves_no_temporary(tmp_path):
     ds.to_netcdf(tmp_path / "f.nc")
     env = {**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
     argv = [sys.executable, "-m", "climnb", "samples", "--input", "f.nc", "--out", "s"]
-    proc = subprocess.Popen(
-        [*argv, "--no-progress"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
-    )
+    # as from a terminal: a parent that ignores SIGINT (a background job, nohup, a library
+    # in this process) passes that on through exec, and the child would never see Ctrl-C
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [*argv, "--no-progress"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, old)
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob(".s.*.partial/train/data-*.h5")) and time.monotonic() < deadline:
         if proc.poll() is not None:
