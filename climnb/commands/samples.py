@@ -72,8 +72,6 @@ def run(args) -> int:
     import math
     from pathlib import Path
 
-    from tqdm.auto import tqdm
-
     from climnb.io.netcdf import expand_paths
     from climnb.io.samples import SampleError
     from climnb.io.sampleset import check_output, open_inputs, write_sample_set
@@ -100,23 +98,36 @@ def run(args) -> int:
     twice = next((f for i, f in enumerate(files) if f in files[:i]), None)
     if twice is not None:  # its time steps would clash
         raise SampleError(f"{twice}: given twice in --input (the same time steps twice)")
-    if expert:
-        return _expert(args, files, out, write_expert_set, args.labellers or DEFAULT_LABELLERS)
+    split = dict(
+        method=args.split,
+        gap_hours=args.gap_hours,
+        seed=args.seed,
+        run=args.run,
+        overwrite=args.overwrite,
+    )
+    if expert:  # ClimateNet files: one sample per labeller or one consensus per step
+        labellers = args.labellers or DEFAULT_LABELLERS
+        ss = _write(
+            args,
+            write_expert_set,
+            files,
+            out,
+            labellers=labellers,
+            variable=args.labels or "LABELS",
+            **split,
+        )
+        counts = {s: len(ss.files(s)) for s in ss.splits}
+        steps = {s: len(ss.times(s)) for s in ss.splits}
+        print(
+            f"{len(files)} expert files, {sum(steps.values())} time steps in the sets -> {out} "
+            f"(labellers: {labellers}; "
+            + ", ".join(f"{k} {counts[k]} samples of {steps[k]} steps" for k in counts)
+            + f"); statistics of the training files -> {ss.stats_path}"
+        )
+        return 0
     ds, name = open_inputs(files, args.labels)  # lazily; a label file merged by time
     n = ds.sizes["time"]
-    # files written, then training files summarised (the split decides how many of those)
-    with tqdm(unit="file", desc="write + summarise", disable=args.no_progress or None) as bar:
-        ss = write_sample_set(
-            ds,
-            name,
-            out,
-            method=args.split,
-            gap_hours=args.gap_hours,
-            seed=args.seed,
-            run=args.run,
-            overwrite=args.overwrite,
-            progress=bar.update,
-        )
+    ss = _write(args, write_sample_set, ds, name, out, **split)
     counts = {s: len(ss.files(s)) for s in ss.splits}
     left = n - sum(counts.values())
     print(
@@ -128,29 +139,10 @@ def run(args) -> int:
     return 0
 
 
-def _expert(args, files, out, write_expert_set, labellers: str) -> int:
-    """ClimateNet files: one sample per labeller or one consensus per step."""
+def _write(args, writer, *inputs, **options):
+    """Run ``writer`` (a sample-set writer) with a progress bar of files written, then of
+    training files summarised (the split decides how many of those)."""
     from tqdm.auto import tqdm
 
     with tqdm(unit="file", desc="write + summarise", disable=args.no_progress or None) as bar:
-        ss = write_expert_set(
-            files,
-            out,
-            labellers=labellers,
-            variable=args.labels or "LABELS",
-            method=args.split,
-            gap_hours=args.gap_hours,
-            seed=args.seed,
-            run=args.run,
-            overwrite=args.overwrite,
-            progress=bar.update,
-        )
-    counts = {s: len(ss.files(s)) for s in ss.splits}
-    steps = {s: len(ss.times(s)) for s in ss.splits}
-    print(
-        f"{len(files)} expert files, {sum(steps.values())} time steps in the sets -> {out} "
-        f"(labellers: {labellers}; "
-        + ", ".join(f"{k} {counts[k]} samples of {steps[k]} steps" for k in counts)
-        + f"); statistics of the training files -> {ss.stats_path}"
-    )
-    return 0
+        return writer(*inputs, progress=bar.update, **options)
