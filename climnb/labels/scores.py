@@ -307,7 +307,7 @@ def _row(compared: str, against: str, a: np.ndarray, b: np.ndarray) -> dict:
 
 def expert_scores(
     mask: xr.DataArray,
-    expert: xr.Dataset,
+    expert: xr.Dataset | str | Path,
     *,
     rules: tuple[str, ...] = ("majority",),
     name: str = "mask",
@@ -319,7 +319,7 @@ def expert_scores(
     ----------
     mask : class ids (time, lat, lon), e.g. heuristic labels or a prediction.
     expert : :func:`climnb.labels.expert.open_expert`'s Dataset (``LABELS`` with a
-        ``labeller`` dimension).
+        ``labeller`` dimension), or what it opens (a ClimateNet folder or glob).
     rules : consensus rules to score against (``majority``, ``union``; see
         :func:`climnb.labels.expert.consensus`).
     name : what to call the mask in the table.
@@ -338,6 +338,8 @@ def expert_scores(
     ValueError
         When the mask and the expert labels have no time in common or different grids.
     """
+    if not isinstance(expert, xr.Dataset):
+        expert = open_expert(expert)
     mask, labels = _common_steps(mask, expert.LABELS)
     rows = []
     present = (labels != MISSING).all(("lat", "lon")).values  # (time, labeller)

@@ -138,3 +138,17 @@ def river_agreement(
             name += "; magenta: dropped as too large"
         layout = layout + shown.opts(title=name)
     return layout.cols(1)
+
+
+def sources_view(found, sources, *, width: int = 640, height: int = 320) -> hv.Layout:
+    """IVT with the labels on top (red storms, blue rivers), one panel a source, of
+    :func:`climnb.labels.inputs.label_as_they_come`'s result ``found``."""
+    from climnb.viz.fields import mask_overlay
+
+    style = dict(cmap="YlGnBu", colorbar=True, width=width, height=height)
+    views = [
+        hv.Image(found.ivt[source], ["lon", "lat"]).opts(title=f"{source}: IVT and labels", **style)
+        * mask_overlay(found.labels[source])
+        for source in sources
+    ]
+    return hv.Layout(views).cols(1)
