@@ -170,7 +170,7 @@ def test_fast_explorer_app_moves_and_draws(data, prediction):
     assert app.channel_widget.value == "PSL" and app.time_widget.end == 3
     first = app.map_source.data["image"][0].copy()
     assert first.dtype == np.uint32 and first.shape == (96, 144)  # toy grid fits the screen
-    assert "PSL [Pa]" in app.map_fig.title.text
+    assert "PSL (Pa)" in app.map_fig.title.text
     assert (app.mapper.low, app.mapper.high) == pytest.approx(
         (float(data.PSL[0].min()), float(data.PSL[0].max())), rel=1e-5
     )

@@ -221,7 +221,8 @@ def missing_message(missing: Sequence[str], ds: xr.Dataset) -> str:
     found = ", ".join(map(str, ds.data_vars)) or "no variables"
     return (
         f"missing variable(s) {', '.join(missing)} (looked for {looked}); found {found}; map "
-        "a variable of another name with --rename NAME=TARGET (variables={'NAME': 'TARGET'})"
+        "a variable of another name with variables={'NAME': 'TARGET'} in Python (climnb "
+        "label: --rename NAME=TARGET)"
     )
 
 

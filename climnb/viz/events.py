@@ -79,10 +79,19 @@ def event_table(
     """The event table as an ``hv.Table`` (rows selectable), rounded for reading."""
     cols = [c for c in TABLE_COLUMNS if c in events.columns]
     frame = events[cols].reset_index(drop=True).copy()
-    frame["time"] = pd.to_datetime(frame["time"])
+    frame["time"] = pd.to_datetime(frame["time"]).dt.strftime("%Y-%m-%d %H:%M")
     num = frame.select_dtypes("number").columns
     frame[num] = frame[num].round(1)
-    return hv.Table(frame).opts(height=height, width=width, selectable=selectable)
+    return hv.Table(frame).opts(
+        height=height, width=width, selectable=selectable, hooks=[_column_widths]
+    )
+
+
+def _column_widths(plot, element) -> None:
+    """Give the time and the class name room: Bokeh shares the width out in proportion to
+    the columns' widths (all 300 px by default), which cut the time to "2000-0"."""
+    for column in plot.handles["table"].columns:
+        column.width = {"time": 120, "class_name": 125, "track_id": 45}.get(column.field, 60)
 
 
 def centred_window(da: xr.DataArray, lat: float, lon: float, half_deg: float) -> xr.DataArray:

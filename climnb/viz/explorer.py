@@ -204,7 +204,7 @@ def field_image(
     da = _step(ds[name], time)
     small = decimate(da, x_range=x_range, y_range=y_range, max_shape=max_shape).load()
     img = hv.Image(small, kdims=["lon", "lat"], vdims=[hv.Dimension(name, unit=ch.units)])
-    title = f"{name} [{ch.units}]{_title_time(da)}"
+    title = f"{name} ({ch.units}){_title_time(da)}"
     return img.opts(cmap=ch.cmap, colorbar=True, title=title, hooks=[_colorbar_title])
 
 
@@ -829,7 +829,7 @@ class ExplorerApp:
         ch = channel(name)
         when = f"{self.times[step]:%Y-%m-%d %H:%M}"
         self.map_source.data = {"image": [field["image"]], **self._extent}
-        self.map_fig.title.text = f"{name} [{ch.units}] {when}"
+        self.map_fig.title.text = f"{name} ({ch.units}) {when}"
         self.colorbar.title = hv.Dimension(name, unit=ch.units).pprint_label
         if self.mapper.tags != [field["cmap"]]:
             self.mapper.update(palette=list(_palette(field["cmap"])), tags=[field["cmap"]])

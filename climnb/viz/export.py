@@ -135,7 +135,7 @@ def draw_step(
 
         draw_coastlines(ax, (lon.min(), lon.max()), (lat.min(), lat.max()))
     when = pd.Timestamp(ds.time.values[time])
-    ax.set_title(f"{name} [{ch.units}]  {when:%Y-%m-%d %H:%M}")
+    ax.set_title(f"{name} ({ch.units})  {when:%Y-%m-%d %H:%M}")
     ax.set_xlabel("longitude (°E)")
     ax.set_ylabel("latitude (°N)")
     return im

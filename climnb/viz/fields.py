@@ -45,7 +45,7 @@ def channel_map(ds: xr.Dataset, name: str, *, time: int | str = 0, **opts) -> hv
     ch = channel(name)
     da = _at_time(ds[name], time)
     img = hv.Image(da, kdims=["lon", "lat"], vdims=[hv.Dimension(name, unit=ch.units)])
-    return img.opts(cmap=ch.cmap, colorbar=True, title=f"{name} [{ch.units}]", **opts)
+    return img.opts(cmap=ch.cmap, colorbar=True, title=f"{name} ({ch.units})", **opts)
 
 
 def mask_overlay(mask: xr.DataArray, *, time: int | str = 0, alpha: float = 0.6) -> hv.Image:
