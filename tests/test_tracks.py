@@ -125,6 +125,7 @@ def test_trajectory_file_round_trip(tracked, tmp_path):
     pd.testing.assert_series_equal(back.track_id, obs.track_id.astype(back.track_id.dtype))
     np.testing.assert_allclose(back.lat, obs.lat)
     assert (back.time.values == obs.time.values).all()
+    assert back.time.dtype == obs.time.dtype == "datetime64[us]"  # NetCDF decodes to ns
     assert tracks_to_dataset(obs.iloc[:0]).sizes["trajectory"] == 0
     xr.Dataset({"a": ("x", [1])}).to_netcdf(tmp_path / "plain.nc")
     with pytest.raises(ValueError, match="not a CF trajectory file"):

@@ -122,7 +122,10 @@ def conform(frame: pd.DataFrame, columns: tuple[str, ...] = EVENT_COLUMNS) -> pd
     """``frame`` with exactly ``columns``, in that order and with their :data:`COLUMNS` dtypes.
 
     Columns ``frame`` lacks become NaN (an integer column must be there when the frame has
-    rows); extra columns are dropped.
+    rows); extra columns are dropped. Times of numpy's kind are held in microseconds (as
+    pandas makes them; nanoseconds end in 2262, before some projections do), whatever
+    resolution they were read with, so a table read back equals the one written; cftime
+    dates stay as they are.
 
     >>> import pandas as pd
     >>> t = conform(pd.DataFrame({"class_id": [1.0], "lat": [10]}), ("class_id", "lat", "lon"))
@@ -131,4 +134,9 @@ def conform(frame: pd.DataFrame, columns: tuple[str, ...] = EVENT_COLUMNS) -> pd
     """
     out = frame.reindex(columns=list(columns))
     types = {c: COLUMNS[c].dtype for c in columns if COLUMNS[c].dtype not in ("time", "str")}
+    types |= {
+        c: "datetime64[us]"
+        for c in columns
+        if COLUMNS[c].dtype == "time" and out[c].dtype.kind == "M"
+    }
     return out.astype(types)
