@@ -132,7 +132,9 @@ def write(
     if zarr:
         for enc in encoding.values():
             enc.pop("zlib", None)
-    with _target(path, zarr) as tmp:
+    # no fusing as the writes are built: a fused chain runs under a new name, so no task of
+    # ``also`` or a callback (:mod:`climnb.labels.writer`) could see the ones it holds
+    with _target(path, zarr) as tmp, dask.config.set({"optimization.fuse.active": False}):
         if zarr:
             delayed = ds.to_zarr(
                 tmp,

@@ -530,3 +530,22 @@ def test_cli_label_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "cannot label" in err and "U850" in err
     assert not (tmp_path / "x.nc").exists()
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_write_labels_labels_each_step_once(tmp_path, monkeypatch, suffix):
+    """The write and the event table come from one run of each label task (xarray's lazy
+    write holds copies of the tasks under other names: computed beside the table, every step
+    was labelled twice)."""
+    import climnb.labels.dataset as dataset
+    from climnb.labels.writer import write_labels
+
+    ds = make_dataset(n_time=4, seed=3)[0].drop_vars("truth")
+    calls = []
+    real = dataset.label_step
+    monkeypatch.setattr(dataset, "label_step", lambda *a, **k: calls.append(1) or real(*a, **k))
+    labels, events = dataset.label_dataset(ds)
+    table = write_labels(labels, events, tmp_path / f"l{suffix}", progress=False)
+    assert len(calls) == ds.sizes["time"]
+    expected = dataset.compute(*dataset.label_dataset(ds))[1]
+    pd.testing.assert_frame_equal(table.reset_index(drop=True), expected.reset_index(drop=True))

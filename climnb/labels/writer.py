@@ -1,8 +1,11 @@
 """Write labels and their event table: NetCDF or Zarr, in one pass, in parallel, atomically.
 
 :func:`write_labels` is what ``climnb label`` runs after :func:`climnb.labels.label_dataset`;
-the accessor and the notebooks can call it too. Each step is labelled once: the label array
-and the event table are computed together (:func:`climnb.labels.compute`).
+the accessor and the notebooks can call it too. Each step is labelled once: the write runs
+the label tasks, and the event table is put together from the tables those tasks returned
+(:class:`_StepTables`). Computing the write and the table side by side would label every step
+twice: the write's graph (xarray's ``to_netcdf``/``to_zarr`` with ``compute=False``) holds a
+copy of each label task under another name, which no shared key can merge.
 
 * NetCDF (any name but ``*.zarr``): threads of this process schedule the work and write (the
   NetCDF writer's lock cannot go to other processes); with ``workers`` above 1 each label task
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from pathlib import Path
 
 import dask
@@ -66,15 +70,15 @@ def write_labels(
     if out.suffix == ".zarr":
         if client is not None:
             raise ValueError(f"--out {out}: --scheduler writes NetCDF only; give a .nc name")
-        with _processes(workers, client):
-            _, table = write(
+        with _processes(workers, client), _StepTables() as steps:
+            write(
                 labels.to_dataset(),
                 out,
                 encoding={"labels": {"dtype": "u1"}},
-                also=[events],
                 progress=progress,
                 workers=workers,
             )
+            table = steps.table(events)
     else:
         table = _write_netcdf(labels, events, out, workers, client, progress)
     with atomic_path(events_path) as tmp:
@@ -86,14 +90,58 @@ def write_labels(
 def _write_netcdf(labels, events, out: Path, workers: int, client, progress: bool):
     bar = _progress(time_steps(labels), not progress or client is not None)
     with _processes(workers, client), atomic_path(out) as tmp, bar:
-        write_task = labels.to_dataset().to_netcdf(tmp, compute=False, encoding=_ENCODING)
+        with dask.config.set({"optimization.fuse.active": False}):  # see climnb.store.write
+            write_task = labels.to_dataset().to_netcdf(tmp, compute=False, encoding=_ENCODING)
         if client is not None:
             _, table = compute_on(client, write_task, events, progress=progress, notebook=False)
         else:
             threads = "sync" if workers == 1 else "threads"
-            with dask.config.set(scheduler=threads, num_workers=workers):
-                _, table = compute(write_task, events)
+            with dask.config.set(scheduler=threads, num_workers=workers), _StepTables() as steps:
+                compute(write_task)
+                table = steps.table(events)
     return table
+
+
+#: A label task's key (:func:`climnb.labels.dataset.label_dataset`), maybe with a copy's suffix.
+_STEP_KEY = re.compile(r"(label-step-[0-9a-f]+-\d+)(-[0-9a-f]+)?")
+
+
+def _step_tables(events) -> list[str]:
+    return [k for k in events.__dask_graph__() if isinstance(k, str) and _STEP_KEY.fullmatch(k)]
+
+
+class _StepTables:
+    """While a write computes on this process's schedulers, keep the event table each label
+    task returns (the label arrays go to the file); :meth:`table` then makes the event table
+    from them, labelling nothing again (a step it lacks is labelled then)."""
+
+    def __init__(self):
+        from dask.callbacks import Callback
+
+        self.tables: dict[str, object] = {}
+        self.callback = Callback(posttask=self._keep)
+
+    def __enter__(self):
+        self.callback.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.callback.__exit__(*exc)
+
+    def _keep(self, key, result, dsk, state, worker_id) -> None:
+        found = _STEP_KEY.fullmatch(key) if isinstance(key, str) else None
+        if found and isinstance(result, tuple) and len(result) == 2:
+            self.tables[found.group(1)] = (None, result[1])  # not the labels: memory stays flat
+
+    def table(self, events) -> pd.DataFrame:
+        from dask._task_spec import DataNode
+
+        graph = dict(events.__dask_graph__())
+        for key in _step_tables(events):
+            if key in self.tables:
+                graph[key] = DataNode(key, self.tables[key])
+        (table,) = dask.get(graph, [events.key])
+        return table
 
 
 def _processes(workers: int, client):
