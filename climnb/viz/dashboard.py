@@ -196,11 +196,15 @@ def _live_iou(validations: pd.DataFrame) -> hv.Overlay:
     for k, name in enumerate(CLASS_NAMES):
         values = v[f"iou_{k}"] if f"iou_{k}" in v else np.full(len(v), np.nan)
         curves.append(
-            hv.Curve((v["step"], values), "step", "IoU", label=name).opts(
+            hv.Curve((v["step"], values), "step", "IoU", label=_SHORT.get(name, name)).opts(
                 color=CLASS_COLORS.get(k, "grey"), line_dash="dashed"
             )
         )
-    return hv.Overlay(curves).opts(legend_position="bottom_right")
+    return hv.Overlay(curves).opts(legend_position="right")  # beside: inside it hid the curves
+
+
+#: Class names as the IoU legend gives them (beside a 300-pixel plot).
+_SHORT = {"background": "backgr.", "tropical_cyclone": "TC", "atmospheric_river": "AR"}
 
 
 class TrainingDashboard:
