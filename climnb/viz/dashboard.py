@@ -204,7 +204,7 @@ def _live_iou(validations: pd.DataFrame) -> hv.Overlay:
 
 
 #: Class names as the IoU legend gives them (beside a 300-pixel plot).
-_SHORT = {"background": "backgr.", "tropical_cyclone": "TC", "atmospheric_river": "AR"}
+_SHORT = {"tropical_cyclone": "TC", "atmospheric_river": "AR"}
 
 
 class TrainingDashboard:
