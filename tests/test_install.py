@@ -304,8 +304,10 @@ def _fresh_venv(tmp: Path) -> Path:
     Installing the wheel's dependencies for real would download and unpack about 2 GB
     (TensorFlow) and build Horovod again. Instead the new venv gets a ``.pth`` line naming a
     folder of links to every distribution of the shared venv except climnb itself (its
-    editable install) and pip/setuptools (the new venv has its own). pip then treats those
-    as installed, so ``pip install --no-index WHEEL`` resolves the wheel's declared
+    editable install) and setuptools. The venv is made without pip (``ensurepip`` takes
+    seconds to install its own copy): ``venv/bin/python -m pip`` is the shared pip, seen
+    through the links, and installs into the venv it runs in. pip then treats the linked
+    distributions as installed, so ``pip install --no-index WHEEL`` resolves the wheel's declared
     dependencies against them and fails if one is missing, and it installs climnb, its
     console script and its notebooks into the new venv only. The dependencies' data files
     (``share/jupyter``: nbconvert's templates, ...) are linked too, but not their console
@@ -314,12 +316,12 @@ def _fresh_venv(tmp: Path) -> Path:
     shared = Path(sysconfig.get_path("purelib"))
     view = tmp / "shared-site-packages"
     view.mkdir()
-    skip = ("climnb", "__editable__", "pip", "setuptools", "_distutils_hack", "__pycache__")
+    skip = ("climnb", "__editable__", "setuptools", "_distutils_hack", "__pycache__")
     for entry in shared.iterdir():
         if not entry.name.lower().startswith(skip) and entry.suffix != ".pth":
             (view / entry.name).symlink_to(entry)
     venv = tmp / "venv"
-    _run([sys._base_executable, "-m", "venv", venv], env=_clean_env())
+    _run([sys._base_executable, "-m", "venv", "--without-pip", venv], env=_clean_env())
     purelib = _run(
         [venv / "bin/python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
         env=_clean_env(),

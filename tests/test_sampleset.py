@@ -111,6 +111,16 @@ def samples_cli(inputs, out, *extra):
     return main(["samples", "--input", *inputs, "--out", str(out), "--no-progress", *extra])
 
 
+@pytest.fixture(scope="module")
+def clean(long_toy, tmp_path_factory):
+    """An uninterrupted ``climnb samples`` of ``long_toy``'s fields with the default options:
+    what the interrupted and resumed runs must end byte-identical to (made once; a set does
+    not depend on its input's path, so each test's own copy of the fields gives the same)."""
+    root = tmp_path_factory.mktemp("clean")
+    assert samples_cli([_fields(long_toy, root / "f.nc")], root / "clean") == 0
+    return root / "clean"
+
+
 def test_samples_refuses_non_empty_then_overwrites_whole_set(long_toy, tmp_path, capsys):
     src = _fields(long_toy, tmp_path / "f.nc")
     out = tmp_path / "out"
@@ -275,7 +285,7 @@ def tree_digests(root):
 
 
 @pytest.mark.slow
-def test_samples_killed_at_random_moments_then_rerun_equals_clean_run(long_toy, tmp_path):
+def test_samples_killed_at_random_moments_then_rerun_equals_clean_run(long_toy, clean, tmp_path):
     """kill -9 at seeded random moments of ``climnb samples --overwrite``; after a final run
     the set is byte-identical to an uninterrupted run's, with nothing left beside it."""
     src = _fields(long_toy, tmp_path / "f.nc")
@@ -284,7 +294,6 @@ def test_samples_killed_at_random_moments_then_rerun_equals_clean_run(long_toy, 
         args = ["samples", "--input", src, "--out", str(out), "--overwrite", "--no-progress"]
         return [sys.executable, "-m", "climnb", *args]
 
-    subprocess.run(cmd(tmp_path / "clean"), check=True, capture_output=True, timeout=300)
     out = tmp_path / "killed"
     rng = np.random.default_rng(12)
     for delay in rng.uniform(0.5, 8.0, size=4):
@@ -293,8 +302,8 @@ def test_samples_killed_at_random_moments_then_rerun_equals_clean_run(long_toy, 
         p.kill()
         p.wait()
     subprocess.run(cmd(out), check=True, capture_output=True, timeout=300)
-    assert tree_digests(out) == tree_digests(tmp_path / "clean")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean", "f.nc", "killed"]
+    assert tree_digests(out) == tree_digests(clean)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.nc", "killed"]
 
 
 def _interrupted_run(monkeypatch, *args, out):
@@ -326,9 +335,10 @@ def test_rerun_with_other_options_never_mixes(long_toy, tmp_path, monkeypatch, c
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clean", "f.nc", "g.nc", "out"]
 
 
-def test_resume_keeps_verified_files_and_rewrites_changed_ones(long_toy, tmp_path, monkeypatch):
+def test_resume_keeps_verified_files_and_rewrites_changed_ones(
+    long_toy, clean, tmp_path, monkeypatch
+):
     src = _fields(long_toy, tmp_path / "f.nc")
-    assert samples_cli([src], tmp_path / "clean") == 0
     out = tmp_path / "out"
     partial = _interrupted_run(monkeypatch, [src], out, out=out)
     files = sorted(partial.glob("*/data-*.h5"))
@@ -342,9 +352,9 @@ def test_resume_keeps_verified_files_and_rewrites_changed_ones(long_toy, tmp_pat
     (flipped.parent / f".{flipped.name}.0123abcd.tmp").write_bytes(b"half")  # a killed write
     inodes = {f.relative_to(partial): f.stat().st_ino for f in files if f not in (flipped, lost)}
     assert samples_cli([src], out) == 0
-    assert tree_digests(out) == tree_digests(tmp_path / "clean")
+    assert tree_digests(out) == tree_digests(clean)
     assert {f: (out / f).stat().st_ino for f in inodes} == inodes  # kept, not rewritten
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean", "f.nc", "out"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.nc", "out"]
 
 
 def test_bad_input_leaves_nothing_beside(long_toy, tmp_path):
@@ -356,7 +366,7 @@ def test_bad_input_leaves_nothing_beside(long_toy, tmp_path):
 
 
 @pytest.mark.slow
-def test_samples_killed_then_same_command_resumes(long_toy, tmp_path):
+def test_samples_killed_then_same_command_resumes(long_toy, clean, tmp_path):
     """kill -9 at a seeded point (after K files of the training split are journalled); the
     same command run again keeps those files (verified by digest, same inodes), writes the
     rest and ends byte-identical to an uninterrupted run."""
@@ -366,7 +376,6 @@ def test_samples_killed_then_same_command_resumes(long_toy, tmp_path):
         args = ["samples", "--input", src, "--out", str(out), "--no-progress"]
         return [sys.executable, "-m", "climnb", *args]
 
-    subprocess.run(cmd(tmp_path / "clean"), check=True, capture_output=True, timeout=300)
     out = tmp_path / "out"
     k = int(np.random.default_rng(7).integers(3, 15))
     p = subprocess.Popen(cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -386,10 +395,10 @@ def test_samples_killed_then_same_command_resumes(long_toy, tmp_path):
     names = [json.loads(j)["file"] for j in journal]
     inodes = {n: (partial / "train" / n).stat().st_ino for n in names}
     subprocess.run(cmd(out), check=True, capture_output=True, timeout=300)
-    assert tree_digests(out) == tree_digests(tmp_path / "clean")
+    assert tree_digests(out) == tree_digests(clean)
     assert {n: (out / "train" / n).stat().st_ino for n in names} == inodes  # kept
     assert len(list(out.glob("*/data-*.h5"))) > len(names)  # and the rest written after
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean", "f.nc", "out"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.nc", "out"]
 
 
 def test_resume_key_follows_inputs_and_options_without_reading_the_data(toy, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ import pytest
 from climnb.cli import main
 from climnb.io.reader import SampleReader
 from climnb.io.samples import SampleError, write_samples
-from climnb.io.sampleset import StagedSet, write_sample_set
+from climnb.io.sampleset import SampleSet, StagedSet, write_sample_set
 from climnb.io.stats import compute_stats, write_stats
 from climnb.staging import (
     StagingConfig,
@@ -274,6 +275,9 @@ def test_notebook_02_runs(tmp_path, mpi_env):
         "-p",
         "workdir",
         str(tmp_path / "work"),
+        "-p",
+        "n_time",
+        "40",  # 5 days: the fewest steps a block split with 24 h gaps takes (64 by default)
     ]
     subprocess.run(cmd, env=env, check=True, timeout=300, cwd=ROOT, capture_output=True)
     text = out.read_text()
@@ -284,11 +288,20 @@ def test_notebook_02_runs(tmp_path, mpi_env):
 # --- staged sample sets, digests, leftovers, shared dest ------------------------------------
 
 
-@pytest.fixture
-def split_set(tmp_path):
-    """A split sample set (train 18 / validation 4 / test 4) on the 'shared file system'."""
+@pytest.fixture(scope="module")
+def split_master(tmp_path_factory):
+    """The split sample set and its fields, written once; each test gets a copy."""
     ds = make_dataset(n_time=40, seed=5)[0]
-    return write_sample_set(ds, "truth", tmp_path / "shared"), ds
+    return write_sample_set(ds, "truth", tmp_path_factory.mktemp("master") / "shared"), ds
+
+
+@pytest.fixture
+def split_set(split_master, tmp_path):
+    """A split sample set (train 18 / validation 4 / test 4) on the 'shared file system': a
+    copy of :func:`split_master`'s, which the test may change."""
+    master, ds = split_master
+    shutil.copytree(master.root, tmp_path / "shared")
+    return SampleSet.open(tmp_path / "shared"), ds
 
 
 def test_staged_set_per_node_with_validation_shards(split_set, tmp_path):
