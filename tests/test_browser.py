@@ -66,6 +66,8 @@ SHORTER = {
     # one source labelled "as it comes" (tests/test_label_inputs.py labels ERA5 and MERRA-2
     # files, the expert run of tests/test_notebooks.py CAM5's in this notebook)
     "01": {"own_sources": ["merra2"]},
+    # 4 files staged per rank of 2 x 2 (8 in the notebook): fewer batches to time
+    "02": {"samples_per_rank": 4},
     # 4 steps per epoch on each of 2 ranks; the validation after step 4 comes mid-run
     "04": {"epochs": 2, "samples_per_rank": 8},
     # a smaller planted change (4 blocks of 16 steps) and fewer resamples: the same outputs
