@@ -5,8 +5,8 @@ every numbered notebook in a temporary folder, and one Chromium (Debian's ``chro
 ``chromium-driver`` and Selenium) opens them in turn. They are chained as ``make demo`` chains
 them (:data:`climnb.demo.WORKFLOW`: 01 labels the fields 00 wrote, 02 stages 01's labels, 04
 trains on 02's sample set, 05 and 06 use 04's model), each run with "Run All" at toy size: a
-shorter run that still passes through every state (04 trains 3 short epochs, so validation
-points arrive while training runs). This is the suite's one end-to-end run of the notebooks:
+shorter run that still passes through every state (04 trains 2 short epochs, so a validation
+point arrives while training runs). This is the suite's one end-to-end run of the notebooks:
 ``tests/test_notebooks.py`` executes with papermill only those that no selected test here runs
 (``runs_notebook`` marks), e.g. where Chromium is missing. After the kernel is idle, for every
 notebook:
@@ -63,10 +63,15 @@ SHOTS = os.environ.get("CLIMNB_BROWSER_SHOTS")
 #: Shorter runs than the demo's (:data:`climnb.demo.WORKFLOW`, papermill-style injected).
 SHORTER = {
     "00": {"n_time": 24},
-    # 4 steps per epoch on each of 2 ranks; validations after steps 4 and 8 come mid-run
-    "04": {"epochs": 3, "samples_per_rank": 8},
-    # a smaller planted change and fewer resamples: the same outputs, a third of the time
-    "06": {"change_steps": 96, "n_resamples": 999},
+    # one source labelled "as it comes" (tests/test_label_inputs.py labels ERA5 and MERRA-2
+    # files, the expert run of tests/test_notebooks.py CAM5's in this notebook)
+    "01": {"own_sources": ["merra2"]},
+    # 4 files staged per rank of 2 x 2 (8 in the notebook): fewer batches to time
+    "02": {"samples_per_rank": 4},
+    # 4 steps per epoch on each of 2 ranks; the validation after step 4 comes mid-run
+    "04": {"epochs": 2, "samples_per_rank": 8},
+    # a smaller planted change (4 blocks of 16 steps) and fewer resamples: the same outputs
+    "06": {"change_steps": 64, "n_resamples": 199},
 }
 PARAMETERS = {
     k: {**WORKFLOW.get(k, {}), **SHORTER.get(k, {})} for k in set(WORKFLOW) | set(SHORTER)
@@ -127,10 +132,11 @@ def _notebook_copies(work: Path) -> None:
 
 
 def _lab_settings(config_dir: Path) -> None:
-    """Render every cell (no windowing), so that all outputs are in the page; no news."""
+    """Render every cell (no windowing), so that all outputs are in the page; record each
+    cell's execution times (printed for the slowest cells); no news."""
     settings = config_dir / "lab" / "user-settings" / "@jupyterlab"
     for extension, name, values in (
-        ("notebook-extension", "tracker", {"windowingMode": "none"}),
+        ("notebook-extension", "tracker", {"windowingMode": "none", "recordTiming": True}),
         ("apputils-extension", "notification", {"fetchNews": "false", "checkForUpdates": False}),
     ):
         (settings / extension).mkdir(parents=True, exist_ok=True)
@@ -282,6 +288,25 @@ nb.content.widgets.forEach((cell, i) => {
 return out;
 """
 
+# Seconds each code cell ran (JupyterLab's recordTiming metadata), by cell index.
+_JS_TIMES = """
+const nb = window.jupyterapp.shell.currentWidget;
+const out = {};
+nb.content.widgets.forEach((cell, i) => {
+  const t = cell.model.type === 'code' && cell.model.getMetadata('execution');
+  if (t && t['iopub.status.busy'] && t['shell.execute_reply'])
+    out[i] = (Date.parse(t['shell.execute_reply']) - Date.parse(t['iopub.status.busy'])) / 1000;
+});
+return out;
+"""
+
+
+def _slowest_cells(driver, n: int = 4) -> str:
+    times = driver.execute_script(_JS_TIMES) or {}
+    top = sorted(times.items(), key=lambda kv: -kv[1])[:n]
+    return ", ".join(f"cell {i} {s:.1f} s" for i, s in top)
+
+
 _JS_BARS = """
 return [...document.querySelectorAll('.widget-hprogress .progress-bar')]
   .map(e => e.style.width);
@@ -296,7 +321,7 @@ def _open_and_run(driver, lab: Lab, name: str):
 
 
 def _wait_done(driver, name: str, timeout: float) -> None:
-    _poll(lambda: driver.execute_script(_JS_DONE), timeout, f"all cells of {name} to run", 1.0)
+    _poll(lambda: driver.execute_script(_JS_DONE), timeout, f"all cells of {name} to run")
     time.sleep(3.0)  # output that comes late (after the cell returned) comes now
 
 
@@ -382,7 +407,10 @@ def _clean_run(number: str, notebook_run, browser, lab) -> list[dict]:
     name, started = notebook_run(number)
     _wait_done(browser, name, TIMEOUT.get(number, 240))
     _check_common(browser, lab, name)
-    print(f"{name}: clean, {time.monotonic() - started:.0f} s in the browser")
+    print(
+        f"{name}: clean, {time.monotonic() - started:.0f} s in the browser; slowest: "
+        f"{_slowest_cells(browser)}"
+    )
     return browser.execute_script(_JS_OUTPUTS)
 
 
@@ -497,7 +525,10 @@ def test_training_dashboard_live(notebook_run, browser, lab, shots):
     assert state["stop"] and all(state["stop"]), f"stop button enabled after training: {state}"
     final = _status(state)
     assert final and final[0] == final[1], f"the status ends at the last step: {state['texts']}"
-    print(f"{name}: statuses {statuses}; live points {live}; {time.monotonic() - started:.0f} s")
+    print(
+        f"{name}: statuses {statuses}; live points {live}; {time.monotonic() - started:.0f} s; "
+        f"slowest: {_slowest_cells(browser)}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -651,7 +682,7 @@ def test_explorer_channel_and_time(notebook_run, browser, lab, shots):
     print(
         f"{name}: colour bars relabelled, { {k: len(v) for k, v in moved.items()} } image(s) "
         "redrawn; "
-        f"{time.monotonic() - started:.0f} s"
+        f"{time.monotonic() - started:.0f} s; slowest: {_slowest_cells(browser)}"
     )
 
 

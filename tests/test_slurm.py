@@ -89,8 +89,11 @@ t0 = time.perf_counter()
 with Engines() as engines:
     ready = time.perf_counter() - t0
     table = engines.init_horovod()
+    horovod = time.perf_counter() - t0 - ready
     results = train_on_engines(engines, config)
+    trained = time.perf_counter() - t0 - ready - horovod
     out = {"launcher": engines.launcher, "n": engines.n, "ready_s": ready,
+           "horovod_s": horovod, "train_s": trained,
            "repr": repr(engines), "table": table.to_dict("list"),
            "steps": [len(r.history) for r in results],
            "checksums": [r.checksum for r in results]}
@@ -121,7 +124,10 @@ def test_engines_inside_salloc_train_with_horovod_over_mpi(slurm, samples, tmp_p
     found = re.search(r"^RESULT (.*)$", out.stdout, re.M)
     assert out.returncode == 0 and found, out.stdout[-3000:] + out.stderr[-3000:]
     result = json.loads(found.group(1))
-    print(f"srun engines ready after {result['ready_s']:.1f} s")
+    print(
+        f"srun engines ready after {result['ready_s']:.1f} s, Horovod {result['horovod_s']:.1f} s,"
+        f" training {result['train_s']:.1f} s"
+    )
     assert result["launcher"] == "slurm" and result["n"] == 2
     table = result["table"]
     assert table["rank"] == [0, 1] and table["size"] == [2, 2]
@@ -203,7 +209,10 @@ def _squeue(slurm, job_id, fmt):
 
 @pytest.mark.mpi
 @pytest.mark.horovod
-def test_submitted_engines_register_run_horovod_and_are_cancelled_by_stop(slurm):
+def test_submitted_engines_register_run_horovod_and_a_killed_engine_shows_within_seconds(slurm):
+    """Engines submitted as a batch job register, run Horovod over MPI, report an engine that
+    dies within seconds; leaving the with block (stop()) returns once the job is gone.
+    (One submitted job for what were two tests, each starting its own.)"""
     engines = Engines(
         n=2,
         launcher="sbatch",
@@ -214,10 +223,10 @@ def test_submitted_engines_register_run_horovod_and_are_cancelled_by_stop(slurm)
         timeout=120,
     )
     t0 = time.perf_counter()
-    engines.start()
-    try:
+    with engines:
         print(f"submitted engines ready after {time.perf_counter() - t0:.1f} s")
         job = engines.job_id
+        assert slurm.jobs() == [job]
         assert _squeue(slurm, job, "%j|%P|%a|%l|%k|%D|%C|%T") == (
             f"{engines.job_name}|debug|climate|10:00|climnb test|1|2|RUNNING"
         )
@@ -230,19 +239,8 @@ def test_submitted_engines_register_run_horovod_and_are_cancelled_by_stop(slurm)
         assert f"job={job}" in text and "2 of 2 running" in text and "partition=debug" in text
         assert f"<td style='text-align:left'>{job} (" in engines._repr_html_()
         assert not list(Path.cwd().glob("*.sbatch")), "no batch script left in the cwd"
-    finally:
-        engines.stop()
-    assert slurm.jobs() == [], "stop() returns once the job is gone"
-    assert "0 of 2 running" in repr(engines)
-    engines.stop()  # idempotent
 
-
-def test_the_with_block_cancels_the_job_and_a_killed_engine_shows_within_seconds(slurm):
-    with Engines(n=2, launcher="sbatch", walltime="5", timeout=120) as engines:
-        job = engines.job_id
-        assert slurm.jobs() == [job]
         pids = engines.view.apply(os.getpid)
-        engines.check()  # all there
         os.kill(pids[1], signal.SIGKILL)
         killed = time.monotonic()
         with pytest.raises(EnginesLostError, match=rf"engines are gone.*job {job}"):
@@ -251,12 +249,14 @@ def test_the_with_block_cancels_the_job_and_a_killed_engine_shows_within_seconds
                 time.sleep(0.2)
         print(f"killed engine reported after {time.monotonic() - killed:.1f} s")
         assert time.monotonic() - killed < 30
-    assert slurm.jobs() == []
+    assert slurm.jobs() == [], "stop() (leaving the with block) returns once the job is gone"
+    assert "0 of 2 running" in repr(engines)
+    engines.stop()  # idempotent
 
 
 def test_a_pending_job_times_out_naming_the_job_and_its_reason(slurm):
-    engines = Engines(n=2, launcher="sbatch", partition="closed", pending_timeout=5)
-    with pytest.raises(EngineStartError, match=r"job (\d+) .*still pending after 5 s") as err:
+    engines = Engines(n=2, launcher="sbatch", partition="closed", pending_timeout=2)
+    with pytest.raises(EngineStartError, match=r"job (\d+) .*still pending after 2 s") as err:
         engines.start()
     assert "reason: PartitionDown" in str(err.value)
     assert engines.job_id in str(err.value)
