@@ -364,10 +364,17 @@ class Engines:
             self.client.close()
             self.client = None
         if self.cluster is not None:
+            controller = getattr(self.cluster.controller, "pid", None)
             try:
                 self.cluster.stop_cluster_sync()
-            except Exception as err:  # already dead: nothing left to stop
-                log.debug("stopping cluster: %s", err)
+            except Exception as err:  # engines already dead, or their job never ran: the
+                log.debug("stopping cluster: %s", err)  # controller may still run
+                try:
+                    self.cluster.stop_controller_sync()
+                except Exception as err:  # already dead: nothing left to stop
+                    log.debug("stopping controller: %s", err)
+            if controller:
+                _end_process_group(controller)
             self.cluster = None
         if self.job_id is not None and not self._job_cancelled:
             _cancel_job(self.job_id)
@@ -740,6 +747,30 @@ def _cancel_job(job_id: str, timeout: float = 60.0) -> None:
             log.warning("job %s still listed by squeue %.0f s after scancel", job_id, timeout)
             return
         time.sleep(0.3)
+
+
+def _end_process_group(pgid: int, grace: float = 3.0) -> None:
+    """End what is left of the controller's process group (ipyparallel starts it in a session
+    of its own): a controller stopped while it was still starting (its engines' job refused at
+    once) leaves its schedulers behind, orphaned, where no search of our children finds them."""
+    import signal
+
+    def alive() -> bool:
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    deadline = time.monotonic() + 1.0  # stopped already: it is going, or it is stuck
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not alive():
+            return
+        log.warning("ending what is left of the controller's processes (group %d)", pgid)
+        os.killpg(pgid, sig)
+        time.sleep(grace if sig == signal.SIGTERM else 0)
 
 
 def _reap_children(timeout: float = 15.0) -> None:
