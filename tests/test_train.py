@@ -13,38 +13,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from climnb.io.samples import write_samples
-from climnb.io.stats import compute_stats, write_stats
-from climnb.synthetic import make_dataset
+from _training import config_file, toy_config, write_toy_samples
+
 from climnb.train.checkpoint import latest, load_checkpoint
 from climnb.train.config import TrainConfig
-
-# a small Tiramisu so that the tests train in seconds
-SMALL = {"growth_rate": 6, "initial_filters": 8}
 
 
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory):
     """20 toy sample files (16 train, 2 validation, 2 test) and their stats."""
-    folder = tmp_path_factory.mktemp("samples")
-    ds, _ = make_dataset(n_time=20, seed=21)
-    files = write_samples(ds, "truth", folder)
-    write_stats(compute_stats(files), folder / "stats.h5")
-    return folder
+    return write_toy_samples(tmp_path_factory.mktemp("samples"), n_time=20, seed=21)
 
 
 def _config(samples, out, **kw):
-    base = dict(
-        data_dir=str(samples),
-        out_dir=str(out),
-        model_overrides=SMALL,
-        batch_size=2,
-        epochs=1,
-        threads=1,
-        checkpoint_every=3,
-        split_method="random",
-    )
-    return TrainConfig(**{**base, **kw})
+    return toy_config(samples, out, **{"checkpoint_every": 3, **kw})
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -178,10 +160,7 @@ def test_two_mpi_ranks_end_with_identical_weights(samples, tmp_path, mpi_env):
         "--batch-size",
         "2",
     ]
-    config = tmp_path / "config.json"
-    config.write_text(
-        '{"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "split_method": "random"}'
-    )
+    config = config_file(tmp_path / "config.json")
     out = subprocess.run(
         [*cmd, "--config", str(config)], capture_output=True, text=True, env=mpi_env, timeout=600
     )
