@@ -12,7 +12,6 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-
 from _training import config_file, toy_config, write_toy_samples
 
 from climnb.train.checkpoint import latest, load_checkpoint
