@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 from _training import config_file, toy_config, write_toy_samples
 
@@ -208,11 +209,21 @@ def test_engines_train_with_dashboard_and_recover_from_a_killed_engine(
     done_before = load_checkpoint(latest(tmp_path / "checkpoints")).state["step"]
     assert done_before >= 4
     assert "step " in capsys.readouterr().out  # printed progress when not interactive
-    # 2. new engines resume from the last checkpoint and finish; weights agree on both ranks
+    # 2. new engines resume from the last checkpoint and finish; weights agree on both ranks.
+    # These engines also show what MPI engines are (this was test_cluster.py's
+    # test_mpi_engines_run_horovod, which paid for two more engines loading TensorFlow).
     with Engines(n=2, launcher="mpi", threads_per_engine=1) as engines:
-        engines.init_horovod()
+        table = engines.init_horovod()
+        assert list(table["rank"]) == [0, 1] and set(table["size"]) == {2}
+        assert list(table.engine_id) == list(table["rank"]), "MPI engine id is the rank"
+        assert set(table.controller) == {"mpi"}
+        assert list(table.columns[:5]) == ["rank", "local_rank", "size", "host", "engine_id"]
+        assert engines.check_allreduce() == [3.0, 3.0]
         dash = TrainingDashboard(config, total, interactive=False)
         results = train_on_engines(engines, config, on_update=dash.update)
+    children = psutil.Process().children(recursive=True)
+    left = [p for p in children if "ipyparallel" in " ".join(p.cmdline())]
+    assert not left, f"engine processes left: {left}"
     assert [r.rank for r in results] == [0, 1]
     assert results[0].checksum == results[1].checksum
     assert list(results[0].history.step) == list(range(1, total + 1))
