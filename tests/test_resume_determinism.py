@@ -5,18 +5,15 @@ than an uninterrupted one, and ended with other weights)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import numpy as np
 import pytest
+from _training import TINY, config_file, write_toy_samples
 
 pytest.importorskip("keras", reason="training needs TensorFlow/Keras: pip install 'climnb[train]'")
 
 from climnb.cli import main  # noqa: E402
-from climnb.io.samples import write_samples  # noqa: E402
-from climnb.io.stats import compute_stats, write_stats  # noqa: E402
-from climnb.synthetic import make_dataset  # noqa: E402
 from climnb.train.checkpoint import latest, load_checkpoint  # noqa: E402
 
 STEPS = 4
@@ -31,12 +28,8 @@ def _arrays(path) -> dict[str, np.ndarray]:
 def uninterrupted(tmp_path_factory):
     """Four steps (two epochs), a checkpoint every two, dropout on (the toy preset's 0.2)."""
     root = tmp_path_factory.mktemp("resume")
-    data = root / "samples"
-    ds, _ = make_dataset(n_time=10, seed=5)
-    write_stats(compute_stats(write_samples(ds, "truth", data)), data / "stats.h5")
-    config = root / "config.json"
-    small = {"growth_rate": 6, "initial_filters": 8, "dropout": 0.2}
-    config.write_text(json.dumps({"model_overrides": small, "split_method": "random"}))
+    data = write_toy_samples(root / "samples", n_time=10, seed=5)
+    config = config_file(root / "config.json", model_overrides={**TINY, "dropout": 0.2})
 
     def argv(out):
         return [

@@ -11,40 +11,22 @@ import time
 
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
+from _training import config_file, toy_config, write_toy_samples
 
-from climnb.io.samples import write_samples
-from climnb.io.stats import compute_stats, write_stats
-from climnb.synthetic import make_dataset
 from climnb.train.checkpoint import latest, load_checkpoint
 from climnb.train.config import TrainConfig
-
-# a small Tiramisu so that the tests train in seconds
-SMALL = {"growth_rate": 6, "initial_filters": 8}
 
 
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory):
     """20 toy sample files (16 train, 2 validation, 2 test) and their stats."""
-    folder = tmp_path_factory.mktemp("samples")
-    ds, _ = make_dataset(n_time=20, seed=21)
-    files = write_samples(ds, "truth", folder)
-    write_stats(compute_stats(files), folder / "stats.h5")
-    return folder
+    return write_toy_samples(tmp_path_factory.mktemp("samples"), n_time=20, seed=21)
 
 
 def _config(samples, out, **kw):
-    base = dict(
-        data_dir=str(samples),
-        out_dir=str(out),
-        model_overrides=SMALL,
-        batch_size=2,
-        epochs=1,
-        threads=1,
-        checkpoint_every=3,
-        split_method="random",
-    )
-    return TrainConfig(**{**base, **kw})
+    return toy_config(samples, out, **{"checkpoint_every": 3, **kw})
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -178,10 +160,7 @@ def test_two_mpi_ranks_end_with_identical_weights(samples, tmp_path, mpi_env):
         "--batch-size",
         "2",
     ]
-    config = tmp_path / "config.json"
-    config.write_text(
-        '{"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "split_method": "random"}'
-    )
+    config = config_file(tmp_path / "config.json")
     out = subprocess.run(
         [*cmd, "--config", str(config)], capture_output=True, text=True, env=mpi_env, timeout=600
     )
@@ -230,11 +209,21 @@ def test_engines_train_with_dashboard_and_recover_from_a_killed_engine(
     done_before = load_checkpoint(latest(tmp_path / "checkpoints")).state["step"]
     assert done_before >= 4
     assert "step " in capsys.readouterr().out  # printed progress when not interactive
-    # 2. new engines resume from the last checkpoint and finish; weights agree on both ranks
+    # 2. new engines resume from the last checkpoint and finish; weights agree on both ranks.
+    # These engines also show what MPI engines are (this was test_cluster.py's
+    # test_mpi_engines_run_horovod, which paid for two more engines loading TensorFlow).
     with Engines(n=2, launcher="mpi", threads_per_engine=1) as engines:
-        engines.init_horovod()
+        table = engines.init_horovod()
+        assert list(table["rank"]) == [0, 1] and set(table["size"]) == {2}
+        assert list(table.engine_id) == list(table["rank"]), "MPI engine id is the rank"
+        assert set(table.controller) == {"mpi"}
+        assert list(table.columns[:5]) == ["rank", "local_rank", "size", "host", "engine_id"]
+        assert engines.check_allreduce() == [3.0, 3.0]
         dash = TrainingDashboard(config, total, interactive=False)
         results = train_on_engines(engines, config, on_update=dash.update)
+    children = psutil.Process().children(recursive=True)
+    left = [p for p in children if "ipyparallel" in " ".join(p.cmdline())]
+    assert not left, f"engine processes left: {left}"
     assert [r.rank for r in results] == [0, 1]
     assert results[0].checksum == results[1].checksum
     assert list(results[0].history.step) == list(range(1, total + 1))

@@ -5,41 +5,34 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from _training import toy_config, write_toy_samples
 
 pytest.importorskip("keras", reason="training needs TensorFlow/Keras: pip install 'climnb[train]'")
 
 from climnb.bundle import load_bundle  # noqa: E402
-from climnb.io.samples import write_samples  # noqa: E402
-from climnb.io.stats import compute_stats, write_stats  # noqa: E402
-from climnb.synthetic import make_dataset  # noqa: E402
 from climnb.train.checkpoint import latest, load_checkpoint  # noqa: E402
 from climnb.train.config import TrainConfig  # noqa: E402
-
-SMALL = {"growth_rate": 6, "initial_filters": 8, "blocks": [1, 1, 2]}
 
 
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory):
     """12 toy sample files (10 train, 1 validation, 1 test: 5 steps of 2 an epoch) and stats."""
-    folder = tmp_path_factory.mktemp("samples")
-    ds, _ = make_dataset(n_time=12, seed=21)
-    write_stats(compute_stats(write_samples(ds, "truth", folder)), folder / "stats.h5")
-    return folder
+    return write_toy_samples(tmp_path_factory.mktemp("samples"), n_time=12, seed=21)
+
+
+# the validations must improve in 10 steps before the wreck: wider than _training.TINY, whose
+# score stays flat that soon
+SMALL = {"growth_rate": 6, "initial_filters": 8, "blocks": [1, 1, 2]}
 
 
 def _config(samples, out, **kw):
     base = dict(
-        data_dir=str(samples),
-        out_dir=str(out),
         model_overrides=SMALL,
-        batch_size=2,
-        threads=1,
-        split_method="random",
         class_weighting="inverse_sqrt",
         lr_decay="none",
         checkpoint_every=1000,
     )
-    return TrainConfig(**{**base, **kw})
+    return toy_config(samples, out, **{**base, **kw})
 
 
 def _weights(bundle) -> list[np.ndarray]:
@@ -85,8 +78,8 @@ def test_the_bundle_holds_the_best_validation_weights(wrecked):
 def test_without_keep_best_the_bundle_holds_the_last_step(samples, tmp_path):
     from climnb.train.loop import train
 
-    result = train(_config(samples, tmp_path, epochs=2, keep_best=False))
-    assert load_bundle(result.bundle).extra["weights_step"] == 10
+    result = train(_config(samples, tmp_path, epochs=1, keep_best=False))
+    assert load_bundle(result.bundle).extra["weights_step"] == 5
     assert not (tmp_path / "best").exists()
     last = load_checkpoint(latest(tmp_path / "checkpoints"))
     for a, b in zip(_weights(result.bundle), last.model_weights, strict=True):

@@ -60,15 +60,11 @@ def test_no_file_no_flags_gives_the_dataclass_defaults():
 
 def test_a_file_asking_30_epochs_batch_8_lr_001_trains_with_them(tmp_path, run_json):
     """Real training from the command line; the bundle records the settings it used."""
-    from climnb.io.samples import write_samples
-    from climnb.io.stats import compute_stats, write_stats
-    from climnb.synthetic import make_dataset
+    from _training import TINY, write_toy_samples
 
-    data = tmp_path / "samples"
-    ds, _ = make_dataset(n_time=20, seed=3)
-    write_stats(compute_stats(write_samples(ds, "truth", data)), data / "stats.h5")
-    settings = {**FILE, "model_overrides": {"growth_rate": 6, "initial_filters": 8}}
-    settings["split_method"] = "random"  # 16 training files of 20
+    data = write_toy_samples(tmp_path / "samples", n_time=12, seed=3)
+    settings = {**FILE, "model_overrides": TINY}
+    settings["split_method"] = "random"  # 10 training files of 12: one batch of 8
     run_json.write_text(json.dumps(settings))
     out = tmp_path / "run"
     argv = ["train", "--config", str(run_json), "--data", str(data), "--out", str(out)]

@@ -4,21 +4,17 @@ checkpoint without training; a bundle records the model overrides, so it predict
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 
 import numpy as np
 import pytest
+from _training import TINY, config_file, write_toy_samples
 
 pytest.importorskip("keras", reason="training needs TensorFlow/Keras: pip install 'climnb[train]'")
 
 from climnb.bundle import load_bundle  # noqa: E402
 from climnb.cli import main  # noqa: E402
-from climnb.io.samples import write_samples  # noqa: E402
-from climnb.io.stats import compute_stats, write_stats  # noqa: E402
 from climnb.synthetic import make_dataset  # noqa: E402
-
-OVERRIDES = {"growth_rate": 6, "initial_filters": 8}
 
 
 def _digest(folder) -> dict[str, str]:
@@ -33,11 +29,8 @@ def _digest(folder) -> dict[str, str]:
 def run(tmp_path_factory):
     """A finished two-step run with model overrides, and its argv."""
     root = tmp_path_factory.mktemp("rerun")
-    data = root / "samples"
-    ds, _ = make_dataset(n_time=20, seed=5)
-    write_stats(compute_stats(write_samples(ds, "truth", data)), data / "stats.h5")
-    config = root / "config.json"
-    config.write_text(json.dumps({"model_overrides": OVERRIDES, "split_method": "random"}))
+    data = write_toy_samples(root / "samples", n_time=20, seed=5)
+    config = config_file(root / "config.json")
     argv = [
         "train", "--data", str(data), "--out", str(root / "run"), "--config", str(config),
         "--max-steps", "2", "--batch-size", "2", "--threads", "1", "--epochs", "1",
@@ -77,7 +70,7 @@ def test_bundle_records_overrides_and_predicts_on_another_grid(run):
 
     out, _ = run
     bundle = load_bundle(out / "model")
-    assert bundle.overrides == OVERRIDES
+    assert bundle.overrides == TINY
     other, _ = make_dataset(n_time=2, n_lat=64, n_lon=160, seed=9)  # not the training grid
     pred = predict(bundle, other).load()
     assert pred.shape == (2, 64, 160)

@@ -9,38 +9,21 @@ import zipfile
 import h5py
 import numpy as np
 import pytest
+from _training import TINY, config_file, toy_config, write_toy_samples
 
 from climnb.cli import main
-from climnb.io.samples import DATA, write_samples
-from climnb.io.stats import compute_stats, write_stats
+from climnb.io.samples import DATA
 from climnb.synthetic import make_dataset
 from climnb.train.checkpoint import CheckpointError, latest, load_checkpoint, load_latest
-from climnb.train.config import TrainConfig
-
-SMALL = {"growth_rate": 6, "initial_filters": 8}
 
 
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("samples")
-    ds, _ = make_dataset(n_time=20, seed=5)
-    write_stats(compute_stats(write_samples(ds, "truth", folder)), folder / "stats.h5")
-    return folder
+    return write_toy_samples(tmp_path_factory.mktemp("samples"), n_time=20, seed=5)
 
 
 def _config(data, out, **kw):
-    base = dict(
-        data_dir=str(data),
-        out_dir=str(out),
-        model_overrides=SMALL,
-        batch_size=2,
-        epochs=1,
-        threads=1,
-        checkpoint_every=1,
-        keep_checkpoints=3,
-        split_method="random",
-    )
-    return TrainConfig(**{**base, **kw})
+    return toy_config(data, out, **{"checkpoint_every": 1, "keep_checkpoints": 3, **kw})
 
 
 def test_one_nan_sample_stops_training_naming_step_and_file(samples, tmp_path, capsys):
@@ -59,10 +42,7 @@ def test_one_nan_sample_stops_training_naming_step_and_file(samples, tmp_path, c
         f[DATA][10, 20, 0] = np.nan
     argv = ["train", "--data", str(data), "--out", config.out_dir, "--threads", "1"]
     argv += ["--batch-size", "2", "--epochs", "1", "--checkpoint-every", "1"]
-    argv += ["--config", str(tmp_path / "c.json")]
-    (tmp_path / "c.json").write_text(
-        '{"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "split_method": "random"}'
-    )
+    argv += ["--config", str(config_file(tmp_path / "c.json"))]
     assert main(argv) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
@@ -187,11 +167,15 @@ def test_a_label_out_of_range_is_refused_naming_the_file(samples, tmp_path, caps
     for path in data.glob("data-*.h5"):
         with h5py.File(path, "r+") as f:
             f[LABELS][10, 10] = 7
-    (tmp_path / "c.json").write_text(
-        '{"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "split_method": "random"}'
-    )
     argv = ["train", "--data", str(data), "--out", str(tmp_path / "run"), "--threads", "1"]
-    argv += ["--batch-size", "2", "--max-steps", "1", "--config", str(tmp_path / "c.json")]
+    argv += [
+        "--batch-size",
+        "2",
+        "--max-steps",
+        "1",
+        "--config",
+        str(config_file(tmp_path / "c.json")),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
@@ -212,7 +196,7 @@ def test_the_sample_set_as_run_folder_is_refused_before_any_work(samples, tmp_pa
 
 # --- one rank's bad file stops every rank (climnb.train.together) ---------------------------
 
-_SETTINGS = {"model_overrides": SMALL, "read_workers": 0}
+_SETTINGS = {"model_overrides": TINY, "read_workers": 0}
 
 
 def _mpirun_train(tmp_path, env, *argv, timeout=240):

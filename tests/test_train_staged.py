@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+from _training import TINY
 
 from climnb.io.sampleset import StagedSet, write_sample_set
 from climnb.staging import StagingConfig, stage
@@ -46,7 +47,7 @@ def test_two_nodes_train_from_their_staged_copies_only(tmp_path, mpi_env):
     assert all(len(s.files("train")) == 6 for s in staged)
     shared.rename(tmp_path / "moved-away")  # from here on, the shared set does not exist
 
-    settings = {"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "read_workers": 0}
+    settings = {"model_overrides": TINY, "read_workers": 0}
     (tmp_path / "run.json").write_text(json.dumps(settings))
     script = tmp_path / "rank.py"
     script.write_text(RANK)
@@ -82,9 +83,7 @@ def test_stage_first_then_train_in_one_command(tmp_path, mpi_env):
     ds, _ = make_dataset(n_time=40, seed=9)
     write_sample_set(ds, "truth", shared)
     pattern = str(local / "node{node}")
-    (tmp_path / "run.json").write_text(
-        '{"model_overrides": {"growth_rate": 6, "initial_filters": 8}}'
-    )
+    (tmp_path / "run.json").write_text(json.dumps({"model_overrides": TINY}))
     argv = ["train", "--data", str(shared), "--staged", pattern, "--ranks-per-node", "1"]
     argv += ["--stage-first", "--samples-per-rank", "4", "--out", str(out), "--epochs", "1"]
     argv += ["--batch-size", "2", "--threads", "1", "--config", str(tmp_path / "run.json")]

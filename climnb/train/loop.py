@@ -540,9 +540,11 @@ class _Run:
             self.best = state.get("best")
             self.since_best = int(state.get("since_best", 0))
             self.early_stopped = bool(state.get("early_stopped", False))
-        # identical start on every rank: weights and optimiser state from rank 0
-        self.hvd.broadcast_variables([v.value for v in self.model.variables], root_rank=0)
-        self.hvd.broadcast_variables([v.value for v in self.optimizer.variables], root_rank=0)
+        # identical start on every rank: weights and optimiser state from rank 0 (alone, there
+        # is nothing to send, and Horovod would still trace a broadcast graph: ~1 s of CPU)
+        if self.size > 1:
+            self.hvd.broadcast_variables([v.value for v in self.model.variables], root_rank=0)
+            self.hvd.broadcast_variables([v.value for v in self.optimizer.variables], root_rank=0)
 
     def _compile_step(self):
         hvd, tf = self.hvd, self.tf
