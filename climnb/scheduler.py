@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
+import threading
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,7 @@ def dask_client(scheduler: str = "local", **options):
         }
         return _owning(Client(LocalCluster(**options)))
     if scheduler == "slurm":
-        from dask_jobqueue import SLURMCluster
+        SLURMCluster = _import_slurm_cluster()
 
         jobs = options.pop("jobs", 1)
         cluster = SLURMCluster(**options)
@@ -142,3 +144,16 @@ def _listen_now(client, bar):
 
     display(bar.widget)
     return asyncio.run_coroutine_threadsafe(bar.listen(), client.loop.asyncio_loop)
+
+
+def _import_slurm_cluster():
+    """dask-jobqueue's SLURMCluster, with Ctrl-C left as it was: importing dask_jobqueue
+    (its runner module) sets SIGINT to ``sys.exit()``, which would end ``climnb label`` with
+    status 0 and stop a kernel's interrupt from raising KeyboardInterrupt."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if main else None
+    from dask_jobqueue import SLURMCluster
+
+    if main and before is not None and signal.getsignal(signal.SIGINT) is not before:
+        signal.signal(signal.SIGINT, before)
+    return SLURMCluster

@@ -39,19 +39,21 @@ def browser_missing() -> str | None:
     return None
 
 
+#: SIGINT's handler when the tests began (Python's KeyboardInterrupt).
+_SIGINT = signal.getsignal(signal.SIGINT)
+
+
 @pytest.fixture(autouse=True)
 def _sigint_kept():
-    """A test that leaves SIGINT ignored in this process makes every command started later
-    deaf to Ctrl-C (an ignored signal survives exec): put the handler back and say which
-    test it was (seen once: tests/test_interrupt.py failed after other modules)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.getsignal(signal.SIGINT)
+    """A test that leaves SIGINT changed (ignored: every command started later would be deaf
+    to Ctrl-C, since an ignored signal survives exec; or a library's own handler) changes the
+    tests after it: put back the handler the tests began with and say which test it was."""
     yield
+    if threading.current_thread() is not threading.main_thread():
+        return
     after = signal.getsignal(signal.SIGINT)
-    if after is not before:
-        signal.signal(signal.SIGINT, before)
+    if after is not _SIGINT:
+        signal.signal(signal.SIGINT, _SIGINT)
         warnings.warn(f"this test left SIGINT's handler at {after!r}; put back", stacklevel=1)
 
 

@@ -3,6 +3,9 @@ long lazily opened series, the same labels as the local scheduler. (SLURMCluster
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -129,3 +132,17 @@ def test_label_command_on_a_local_cluster_writes_what_the_local_scheduler_writes
     assert main(bad) == 2
     assert "scheduler must be 'local', 'slurm' or an address" in capsys.readouterr().err
     assert not (folder / "x.nc").exists()
+
+
+def test_importing_dask_jobqueue_leaves_ctrl_c_alone():
+    """dask_jobqueue sets SIGINT to sys.exit() as it is imported: ``--scheduler slurm`` would
+    turn Ctrl-C into exit status 0. climnb imports it with the handler put back."""
+    code = (
+        "import signal\n"
+        "from climnb.scheduler import _import_slurm_cluster\n"
+        "_import_slurm_cluster()\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "True"

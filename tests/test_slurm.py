@@ -266,6 +266,7 @@ def test_a_pending_job_times_out_naming_the_job_and_its_reason(slurm):
 def test_a_job_sbatch_refuses_says_why(slurm):
     with pytest.raises(EngineStartError, match="nosuchpartition|invalid partition"):
         Engines(n=2, launcher="sbatch", partition="nosuchpartition", timeout=20).start()
+
     # the controller, stopped while still starting, leaves nothing behind (it once left its
     # schedulers running): they carry this test's name in their environment
     def ours(proc):
