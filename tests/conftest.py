@@ -89,22 +89,23 @@ def mpi_environ(mpi_env, monkeypatch):
     return mpi_env
 
 
-#: Seconds each slow module took (summed phases, 2 xdist workers on the idle 2-core machine;
-#: the browser's with notebook 06 added), for ordering a first run; later runs use what the
-#: last run measured (pytest's cache). test_notebooks executes nothing when the browser runs.
+#: Seconds each slow module took (summed phases, 2 xdist workers, idle 2-core machine, run of
+#: 2026-11-26 03:07), for ordering a first run; later runs use what the last run measured
+#: (pytest's cache). test_notebooks executes nothing when the browser runs.
 MODULE_SECONDS = {
-    "test_browser.py": 470,
-    "test_slurm.py": 334,
-    "test_train.py": 279,
-    "test_train_safety.py": 102,
-    "test_train_staged.py": 101,
-    "test_bad_input.py": 90,
-    "test_cluster.py": 87,
-    "test_staging.py": 76,
-    "test_models_training.py": 68,
-    "test_install.py": 66,
-    "test_scheduler.py": 61,
-    "test_sampleset.py": 57,
+    "test_browser.py": 346,
+    "test_slurm.py": 186,
+    "test_train.py": 156,
+    "test_bad_input.py": 98,
+    "test_cluster.py": 58,
+    "test_staging.py": 56,
+    "test_train_safety.py": 48,
+    "test_expert_samples.py": 47,
+    "test_train_staged.py": 45,
+    "test_sampleset.py": 43,
+    "test_install.py": 41,
+    "test_notebooks.py": 36,
+    "test_label_parallel.py": 36,
 }
 _CACHE_KEY = "climnb/test-seconds"
 _measured: dict[str, float] = {}
