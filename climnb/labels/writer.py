@@ -43,6 +43,14 @@ log = logging.getLogger(__name__)
 _ENCODING = {"labels": {"dtype": "u1", "zlib": True}}
 
 
+def _netcdf_encoding(labels: xr.DataArray) -> dict:
+    """One HDF5 chunk a time step, as the labels are written and read. netCDF's default
+    chunks span tens of steps, so writing step by step rewrote (and recompressed) each chunk
+    that many times: a month of full-size labels went 5x slower to NetCDF than to Zarr."""
+    chunks = tuple(1 if d == "time" else n for d, n in zip(labels.dims, labels.shape, strict=True))
+    return {"labels": {**_ENCODING["labels"], "chunksizes": chunks}}
+
+
 def write_labels(
     labels: xr.DataArray,
     events,
@@ -91,7 +99,9 @@ def _write_netcdf(labels, events, out: Path, workers: int, client, progress: boo
     bar = _progress(time_steps(labels), not progress or client is not None)
     with _processes(workers, client), atomic_path(out) as tmp, bar:
         with dask.config.set({"optimization.fuse.active": False}):  # see climnb.store.write
-            write_task = labels.to_dataset().to_netcdf(tmp, compute=False, encoding=_ENCODING)
+            write_task = labels.to_dataset().to_netcdf(
+                tmp, compute=False, encoding=_netcdf_encoding(labels)
+            )
         if client is not None:
             _, table = compute_on(client, write_task, events, progress=progress, notebook=False)
         else:
