@@ -137,8 +137,9 @@ def test_label_command_on_a_local_cluster_writes_what_the_local_scheduler_writes
 def test_importing_dask_jobqueue_leaves_ctrl_c_alone():
     """dask_jobqueue sets SIGINT to sys.exit() as it is imported: ``--scheduler slurm`` would
     turn Ctrl-C into exit status 0. climnb imports it with the handler put back."""
-    code = (
+    code = (  # Ctrl-C as in a terminal: a background job (CI started with &) inherits it ignored
         "import signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from climnb.scheduler import _import_slurm_cluster\n"
         "_import_slurm_cluster()\n"
         "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
