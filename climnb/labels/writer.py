@@ -116,10 +116,6 @@ def _write_netcdf(labels, events, out: Path, workers: int, client, progress: boo
 _STEP_KEY = re.compile(r"(label-step-[0-9a-f]+-\d+)(-[0-9a-f]+)?")
 
 
-def _step_tables(events) -> list[str]:
-    return [k for k in events.__dask_graph__() if isinstance(k, str) and _STEP_KEY.fullmatch(k)]
-
-
 class _StepTables:
     """While a write computes on this process's schedulers, keep the event table each label
     task returns (the label arrays go to the file); :meth:`table` then makes the event table
@@ -147,9 +143,8 @@ class _StepTables:
         from dask._task_spec import DataNode
 
         graph = dict(events.__dask_graph__())
-        for key in _step_tables(events):
-            if key in self.tables:
-                graph[key] = DataNode(key, self.tables[key])
+        for key in [k for k in graph if k in self.tables]:  # the label tasks it kept
+            graph[key] = DataNode(key, self.tables[key])
         (table,) = dask.get(graph, [events.key])
         return table
 
