@@ -560,6 +560,10 @@ class Engines:
         import pandas as pd
 
         view = self.view
+        # Every engine imports TensorFlow before any calls hvd.init: Horovod's Gloo rendezvous
+        # gives up (and ends the engine) when a peer is still importing after its timeout, as
+        # happened on a loaded 2-core machine.
+        view.apply_async(_engine_set_threads, self.threads).get(timeout=self.config.timeout)
         gloo = self._gloo_env() if self.launcher == "local" else [{}] * len(view.targets)
         rows = []
         results = [
@@ -603,6 +607,7 @@ class Engines:
             "HOROVOD_CONTROLLER": "gloo",
             "HOROVOD_CPU_OPERATIONS": "gloo",
             "HOROVOD_GLOO_IFACE": "lo",
+            "HOROVOD_GLOO_TIMEOUT_SECONDS": str(max(30, int(self.config.timeout))),
         }
         return [
             {
@@ -788,12 +793,8 @@ def _reap_children(timeout: float = 15.0) -> None:
         proc.kill()
 
 
-def _engine_init_horovod(threads: int, env: dict[str, str]) -> dict:
-    """Runs on an engine: set threads and Gloo variables, initialise Horovod, describe itself."""
-    import os
-    import socket
-
-    os.environ.update(env)
+def _engine_set_threads(threads: int) -> None:
+    """Runs on an engine: import TensorFlow and set its thread pools (once per process)."""
     import tensorflow as tf
 
     try:
@@ -801,6 +802,15 @@ def _engine_init_horovod(threads: int, env: dict[str, str]) -> dict:
         tf.config.threading.set_inter_op_parallelism_threads(min(2, threads))
     except RuntimeError:  # already initialised by an earlier call: keep its settings
         pass
+
+
+def _engine_init_horovod(threads: int, env: dict[str, str]) -> dict:
+    """Runs on an engine: set the Gloo variables, initialise Horovod, describe itself."""
+    import os
+    import socket
+
+    os.environ.update(env)
+    _engine_set_threads(threads)
     import horovod.tensorflow as hvd
 
     hvd.init()

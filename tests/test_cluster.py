@@ -45,8 +45,13 @@ def _check_allreduce(engines):
 # engines it starts anyway.
 
 
-def test_local_engines_use_gloo_with_rendezvous_here(mpi_environ):
+def test_local_engines_use_gloo_with_rendezvous_here(mpi_environ, monkeypatch):
+    # A peer that comes late to the rendezvous (busy, or still importing TensorFlow on a loaded
+    # machine) once made Gloo give up after its 30 s and end engine 0: here the peer is 4 s late
+    # against a 2 s Gloo timeout inherited from the environment.
+    monkeypatch.setenv("HOROVOD_GLOO_TIMEOUT_SECONDS", "2")
     with Engines(n=2, launcher="local", threads_per_engine=1) as engines:
+        engines.client[engines.view.targets[1]].apply_async(__import__("time").sleep, 4)
         table = engines.init_horovod()
         assert set(table.controller) == {"gloo"} and list(table["rank"]) == [0, 1]
         assert set(table.threads) == {1}
