@@ -323,14 +323,23 @@ def predict_part(folder: Path, paths: list[Path], n_steps: int) -> None:
     from climnb.channels import CHANNEL_NAMES
     from climnb.models import build_model
     from climnb.models.flops import count_flops
+    from climnb.models.precision import BF16_FLAGS, cpu_bf16_flags
 
     files = paths[: max(1, -(-n_steps // STEPS_PER_DAY))]
     print(
         f"\ninference: untrained paper Tiramisu over {len(files) * STEPS_PER_DAY} and "
         f"{max(1, len(files) // 2) * STEPS_PER_DAY} full-size steps, lazily to Zarr"
     )
+    precisions = ["float32"]
+    if cpu_bf16_flags():
+        precisions.append("mixed_bfloat16")
+    else:
+        print(
+            "  mixed_bfloat16 not timed: this CPU has none of "
+            f"{'/'.join(BF16_FLAGS)} (TensorFlow would emulate bfloat16, which times nothing)"
+        )
     with tempfile.TemporaryDirectory(prefix="predict-", dir=folder) as tmp:
-        for precision in ("float32", "mixed_bfloat16"):
+        for precision in precisions:
             mp = precision if precision != "float32" else False
             model = build_model("tiramisu", (*SHAPE, 16), preset="paper", mixed_precision=mp)
             flop = count_flops(model).forward

@@ -211,6 +211,37 @@ def test_mixed_precision_model():
     assert out.dtype == "float32"  # logits cast back for a stable loss
 
 
+def test_latitude_channel_knows_the_hemisphere_on_any_global_grid(tmp_path):
+    from climnb.bundle import load_bundle, save_bundle
+
+    model = build_model("tiramisu", (32, 48, 16), preset="toy", latitude_channel=True)
+    x = np.zeros((2, 32, 48, 16), np.float32)
+    lat = np.asarray(model.get_layer("latitude")(x))[..., -1]
+    assert lat.shape == (2, 32, 48)
+    rows = np.deg2rad(-90 + (np.arange(32) + 0.5) * 180 / 32)  # ascending, cell centres
+    np.testing.assert_allclose(lat[1, :, 7], np.sin(rows), atol=1e-6)
+    assert (lat[:, :16] < 0).all() and (lat[:, 16:] > 0).all()  # south, then north
+    assert model.get_layer("stem_conv").kernel.shape[-2] == 17  # the stem sees 16 + 1
+    # the bundle rebuilds it at another grid: the same weights, the map of that grid
+    bundle = save_bundle(
+        model,
+        tmp_path / "m",
+        channels=[f"c{i}" for i in range(16)],
+        minval=np.zeros(16),
+        maxval=np.ones(16),
+        name="tiramisu",
+        preset="toy",
+        overrides={"latitude_channel": True},
+    )
+    bigger = load_bundle(bundle).model(64, 96)
+    assert np.asarray(
+        bigger.get_layer("latitude")(np.zeros((1, 64, 96, 16), np.float32))
+    ).shape == (1, 64, 96, 17)
+    np.testing.assert_array_equal(
+        bigger.get_layer("stem_conv").kernel.numpy(), model.get_layer("stem_conv").kernel.numpy()
+    )
+
+
 def test_overrides_and_unknown_fields():
     small = build_model("tiramisu", TOY, preset="toy", growth_rate=6)
     assert count_params(small) < count_params(build_model("tiramisu", TOY, preset="toy"))

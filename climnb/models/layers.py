@@ -8,7 +8,7 @@ from functools import cache
 from climnb.models.backend import import_keras, import_tf
 from climnb.models.precision import check_bf16_support, policy_name
 
-__all__ = ["LayerFactory", "fused_batch_norm_layer"]
+__all__ = ["LayerFactory", "fused_batch_norm_layer", "latitude_channel_layer"]
 
 
 @cache
@@ -62,6 +62,40 @@ def fused_batch_norm_layer():
             return y
 
     return FusedBatchNormalization
+
+
+@cache
+def latitude_channel_layer():
+    """A Keras layer that appends ``sin(latitude)`` as one more input channel.
+
+    The rows of a global grid on ascending latitudes (climnb's convention on reading) are at
+    ``-90 + (i + 0.5) * 180 / height`` degrees, so the map follows from the input's height: the
+    same layer serves the training grid and any other global grid at inference. A fully
+    convolutional network cannot tell the hemispheres apart otherwise, and the atmospheric-river
+    rule's "poleward transport" is the sign of ``V850`` times the hemisphere's
+    (CoordConv, Liu et al. 2018). Written by hand: Keras has no coordinate-channel layer.
+    Registered for ``model.keras`` files as ``climnb>LatitudeChannel``.
+    """
+    keras = import_keras()
+    ops = keras.ops
+
+    @keras.saving.register_keras_serializable(package="climnb")
+    class LatitudeChannel(keras.layers.Layer):
+        def get_config(self):  # no settings of its own: the base config (name, dtype) is all
+            return super().get_config()
+
+        def call(self, inputs):
+            shape = ops.shape(inputs)
+            rows = ops.cast(ops.arange(shape[1]), inputs.dtype) + 0.5
+            lat = (rows / ops.cast(shape[1], inputs.dtype) - 0.5) * 3.141592653589793
+            column = ops.reshape(ops.sin(lat), (1, -1, 1, 1))
+            plane = ops.broadcast_to(column, (shape[0], shape[1], shape[2], 1))
+            return ops.concatenate([inputs, ops.cast(plane, inputs.dtype)], axis=-1)
+
+        def compute_output_shape(self, input_shape):
+            return (*input_shape[:-1], None if input_shape[-1] is None else input_shape[-1] + 1)
+
+    return LatitudeChannel
 
 
 class LayerFactory:

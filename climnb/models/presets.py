@@ -57,6 +57,9 @@ class TiramisuConfig:
     weight_decay : L2 factor on convolution kernels; the penalties are in ``model.losses``.
     batch_norm_momentum : momentum of the batch-norm moving statistics used at inference
         (Keras' 0.99 averages over about 100 steps, too slow for a run of a few hundred).
+    latitude_channel : append ``sin(latitude)`` of a global ascending-latitude grid as one more
+        input channel (:func:`climnb.models.layers.latitude_channel_layer`), so that the network
+        knows the hemisphere (which way is poleward).
     """
 
     blocks: tuple[int, ...] = (2, 2, 2, 4, 5)
@@ -68,6 +71,7 @@ class TiramisuConfig:
     dropout: float = 0.2
     weight_decay: float = 1e-4
     batch_norm_momentum: float = 0.99
+    latitude_channel: bool = False
 
     def __post_init__(self):
         if len(self.blocks) < 2 or min(self.blocks) < 1:

@@ -27,7 +27,7 @@ Examples
 
 from __future__ import annotations
 
-from climnb.models.layers import LayerFactory
+from climnb.models.layers import LayerFactory, latitude_channel_layer
 from climnb.models.presets import TiramisuConfig, check_input_shape
 
 __all__ = ["build_tiramisu"]
@@ -81,7 +81,10 @@ def build_tiramisu(
         batch_norm_momentum=config.batch_norm_momentum,
     )
     inputs = mk.keras.Input(shape=(h, w, c), name="fields")
-    x = mk.conv_bn_relu(inputs, config.initial_filters, config.kernel_size, name="stem")
+    x = inputs
+    if config.latitude_channel:
+        x = latitude_channel_layer()(name="latitude", dtype=mk.policy)(x)
+    x = mk.conv_bn_relu(x, config.initial_filters, config.kernel_size, name="stem")
 
     skips = []
     for i, n in enumerate(config.blocks[:-1], start=1):
