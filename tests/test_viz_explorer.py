@@ -171,6 +171,11 @@ def test_fast_explorer_app_moves_and_draws(data, prediction):
     first = app.map_source.data["image"][0].copy()
     assert first.dtype == np.uint32 and first.shape == (96, 144)  # toy grid fits the screen
     assert "PSL (Pa)" in app.map_fig.title.text
+    # the four maps' plot areas are one size, so the grid lines them up (seen in Chromium: the
+    # panel under the channel map had a narrower plot area than its neighbour)
+    maps = (app.map_fig, app.dis_fig, app.lab_fig, app.pred_fig)
+    assert len({(f.frame_width, f.frame_height) for f in maps}) == 1
+    assert app.lab_fig.frame_width > 0
     assert (app.mapper.low, app.mapper.high) == pytest.approx(
         (float(data.PSL[0].min()), float(data.PSL[0].max())), rel=1e-5
     )

