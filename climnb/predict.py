@@ -368,14 +368,19 @@ def predict(
     if probabilities:
         probs = x.map_blocks(
             block,
-            dtype=np.float32,
             chunks=(*x.chunks[:3], (bundle.n_classes,)),
             name=f"predict-{token}",
+            meta=np.empty((0, 0, 0, 0), np.float32),
         )
         classes = probs.argmax(axis=-1).astype(np.uint8)
     else:
         probs = None
-        classes = x.map_blocks(block, dtype=np.uint8, drop_axis=3, name=f"predict-{token}")
+        classes = x.map_blocks(
+            block,
+            drop_axis=3,
+            name=f"predict-{token}",
+            meta=np.empty((0, 0, 0), np.uint8),  # not a forward pass of an empty batch to find it
+        )
     out = _as_xarray(bundle, ds, classes, probs)
     if grid == "input":
         original = source if isinstance(source, xr.Dataset) else _input_grid(source)

@@ -100,7 +100,6 @@ def write(
     path: PathLike,
     *,
     encoding: dict | None = None,
-    also: Sequence = (),
     progress: bool | Callback = False,
     workers: int = 2,
     desc: str = "writing",
@@ -114,14 +113,16 @@ def write(
         file or store is replaced only once the new one is complete.
     encoding : per-variable encoding (``dtype``; ``zlib`` is dropped for Zarr, whose default
         codec compresses).
-    also : further dask collections computed in the same pass (e.g. class counts of the data
-        being written), so that shared tasks run once.
     progress : a tqdm bar over the dask tasks (``True``), or a dask ``Callback`` of one's own.
     workers : dask threads.
 
     Returns
     -------
-    Path, or ``(Path, *results of also)`` when ``also`` is given.
+    Path
+
+    Nothing else should be computed in the same pass from ``ds``'s tasks: xarray's write graph
+    holds copies of them under other names, so they would run twice (a dask callback that keeps
+    the results of the write's own tasks is the way: :mod:`climnb.labels.writer`).
     """
     import dask
     from dask.callbacks import Callback
@@ -132,8 +133,8 @@ def write(
     if zarr:
         for enc in encoding.values():
             enc.pop("zlib", None)
-    # no fusing as the writes are built: a fused chain runs under a new name, so no task of
-    # ``also`` or a callback (:mod:`climnb.labels.writer`) could see the ones it holds
+    # no fusing as the writes are built: a fused chain runs under a new name, so no callback
+    # (:mod:`climnb.labels.writer`) could see the tasks it holds
     with _target(path, zarr) as tmp, dask.config.set({"optimization.fuse.active": False}):
         if zarr:
             delayed = ds.to_zarr(
@@ -150,9 +151,9 @@ def write(
         with dask.config.set(scheduler="threads", num_workers=max(1, workers)):
             bar = progress if isinstance(progress, Callback) else _bar(desc, bool(progress))
             with bar:
-                _, *results = dask.compute(delayed, *also, optimize_graph=False)
+                dask.compute(delayed, optimize_graph=False)
     log.info("wrote %s", path)
-    return (path, *results) if also else path
+    return path
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ computed in NumPy, so padding, cropping, normalisation and grid handling are che
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -296,9 +297,20 @@ def test_no_time_steps_is_an_error(pointwise, data):
 
 @pytest.mark.parametrize("suffix", [".nc", ".zarr"])
 def test_cli_streams_to_netcdf_or_zarr_on_the_input_grid(
-    pointwise, data, stats, tmp_path, capsys, suffix
+    pointwise, data, stats, tmp_path, capsys, suffix, monkeypatch
 ):
-    """Input -180..180 with descending latitude (as a Zarr store): the output keeps that grid."""
+    """Input -180..180 with descending latitude (as a Zarr store): the output keeps that grid.
+    Each batch's forward pass runs once (the class shares printed beside the write once ran
+    every batch twice)."""
+    import climnb.predict
+
+    batches, real = [], climnb.predict.predict_batch
+
+    def counted(bundle, x, **kwargs):
+        batches.append(x.shape[0])
+        return real(bundle, x, **kwargs)
+
+    monkeypatch.setattr(climnb.predict, "predict_batch", counted)
     flipped = data.isel(lat=slice(None, None, -1)).roll(lon=72, roll_coords=True)
     flipped = flipped.assign_coords(lon=(flipped.lon + 180) % 360 - 180)
     flipped = flipped.rename(lat="latitude", lon="longitude").drop_vars("truth")
@@ -307,7 +319,15 @@ def test_cli_streams_to_netcdf_or_zarr_on_the_input_grid(
     out = tmp_path / f"out{suffix}"
     argv = ["predict", "--model", str(pointwise), str(src), "--out", str(out)]
     assert main([*argv, "--batch-size", "2", "--probabilities", "--no-progress"]) == 0
-    assert "5 steps segmented" in capsys.readouterr().out
+    assert sorted(batches) == [1, 2, 2]  # 5 steps in batches of 2, each run once
+    printed = capsys.readouterr().out
+    assert "5 steps segmented" in printed
+    shares = dict(re.findall(r"(\w+) ([\d.]+)%", printed))
+    want = np.bincount(expected(data, stats).ravel(), minlength=3) / expected(data, stats).size
+    for name, share in zip(
+        ["background", "tropical_cyclone", "atmospheric_river"], want, strict=True
+    ):
+        assert float(shares[name]) == pytest.approx(100 * share, abs=0.006)
     opened = xr.open_zarr(out, consolidated=False) if suffix == ".zarr" else xr.open_dataset(out)
     with opened as saved:
         assert saved.prediction.dtype == np.uint8

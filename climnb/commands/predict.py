@@ -71,16 +71,17 @@ def run(args) -> int:
     encoding = {"prediction": {"dtype": "u1", "zlib": True}}
     if "probability" in ds:
         encoding["probability"] = {"zlib": True}
-    counts = [(ds.prediction == k).sum().data for k in range(bundle.n_classes)]
-    _, *counts = write(
+    write(
         ds,
         out,
         encoding=encoding,
-        also=counts,
         progress=not args.no_progress,
         workers=args.workers,
         desc="predict",
     )
+    # counted from what was written (one uint8 pass): counted beside the write, every step's
+    # forward pass ran twice, as xarray's write graph holds copies of the tasks under new names
+    counts = _class_counts(out, bundle.n_classes)
     total = max(sum(int(c) for c in counts), 1)
     shares = ", ".join(
         f"{n} {100 * int(c) / total:.2f}%" for n, c in zip(bundle.class_names, counts, strict=True)
@@ -90,3 +91,15 @@ def run(args) -> int:
         f"-> {out}\n  {shares}"
     )
     return 0
+
+
+def _class_counts(path, n_classes: int) -> list[int]:
+    """Pixels of each class in the ``prediction`` of a written NetCDF file or Zarr store."""
+    import dask
+    import xarray as xr
+
+    zarr = str(path).endswith(".zarr")
+    opened = xr.open_zarr(path, consolidated=False) if zarr else xr.open_dataset(path, chunks={})
+    with opened as ds:
+        pred = ds.prediction.data
+        return [int(c) for c in dask.compute(*[(pred == k).sum() for k in range(n_classes)])]
