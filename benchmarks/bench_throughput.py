@@ -18,14 +18,15 @@ steps, all 16 channels. Then measures, in the same run:
   bytes), decoding (climnb's opener on top of that: names, units, lazy arrays to numpy),
   labelling (:func:`climnb.labels.label_step`) and writing (one uint8 step, compressed, as the
   label writer does);
-* **inference** (``--only predict``): ``climnb predict``'s lazy path (``predict`` then
-  :func:`climnb.store.write` to Zarr) of an untrained paper-size Tiramisu bundle (the cost does
-  not depend on the weights) over the first ``--predict-steps`` steps, float32 and
-  mixed_bfloat16: steps/s, forward FLOP/s (analytic count, :func:`climnb.models.flops`)
-  against a 4096^3 GEMM of the same precision timed just before, the share of the time the
-  network is not computing (the end-to-end time against the same forward passes on arrays
-  already in memory: reading, normalising and writing, an upper bound of the wait for input)
-  and peak memory for half and all of those steps.
+* **inference** (``--only predict``): the real ``climnb predict --batch-size 1 --workers 2``
+  (lazy, to Zarr; ``--predict-workers``) of an untrained paper-size Tiramisu bundle (the cost
+  does not depend on the weights; ``--predict-preset toy`` for a quick check) over the first
+  ``--predict-steps`` steps and half of them, in float32, and in mixed_bfloat16 where the CPU
+  has native bfloat16: steps/s; the forward pass alone (on an array in memory, after a
+  warm-up) in FLOP/s (analytic count, :func:`climnb.models.flops`) against a 4096^3 GEMM of the
+  same precision timed just before; the share of the command's time in which no forward pass
+  ran (the union of the network's busy intervals, recorded around every batch inside the real
+  command: the wait for input, start-up and writing included) and the peak memory of both runs.
 
     .venv/bin/python benchmarks/bench_throughput.py [--dir /var/tmp/climnb-month] [--days 30]
         [--only write,raw,label,breakdown,predict] [--predict-steps 8]
