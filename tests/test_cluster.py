@@ -5,35 +5,24 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 
 import psutil
 import pytest
+from _engines import fake_slurm_allocation, no_engine_processes_left
 
 from climnb._watchdog import is_engine_process
 from climnb.cluster import (
     Engines,
     EngineStartError,
     SessionLimits,
-    SlurmAllocation,
     detect_launcher,
 )
 
 pytestmark = [pytest.mark.horovod, pytest.mark.slow]
-
-
-def _no_engine_processes_left():
-    left = [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "ipyparallel" in " ".join(p.cmdline())
-    ]
-    assert not left, left
 
 
 def _check_allreduce(engines):
@@ -56,63 +45,19 @@ def test_local_engines_use_gloo_with_rendezvous_here(mpi_environ, monkeypatch):
         assert set(table.controller) == {"gloo"} and list(table["rank"]) == [0, 1]
         assert set(table.threads) == {1}
         _check_allreduce(engines)
-    _no_engine_processes_left()
-
-
-FAKE_SRUN = textwrap.dedent(
-    """\
-    #!/bin/bash
-    # A stand-in for Slurm's srun: records its arguments, then starts the tasks with mpiexec.
-    if [[ $1 == --mpi=list ]]; then
-        printf 'MPI plugin types are...\\n\\tnone\\n\\tpmix\\n'; exit
-    fi
-    printf '%s\\n' "$*" >> {log}
-    n=1; args=()
-    while [[ $# -gt 0 ]]; do
-        case $1 in
-            -n|--ntasks) n=$2; shift 2;;
-            --ntasks-per-node=*|--cpus-per-task=*|--kill-on-bad-exit=*|--mpi=*) shift;;
-            *) args+=("$1"); shift;;
-        esac
-    done
-    exec mpiexec --oversubscribe --bind-to none -n "$n" "${{args[@]}}"
-    """
-)
+    no_engine_processes_left()
 
 
 @pytest.fixture
 def fake_slurm(tmp_path, mpi_environ, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "srun.log"
-    srun = bin_dir / "srun"
-    srun.write_text(FAKE_SRUN.format(log=shlex.quote(str(log))))
-    srun.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{mpi_environ['PATH']}")
-    monkeypatch.setenv("SLURM_JOB_ID", "4242")
-    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")
-    monkeypatch.setenv("SLURM_NTASKS", "2")
-    monkeypatch.setenv("SLURM_CPUS_ON_NODE", "2")
-    if os.geteuid() == 0:
-        monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    return log
+    return fake_slurm_allocation(tmp_path, mpi_environ, monkeypatch)
 
 
-@pytest.mark.mpi
-def test_slurm_allocation_uses_srun(fake_slurm):
-    assert detect_launcher() == "slurm"
-    assert SlurmAllocation.from_env() == SlurmAllocation("4242", 1, 2, 2)
-    with Engines() as engines:  # everything from the allocation
-        assert engines.launcher == "slurm" and engines.n == 2 and engines.threads == 1
-        table = engines.init_horovod()
-        assert list(table["rank"]) == [0, 1]
-    recorded = fake_slurm.read_text().split()
-    assert recorded[:2] == ["-n", "2"]
-    assert "--ntasks-per-node=2" in recorded and "--cpus-per-task=1" in recorded
-    assert "--mpi=pmix" in recorded, "OpenMPI ranks need Slurm's PMIx where it offers it"
-    assert any("ipyparallel" in word or "ipengine" in word for word in recorded)
-    _no_engine_processes_left()
+# Engines inside a Slurm allocation (detected, sized from it, started with srun and the right
+# arguments, running Horovod): asserted by test_train.py's
+# test_engines_train_with_dashboard_and_recover_from_a_killed_engine, whose second engines start
+# in this fake allocation (this was test_slurm_allocation_uses_srun, which paid for two more
+# engines loading TensorFlow).
 
 
 def test_allocation_too_small_says_so(fake_slurm):
@@ -129,7 +74,7 @@ def test_engines_that_never_register_fail_clearly(tmp_path, mpi_environ, monkeyp
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{mpi_environ['PATH']}")
     with pytest.raises(EngineStartError, match=r"did not start within 15 s.*Check that `mpiexec"):
         Engines(n=2, launcher="mpi", timeout=15).start()
-    _no_engine_processes_left()
+    no_engine_processes_left()
 
 
 def test_detects_local_without_mpi(tmp_path):

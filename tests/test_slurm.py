@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _training import TINY
 from slurm_cluster import slurm  # noqa: F401  (the session fixture, used by name)
 
 from climnb.cluster import (
@@ -77,14 +78,14 @@ def samples(tmp_path_factory):
 
 
 INSIDE_ALLOCATION = """
-import json, os, signal, sys, time
+import ast, json, os, signal, sys, time
 from climnb.cluster import Engines, EnginesLostError
 from climnb.train.config import TrainConfig
 from climnb.train.engines import train_on_engines
 
 config = TrainConfig(data_dir=sys.argv[1], out_dir=sys.argv[2], batch_size=2, max_steps=2,
                      split_method="random",
-                     threads=1, model_overrides={"growth_rate": 6, "initial_filters": 8})
+                     threads=1, model_overrides=ast.literal_eval(sys.argv[3]))
 t0 = time.perf_counter()
 with Engines() as engines:
     ready = time.perf_counter() - t0
@@ -114,8 +115,9 @@ print("RESULT " + json.dumps(out), flush=True)
 @pytest.mark.horovod
 @pytest.mark.mpi
 def test_engines_inside_salloc_train_with_horovod_over_mpi(slurm, samples, tmp_path):
+    script = [PY, "-c", INSIDE_ALLOCATION, str(samples), str(tmp_path / "run"), repr(TINY)]
     out = subprocess.run(
-        ["salloc", "-n", "2", PY, "-c", INSIDE_ALLOCATION, str(samples), str(tmp_path / "run")],
+        ["salloc", "-n", "2", *script],
         env=_env(slurm),
         capture_output=True,
         text=True,
@@ -196,7 +198,7 @@ def test_srun_stage_and_train_as_the_readme_says(slurm, samples, tmp_path):
 
 def _small_config(folder):
     path = folder / "small.json"
-    path.write_text('{"model_overrides": {"growth_rate": 6, "initial_filters": 8}}')
+    path.write_text(json.dumps({"model_overrides": TINY}))
     return path
 
 

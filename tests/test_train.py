@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -11,9 +10,9 @@ import time
 
 import numpy as np
 import pandas as pd
-import psutil
 import pytest
-from _training import config_file, toy_config, write_toy_samples
+from _engines import check_srun_recorded, fake_slurm_allocation, no_engine_processes_left
+from _training import toy_config, write_toy_samples
 
 from climnb.train.checkpoint import latest, load_checkpoint
 from climnb.train.config import TrainConfig
@@ -132,44 +131,10 @@ def test_damaged_checkpoint_is_named(tmp_path):
 # --- two ranks over MPI -----------------------------------------------------------------------
 
 
-@pytest.mark.mpi
-@pytest.mark.horovod
-def test_two_mpi_ranks_end_with_identical_weights(samples, tmp_path, mpi_env):
-    # each rank's stdout in its own file: mpirun's merged stdout may interleave the ranks' lines
-    logs = tmp_path / "logs"
-    cmd = [
-        "mpirun",
-        "-np",
-        "2",
-        "--bind-to",
-        "none",
-        "--output-filename",
-        str(logs),
-        sys.executable,
-        "-m",
-        "climnb",
-        "train",
-        "--data",
-        str(samples),
-        "--out",
-        str(tmp_path),
-        "--epochs",
-        "1",
-        "--threads",
-        "1",
-        "--batch-size",
-        "2",
-    ]
-    config = config_file(tmp_path / "config.json")
-    out = subprocess.run(
-        [*cmd, "--config", str(config)], capture_output=True, text=True, env=mpi_env, timeout=600
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    stdout = "\n".join(f.read_text() for f in sorted(logs.glob("*/rank.*/stdout")))
-    ranks = dict(re.findall(r"rank (\d) of 2: 4 steps, loss \S+, weights (\w+)", stdout))
-    assert set(ranks) == {"0", "1"}, stdout
-    assert ranks["0"] == ranks["1"], "weights differ between ranks"
-    assert (tmp_path / "model" / "climnb.json").exists()
+# Two ranks of `climnb train` under mpirun ending with identical weights: asserted by
+# test_train_staged.py's test_stage_first_then_train_in_one_command, on the run it pays for anyway
+# (this was test_two_mpi_ranks_end_with_identical_weights, one more two-rank run); the engines
+# below train over MPI without staging and compare their weights too.
 
 
 # --- engines ----------------------------------------------------------------------------------
@@ -179,19 +144,26 @@ def test_two_mpi_ranks_end_with_identical_weights(samples, tmp_path, mpi_env):
 @pytest.mark.horovod
 @pytest.mark.slow
 def test_engines_train_with_dashboard_and_recover_from_a_killed_engine(
-    samples, tmp_path, mpi_environ, capsys
+    samples, tmp_path, mpi_environ, monkeypatch, capsys
 ):
-    from climnb.cluster import Engines
+    from climnb.cluster import Engines, SlurmAllocation, detect_launcher
     from climnb.train.engines import TrainingError, train_on_engines
     from climnb.train.loop import plan
     from climnb.viz.dashboard import TrainingDashboard
 
-    config = _config(samples, tmp_path, epochs=6, checkpoint_every=2)
+    config = _config(samples, tmp_path / "run", epochs=4, checkpoint_every=2)
     total = plan(config, 2)["total_steps"]
-    assert total == 6 * 4
-    # 1. an engine dies mid-run: the error shows within seconds and the engines are stopped
+    assert total == 4 * 4
+    # 1. an engine dies mid-run: the error shows within seconds and the engines are stopped.
+    # These engines also show what MPI engines are (this was test_cluster.py's
+    # test_mpi_engines_run_horovod, which paid for two more engines loading TensorFlow).
     with Engines(n=2, launcher="mpi", threads_per_engine=1) as engines:
         table = engines.init_horovod()
+        assert list(table["rank"]) == [0, 1] and set(table["size"]) == {2}
+        assert list(table.engine_id) == list(table["rank"]), "MPI engine id is the rank"
+        assert set(table.controller) == {"mpi"}
+        assert list(table.columns[:5]) == ["rank", "local_rank", "size", "host", "engine_id"]
+        assert engines.check_allreduce() == [3.0, 3.0]
         victim = int(table.loc[table["rank"] == 1, "pid"].iloc[0])
         dash = TrainingDashboard(config, total, interactive=False, print_every=0)
         killed = {}
@@ -206,24 +178,26 @@ def test_engines_train_with_dashboard_and_recover_from_a_killed_engine(
             train_on_engines(engines, config, on_update=kill_after_checkpoint, poll=0.2)
         assert time.monotonic() - killed["at"] < 30
         assert engines.client is None, "engines stopped"
-    done_before = load_checkpoint(latest(tmp_path / "checkpoints")).state["step"]
+    done_before = load_checkpoint(latest(config.out / "checkpoints")).state["step"]
     assert done_before >= 4
     assert "step " in capsys.readouterr().out  # printed progress when not interactive
+    no_engine_processes_left()
     # 2. new engines resume from the last checkpoint and finish; weights agree on both ranks.
-    # These engines also show what MPI engines are (this was test_cluster.py's
-    # test_mpi_engines_run_horovod, which paid for two more engines loading TensorFlow).
-    with Engines(n=2, launcher="mpi", threads_per_engine=1) as engines:
+    # They start inside a Slurm allocation (a stand-in srun, see _engines.py), which Engines
+    # detects and sizes itself from (this was test_cluster.py's test_slurm_allocation_uses_srun,
+    # which paid for two more engines loading TensorFlow).
+    srun_log = fake_slurm_allocation(tmp_path / "slurm", mpi_environ, monkeypatch)
+    assert detect_launcher() == "slurm"
+    assert SlurmAllocation.from_env() == SlurmAllocation("4242", 1, 2, 2)
+    with Engines() as engines:  # everything from the allocation
+        assert engines.launcher == "slurm" and engines.n == 2 and engines.threads == 1
         table = engines.init_horovod()
         assert list(table["rank"]) == [0, 1] and set(table["size"]) == {2}
-        assert list(table.engine_id) == list(table["rank"]), "MPI engine id is the rank"
-        assert set(table.controller) == {"mpi"}
-        assert list(table.columns[:5]) == ["rank", "local_rank", "size", "host", "engine_id"]
-        assert engines.check_allreduce() == [3.0, 3.0]
+        assert list(table.engine_id) == list(table["rank"]) and set(table.controller) == {"mpi"}
         dash = TrainingDashboard(config, total, interactive=False)
         results = train_on_engines(engines, config, on_update=dash.update)
-    children = psutil.Process().children(recursive=True)
-    left = [p for p in children if "ipyparallel" in " ".join(p.cmdline())]
-    assert not left, f"engine processes left: {left}"
+    check_srun_recorded(srun_log)
+    no_engine_processes_left()
     assert [r.rank for r in results] == [0, 1]
     assert results[0].checksum == results[1].checksum
     assert list(results[0].history.step) == list(range(1, total + 1))

@@ -8,6 +8,7 @@ every file it opens, to show each rank read its own node's copies and nothing el
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -52,7 +53,7 @@ def test_two_nodes_train_from_their_staged_copies_only(tmp_path, mpi_env):
     script = tmp_path / "rank.py"
     script.write_text(RANK)
     argv = ["train", "--data", str(shared), "--staged", pattern, "--ranks-per-node", "1"]
-    argv += ["--out", str(out), "--epochs", "2", "--batch-size", "2", "--threads", "1"]
+    argv += ["--out", str(out), "--epochs", "1", "--batch-size", "2", "--threads", "1"]
     argv += ["--config", str(tmp_path / "run.json")]
     proc = subprocess.run(
         ["mpirun", "-np", "2", "--bind-to", "none", sys.executable, str(script), str(tmp_path)]
@@ -65,7 +66,7 @@ def test_two_nodes_train_from_their_staged_copies_only(tmp_path, mpi_env):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "model" / "climnb.json").exists()
     history = (out / "history.csv").read_text().splitlines()
-    assert len(history) == 1 + 2 * 3  # 6 staged files per rank, batch 2, 2 epochs
+    assert len(history) == 1 + 3  # 6 staged files per rank, batch 2
     for rank in (0, 1):
         opened = json.loads((tmp_path / f"opened-{rank}.json").read_text())
         assert not [p for p in opened if p.startswith(str(shared))], "opened the shared set"
@@ -79,6 +80,9 @@ def test_two_nodes_train_from_their_staged_copies_only(tmp_path, mpi_env):
 @pytest.mark.mpi
 @pytest.mark.horovod
 def test_stage_first_then_train_in_one_command(tmp_path, mpi_env):
+    """``climnb train --stage-first`` over two MPI ranks: each stages its node, then both train
+    and end with identical weights (this was also test_train.py's
+    test_two_mpi_ranks_end_with_identical_weights, which paid for one more two-rank run)."""
     shared, local, out = tmp_path / "shared", tmp_path / "local", tmp_path / "run"
     ds, _ = make_dataset(n_time=40, seed=9)
     write_sample_set(ds, "truth", shared)
@@ -87,8 +91,11 @@ def test_stage_first_then_train_in_one_command(tmp_path, mpi_env):
     argv = ["train", "--data", str(shared), "--staged", pattern, "--ranks-per-node", "1"]
     argv += ["--stage-first", "--samples-per-rank", "4", "--out", str(out), "--epochs", "1"]
     argv += ["--batch-size", "2", "--threads", "1", "--config", str(tmp_path / "run.json")]
+    # each rank's stdout in its own file: mpirun's merged stdout may interleave the ranks' lines
+    logs = tmp_path / "logs"
+    mpirun = ["mpirun", "-np", "2", "--bind-to", "none", "--output-filename", str(logs)]
     proc = subprocess.run(
-        ["mpirun", "-np", "2", "--bind-to", "none", sys.executable, "-m", "climnb", *argv],
+        [*mpirun, sys.executable, "-m", "climnb", *argv],
         capture_output=True,
         text=True,
         env=mpi_env,
@@ -99,6 +106,11 @@ def test_stage_first_then_train_in_one_command(tmp_path, mpi_env):
     assert [len(s.files("train")) for s in staged] == [4, 4]
     staged[0].verify()  # the copies match the source manifest's digests
     assert len((out / "history.csv").read_text().splitlines()) == 1 + 2  # 4 files, batch 2
+    stdout = "\n".join(f.read_text() for f in sorted(logs.glob("*/rank.*/stdout")))
+    ranks = dict(re.findall(r"rank (\d) of 2: 2 steps, loss \S+, weights (\w+)", stdout))
+    assert set(ranks) == {"0", "1"}, stdout
+    assert ranks["0"] == ranks["1"], "weights differ between ranks"
+    assert (out / "model" / "climnb.json").exists()
 
 
 @pytest.mark.mpi
