@@ -42,8 +42,13 @@ __all__ = ["CASES", "Case", "Golden", "Outcome", "Unavailable", "judge", "make_g
 SAMPLESET, TRAINING, REALDATA, PANGEO, LEAD = "sampleset", "training", "realdata", "pangeo", "lead"
 
 N_TIME = 40  # 5 days of toy steps: enough for a split by time blocks with 24 h gaps
-# a small Tiramisu so that a case that is not refused trains one step in seconds
-TRAIN_CONFIG = {"model_overrides": {"growth_rate": 6, "initial_filters": 8}, "threads": 1}
+# the smallest Tiramisu (tests/_training.py's TINY: one layer per dense block), so that a case
+# found only by a training step (a NaN, flipped bytes) traces and runs that step in seconds:
+# tracing grows with the layers (the toy preset's depth made such a case take ~10 s)
+TRAIN_CONFIG = {
+    "model_overrides": {"growth_rate": 4, "initial_filters": 8, "blocks": [1, 1]},
+    "threads": 1,
+}
 TRAIN_FLAGS = ["--epochs", "1", "--max-steps", "1", "--batch-size", "2", "--threads", "1"]
 
 

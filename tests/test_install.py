@@ -370,21 +370,20 @@ def test_wheel_in_a_fresh_venv_runs_notebook_00_outside_the_clone(dist, tmp_path
     assert str(home / "jupyter/kernels/climnb") in listed
 
     papermill = [python, "-m", "papermill", "--no-progress-bar", "-k", "climnb", "--cwd", "nb"]
-    probe = nbformat.v4.new_notebook()
-    probe.cells = [
+    # notebook 00 with a last cell that says where the kernel runs: one kernel start, not two
+    notebook = nbformat.read(home / "nb/00_quickstart.ipynb", as_version=4)
+    notebook.cells.append(
         nbformat.v4.new_code_cell(
             "import os, sys, climnb\nprint(sys.executable, climnb.__file__, os.environ['PATH'])"
         )
-    ]
-    nbformat.write(probe, home / "probe.ipynb")
-    _run([*papermill, "probe.ipynb", "probe.out.ipynb"], env=env, cwd=home)
-    text = nbformat.read(home / "probe.out.ipynb", as_version=4).cells[0].outputs[0].text
-    kernel_python, kernel_climnb, kernel_path = text.split()
-    assert kernel_python == str(python) and Path(kernel_climnb).is_relative_to(venv)
-    assert kernel_path == f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    )
+    nbformat.write(notebook, home / "nb/00_quickstart.ipynb")
     out = home / "nb/00_quickstart.out.ipynb"
     _run([*papermill, "nb/00_quickstart.ipynb", out], env=env, cwd=home)  # its toy defaults
     executed = nbformat.read(out, as_version=4)
-    outputs = [o for c in executed.cells for o in c.get("outputs", [])]
+    outputs = [o for c in executed.cells[:-1] for o in c.get("outputs", [])]  # 00's own
     assert outputs and not [o for o in outputs if o.output_type == "error"]
+    kernel_python, kernel_climnb, kernel_path = executed.cells[-1].outputs[0].text.split()
+    assert kernel_python == str(python) and Path(kernel_climnb).is_relative_to(venv)
+    assert kernel_path == f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     assert (home / "nb/data/toy/fields.nc").stat().st_size > 10_000  # run in the notebooks folder

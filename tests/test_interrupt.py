@@ -16,7 +16,7 @@ from climnb.synthetic import make_dataset
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
 def test_ctrl_c_in_samples_is_one_line_and_leaves_no_temporary(tmp_path):
-    ds, _ = make_dataset(n_time=80, seed=1)  # seconds of writing left when the signal comes
+    ds, _ = make_dataset(n_time=40, seed=1)  # the fewest a split takes: a second of writing left
     ds.to_netcdf(tmp_path / "f.nc")
     env = {**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
     argv = [sys.executable, "-m", "climnb", "samples", "--input", "f.nc", "--out", "s"]

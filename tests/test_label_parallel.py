@@ -161,11 +161,11 @@ def test_worker_processes_exit_when_their_parent_is_killed(tmp_path):
         "        time.sleep(60)\n"
     )
     (tmp_path / "hold.py").write_text(script)
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "hold.py")], stdout=subprocess.PIPE)
-    workers = [int(p) for p in proc.stdout.readline().split()]
+    hold = [sys.executable, str(tmp_path / "hold.py")]
+    with subprocess.Popen(hold, stdout=subprocess.PIPE) as proc:
+        workers = [int(p) for p in proc.stdout.readline().split()]
+        proc.send_signal(signal.SIGKILL)  # (leaving the block closes the pipe and waits)
     assert workers and proc.pid not in workers
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
     deadline = time.monotonic() + 10
     alive = workers
     while alive and time.monotonic() < deadline:

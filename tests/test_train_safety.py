@@ -224,20 +224,29 @@ def _mpirun_train(tmp_path, env, *argv, timeout=240):
     return code, errs
 
 
-def _shared_set(tmp_path):
+@pytest.fixture(scope="module")
+def shared_master(tmp_path_factory):
+    """The split sample set the two MPI tests start from, written once (each damages a copy)."""
     from climnb.io.sampleset import write_sample_set
 
     ds, _ = make_dataset(n_time=40, seed=8)
-    return write_sample_set(ds, "truth", tmp_path / "shared")
+    return write_sample_set(ds, "truth", tmp_path_factory.mktemp("master") / "shared").root
+
+
+def _shared_set(master, tmp_path):
+    from climnb.io.sampleset import SampleSet
+
+    shutil.copytree(master, tmp_path / "shared")
+    return SampleSet.open(tmp_path / "shared")
 
 
 @pytest.mark.mpi
 @pytest.mark.horovod
-def test_a_bad_staged_file_on_rank_1_stops_both_ranks_naming_it(tmp_path, mpi_env):
+def test_a_bad_staged_file_on_rank_1_stops_both_ranks_naming_it(shared_master, tmp_path, mpi_env):
     from climnb.io.sampleset import StagedSet
     from climnb.staging import StagingConfig, stage
 
-    ss = _shared_set(tmp_path)
+    ss = _shared_set(shared_master, tmp_path)
     pattern = str(tmp_path / "local" / "node{node}")
     stage(StagingConfig(str(ss.root), pattern, n_nodes=2, ranks_per_node=1, samples_per_rank=4))
     victim = StagedSet.open(pattern, node=1).files("train")[0]
@@ -256,8 +265,8 @@ def test_a_bad_staged_file_on_rank_1_stops_both_ranks_naming_it(tmp_path, mpi_en
 
 @pytest.mark.mpi
 @pytest.mark.horovod
-def test_a_file_failing_during_a_step_aborts_every_rank(tmp_path, mpi_env):
-    ss = _shared_set(tmp_path)
+def test_a_file_failing_during_a_step_aborts_every_rank(shared_master, tmp_path, mpi_env):
+    ss = _shared_set(shared_master, tmp_path)
     shard = sorted(ss.files("train"))[1::2]  # rank 1's files (climnb.pipeline.shard_files)
     for f in shard:  # a damaged HDF5 header, same size: found only when the reader opens it
         data = bytearray(f.read_bytes())

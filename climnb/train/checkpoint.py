@@ -112,7 +112,9 @@ def load_checkpoint(path) -> Checkpoint:
     it and what is wrong."""
     path = Path(path)
     try:
-        with np.load(path) as z:  # reading each member whole checks its CRC-32
+        # the file opened here, not by np.load: numpy leaves its own open when the zip
+        # directory is unreadable (a truncated file); reading each member checks its CRC-32
+        with open(path, "rb") as f, np.load(f) as z:
             weights = [z[k] for k in sorted(k for k in z.files if k.startswith("w"))]
             opt = [z[k] for k in sorted(k for k in z.files if k.startswith("o"))]
             seeds = [z[k] for k in sorted(k for k in z.files if k[:1] == "s" and k[1:].isdigit())]

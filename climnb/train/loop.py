@@ -31,6 +31,7 @@ import pandas as pd
 
 from climnb.atomic import atomic_path, remove_leftovers, temp_path
 from climnb.bundle import BundleError, load_bundle, save_bundle
+from climnb.io.reader import SampleReader
 from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, StagedSet
 from climnb.io.stats import Stats
@@ -426,6 +427,7 @@ def _train_claimed(config: TrainConfig, on_record: OnRecord | None) -> TrainResu
     # every rank opens and verifies its files, then all go on, or all stop naming the file
     data = all_ok(hvd, lambda: _Data.prepare(config, rank, size, hvd.local_size()))
     steps = _steps_per_epoch(hvd.allgather_object(len(data.train)), config.batch_size)
+    _check_files(config, data)
     run = _Run(config, data, hvd, tf, total_steps=_total_steps(config, steps))
     log.info(
         "rank %d/%d: %d training files from %s, %d steps per epoch",
@@ -465,6 +467,19 @@ def _train_claimed(config: TrainConfig, on_record: OnRecord | None) -> TrainResu
         checkpoint,
         bundle,
     )
+
+
+def _check_files(config: TrainConfig, data: _Data) -> None:
+    """Before the model is built and its step traced (seconds, minutes for a large network):
+    open every file this rank will read, as its readers do (header, grid, channels against
+    the statistics, labels that are class indices), so that such a file stops the run here
+    with the reader's own message, not at the batch that first holds it. The data's values
+    are read by the steps (a non-finite value stops training there, naming step and file);
+    reading them here would cost an epoch's reads. Out of :func:`all_ok`: as an error at a
+    step, one rank's bad file aborts every rank (:mod:`climnb.train.together`)."""
+    for files in (data.train, data.validation):
+        if files:
+            SampleReader(files, data.stats, channels=config.channels).check_labels()
 
 
 class _Run:
