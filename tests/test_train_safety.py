@@ -265,7 +265,7 @@ def test_a_bad_staged_file_on_rank_1_stops_both_ranks_naming_it(shared_master, t
 
 @pytest.mark.mpi
 @pytest.mark.horovod
-def test_a_file_failing_during_a_step_aborts_every_rank(shared_master, tmp_path, mpi_env):
+def test_a_damaged_file_on_one_rank_aborts_every_rank(shared_master, tmp_path, mpi_env):
     ss = _shared_set(shared_master, tmp_path)
     shard = sorted(ss.files("train"))[1::2]  # rank 1's files (climnb.pipeline.shard_files)
     for f in shard:  # a damaged HDF5 header, same size: found only when the reader opens it
