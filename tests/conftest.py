@@ -90,22 +90,28 @@ def mpi_environ(mpi_env, monkeypatch):
 
 
 #: Seconds each slow module took (summed phases, 2 xdist workers, idle 2-core machine, run of
-#: 2026-11-26 03:07), for ordering a first run; later runs use what the last run measured
-#: (pytest's cache). test_notebooks executes nothing when the browser runs.
+#: 2026-11-26 05:52), for ordering a first run; later runs use what the last run measured
+#: (pytest's cache). test_notebooks runs only what the browser chain does not.
 MODULE_SECONDS = {
-    "test_browser.py": 346,
-    "test_slurm.py": 186,
-    "test_train.py": 156,
-    "test_bad_input.py": 98,
-    "test_cluster.py": 58,
-    "test_staging.py": 56,
-    "test_train_safety.py": 48,
-    "test_expert_samples.py": 47,
-    "test_train_staged.py": 45,
-    "test_sampleset.py": 43,
-    "test_install.py": 41,
-    "test_notebooks.py": 36,
-    "test_label_parallel.py": 36,
+    "test_browser.py": 279,
+    "test_slurm.py": 155,
+    "test_train.py": 121,
+    "test_bad_input.py": 87,
+    "test_staging.py": 55,
+    "test_train_staged.py": 50,
+    "test_sampleset.py": 44,
+    "test_train_safety.py": 43,
+    "test_install.py": 42,
+    "test_expert_samples.py": 41,
+    "test_cluster.py": 35,
+    "test_label_parallel.py": 34,
+    "test_stats.py": 30,
+    "test_notebooks.py": 29,
+    "test_models_training.py": 27,
+    "test_scheduler.py": 25,
+    "test_train_best.py": 25,
+    "test_horovod.py": 23,
+    "test_stats_cli.py": 21,
 }
 _CACHE_KEY = "climnb/test-seconds"
 _measured: dict[str, float] = {}
