@@ -26,6 +26,25 @@ SLOW_TESTS = frozenset(
 RUN_IN_BROWSER = pytest.StashKey[set]()
 
 
+def write_chain_expert_folder(work) -> None:
+    """A ClimateNet-layout folder ``climatenet`` in ``work`` for the notebook chain's 01 (its
+    ``expert`` parameter): 00's first 6 steps (seed 0, the toy grid) labelled by three
+    labellers, labeller 2 skipping the last step."""
+    from climnb.labels.expert import write_expert_folder
+
+    write_expert_folder(Path(work) / "climatenet", n_time=6, seed=0, skip=[(5, 2)])
+
+
+def check_expert_scores(text: str) -> None:
+    """Notebook 01's output shows the heuristic labels scored against each labeller, the
+    consensus rules and labeller against labeller (the folder of
+    :func:`write_chain_expert_folder`)."""
+    assert "no expert labels given" not in text
+    table = text[text.index("heuristic labels") :]
+    for row in ("labeller 0", "labeller 2", "majority", "union"):
+        assert row in table, f"{row!r} missing from notebook 01's expert scores"
+
+
 def browser_missing() -> str | None:
     """Why the browser tests cannot run here (what to install), or None."""
     if not (shutil.which("chromium") or shutil.which("chromium-browser")):

@@ -21,7 +21,10 @@ the kernel is idle and the outputs have stopped changing, for every notebook:
 
 And per notebook:
 
-* 01: it labelled fields that hold the truth (00's, not new synthetic ones);
+* 01: it labelled fields that hold the truth (00's, not new synthetic ones) and scored the
+  labels against each labeller of a ClimateNet-layout folder, their consensus, and labeller
+  against labeller;
+* 02: the staging read each shared file at most once and filled both nodes' folders;
 * 04: the dashboard's plots (training loss, validation IoU, throughput) show data *inside their
   visible ranges* while training runs (read from the Bokeh models through BokehJS), the status
   line changes, and at the end the stop button is disabled;
@@ -52,7 +55,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import browser_missing
+from conftest import browser_missing, check_expert_scores, write_chain_expert_folder
 
 from climnb.demo import WORKFLOW, find_notebooks
 
@@ -66,8 +69,9 @@ SHOTS = os.environ.get("CLIMNB_BROWSER_SHOTS")
 SHORTER = {
     "00": {"n_time": 24},
     # one source labelled "as it comes" (tests/test_label_inputs.py labels ERA5 and MERRA-2
-    # files, the expert run of tests/test_notebooks.py CAM5's in this notebook)
-    "01": {"own_sources": ["merra2"]},
+    # files, tests/test_real_inputs.py CAM5's); the heuristic labels scored against a
+    # ClimateNet-layout folder of 00's first steps (EXPERT, written beside the notebooks)
+    "01": {"own_sources": ["merra2"], "expert": "climatenet"},
     # 4 files staged per rank of 2 x 2 (8 in the notebook): fewer batches to time
     "02": {"samples_per_rank": 4},
     # 4 steps per epoch on each of 2 ranks; the validation after step 4 comes mid-run
@@ -164,6 +168,7 @@ def lab(tmp_path_factory):
         pytest.skip(reason)
     work = tmp_path_factory.mktemp("lab")
     _notebook_copies(work)
+    write_chain_expert_folder(work)
     _lab_settings(work / ".config")
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(
@@ -489,9 +494,13 @@ def _clean_run(number: str, notebook_run, browser, lab) -> list[dict]:
 def test_notebook_outputs_clean(number, notebook_run, browser, lab):
     """Notebooks 00-03: every output right (no traceback, full progress, nothing remote)."""
     cells = _clean_run(number, notebook_run, browser, lab)
+    text = "".join("".join(o.get("text", "")) + c["shown"] for c in cells for o in c["outputs"])
     if number == "01":  # chained on 00's fields, which hold the truth
-        text = "".join("".join(o.get("text", "")) + c["shown"] for c in cells for o in c["outputs"])
         assert "no truth in this data set" not in text
+        check_expert_scores(text)
+    if number == "02":  # staged from 01's labels onto two simulated nodes
+        assert "each file read at most 1x" in text
+        assert all((lab.work / "data/toy" / f"node{n}").is_dir() for n in (0, 1))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -191,6 +191,22 @@ def test_step_files_take_each_steps_first_labeller(tmp_path):
     ]
 
 
+def test_notebook_01_labels_a_climatenet_folders_own_fields(tmp_path):
+    """Notebook 01 given only ``expert``: its fields, one file a step, are what it labels."""
+    from climnb.labels import LabelConfig, compute, label_dataset
+    from climnb.labels.expert import step_files
+    from climnb.labels.inputs import fields_to_label
+
+    write_expert_folder(tmp_path, n_time=3, seed=0, labellers=("truth", "dilate"), skip=[(1, 0)])
+    ds, events = fields_to_label(step_files(tmp_path), LabelConfig())
+    made, _ = make_dataset(n_time=3, seed=0)
+    assert events is None and ds.sizes == {"time": 3, "lat": 96, "lon": 144}
+    np.testing.assert_array_equal(ds.time.values, made.time.values)
+    np.testing.assert_allclose(ds.TMQ.values, made.TMQ.values)
+    labels, _ = compute(*label_dataset(ds, LabelConfig()))
+    assert labels.shape == (3, 96, 144) and set(np.unique(labels.values)) <= {0, 1, 2}
+
+
 def test_samples_need_the_channels_and_a_known_rule(expert, folder):
     from climnb.labels.expert import expert_samples
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -255,34 +254,6 @@ def test_stage_on_ipyparallel_mpi_engines(shared, tmp_path, mpi_environ):
     needed = check_nodes(cfg, shared)
     assert set(report.reads) == needed and report.max_reads_per_file == 1
     assert report.bytes_sent > 0
-
-
-@pytest.mark.notebook
-@pytest.mark.mpi
-@pytest.mark.slow
-def test_notebook_02_runs(tmp_path, mpi_env):
-    pytest.importorskip("papermill")
-    env = {**mpi_env, "IPP_NONINTERACTIVE": "1"}
-    out = tmp_path / "out.ipynb"
-    cmd = [
-        sys.executable,
-        "-m",
-        "papermill",
-        str(ROOT / "notebooks" / "02_data_staging.ipynb"),
-        str(out),
-        "-k",
-        "python3",
-        "-p",
-        "workdir",
-        str(tmp_path / "work"),
-        "-p",
-        "n_time",
-        "40",  # 5 days: the fewest steps a block split with 24 h gaps takes (64 by default)
-    ]
-    subprocess.run(cmd, env=env, check=True, timeout=300, cwd=ROOT, capture_output=True)
-    text = out.read_text()
-    assert "each file read at most 1x" in text
-    assert os.path.isdir(tmp_path / "work" / "node1")
 
 
 # --- staged sample sets, digests, leftovers, shared dest ------------------------------------
