@@ -12,8 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from climnb.cluster import mpi_settings
-from climnb.synthetic import make_dataset
+# Two pytest workers share two cores: each process computes on one thread (TensorFlow's pools,
+# OpenMP/oneDNN, OpenBLAS), so that two in-process TensorFlow tests do not run four spinning
+# threads on two cores. Set before anything loads TensorFlow or numpy's BLAS; children (MPI
+# ranks, engines, kernels) inherit it; the training code sets its own threads where asked.
+for _var in (
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+):
+    os.environ.setdefault(_var, "1")
+
+from climnb.cluster import mpi_settings  # noqa: E402
+from climnb.synthetic import make_dataset  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 #: Node ids of the tests marked ``slow`` here (measured; see the file's header).
