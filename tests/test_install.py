@@ -278,8 +278,9 @@ def dist(tmp_path_factory):
     with tarfile.open(sdist) as tar:
         tar.extractall(tmp / "unpacked", filter="data")
     [unpacked] = (tmp / "unpacked").iterdir()
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
-    _run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp, unpacked])
+    # the backend's build_wheel, as pip wheel --no-build-isolation calls it (without pip's start)
+    code = code.replace("build_sdist", "build_wheel")
+    _run([sys.executable, "-c", code, tmp], cwd=unpacked)
     [wheel] = tmp.glob("climnb-*.whl")
     return Path(sdist), wheel
 

@@ -303,7 +303,8 @@ def test_samples_killed_at_random_moments_then_rerun_equals_clean_run(long_toy, 
         time.sleep(delay)
         p.kill()
         p.wait()
-    subprocess.run(cmd(out), check=True, capture_output=True, timeout=300)
+    # the final run: the same command, in this process (no interpreter to start and import)
+    assert samples_cli([src], out, "--overwrite") == 0
     assert tree_digests(out) == tree_digests(clean)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.nc", "killed"]
 
@@ -396,7 +397,7 @@ def test_samples_killed_then_same_command_resumes(long_toy, clean, tmp_path):
     (partial,) = tmp_path.glob(".out.*.partial")
     names = [json.loads(j)["file"] for j in journal]
     inodes = {n: (partial / "train" / n).stat().st_ino for n in names}
-    subprocess.run(cmd(out), check=True, capture_output=True, timeout=300)
+    assert samples_cli([src], out) == 0  # the same command again (here: no interpreter to start)
     assert tree_digests(out) == tree_digests(clean)
     assert {n: (out / "train" / n).stat().st_ino for n in names} == inodes  # kept
     assert len(list(out.glob("*/data-*.h5"))) > len(names)  # and the rest written after

@@ -4,6 +4,7 @@ write and print, and how they refuse bad input (the cases of ``tests/bad_input_s
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 
 import pandas as pd
@@ -132,6 +133,13 @@ def golden(tmp_path_factory):
     return Golden(d / "fields.nc", None, None)
 
 
+# tests/test_bad_input.py runs these same cases (``CASES += STATS_CASES``), through the same
+# run_case and judge, on the same golden fields (synth, 40 steps, seed 3): here only where that
+# module is skipped (it needs Keras for its model bundle), not twice
+RUN_BY_TEST_BAD_INPUT = importlib.util.find_spec("keras") is not None
+
+
+@pytest.mark.skipif(RUN_BY_TEST_BAD_INPUT, reason="run by tests/test_bad_input.py")
 @pytest.mark.parametrize("case", STATS_CASES, ids=[c.id for c in STATS_CASES])
 def test_bad_input_is_refused(case, golden, tmp_path_factory):
     outcome = run_case(case, tmp_path_factory.mktemp("c"), golden)
