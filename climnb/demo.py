@@ -30,18 +30,18 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-import xarray as xr
-
-import climnb.labels  # its dask labeller loads on first use: `climnb notebooks` needs none
 from climnb.atomic import atomic_path
-from climnb.io.samples import SampleError
-from climnb.io.sampleset import SampleSet, write_sample_set
-from climnb.labels.scores import class_iou
-from climnb.synthetic import make_dataset
 from climnb.versions import __version__, written_by
+
+if TYPE_CHECKING:
+    import numpy as np
+    import xarray as xr
+
+# numpy, xarray and climnb's labels, samples and synthetic fields load in the functions that
+# score or write data: finding, copying and running notebooks (`climnb notebooks`, the start of
+# `climnb demo`) needs none of them (1.4 s of imports saved in `climnb notebooks`).
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +352,9 @@ def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
     (a class absent from both masks is NaN).
     """
     import pandas as pd
+    import xarray as xr
+
+    from climnb.labels.scores import class_iou
 
     root, out = Path(notebooks), {}
     fields, labelled = root / "data/toy/fields.nc", root / "data/toy/labelled.nc"
@@ -383,6 +386,11 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
     """The network's held-out IoU per class against its teacher and against the truth, and
     the teacher's against the truth (see :func:`headlines`); empty without notebook 05's files.
     """
+    import numpy as np
+    import xarray as xr
+
+    from climnb.labels.scores import class_iou
+
     root = Path(notebooks)
     fields, predicted = root / HELDOUT_FIELDS, root / HELDOUT_PREDICTION
     if not (fields.exists() and predicted.exists()):
@@ -406,6 +414,10 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
 
 
 def _teacher(path: Path, ds: xr.Dataset) -> np.ndarray:
+    import xarray as xr
+
+    import climnb.labels
+
     if path.exists():
         with xr.open_dataset(path) as lab:
             return lab.labels.sel(time=ds.time.values).values
@@ -427,6 +439,12 @@ def toy_samples(
     Uses the fields and labels of ``fields`` (a NetCDF file with a ``labels`` or ``truth``
     variable) when given and present, else ``n_time`` synthetic steps with their truth.
     """
+    import xarray as xr
+
+    from climnb.io.samples import SampleError
+    from climnb.io.sampleset import SampleSet, write_sample_set
+    from climnb.synthetic import make_dataset
+
     folder = Path(folder)
     with contextlib.suppress(SampleError):
         ss = SampleSet.open(folder)
