@@ -114,7 +114,7 @@ class _OneProcess:
     def grouped_allreduce(self, tensors, op=None):
         return tensors
 
-    def broadcast_variables(self, variables, root_rank=0):
+    def broadcast_variables(self, variables, root_rank=0, inplace=False):
         pass
 
     def broadcast_object(self, obj, root_rank=0):
@@ -556,10 +556,12 @@ class _Run:
             self.since_best = int(state.get("since_best", 0))
             self.early_stopped = bool(state.get("early_stopped", False))
         # identical start on every rank: weights and optimiser state from rank 0 (alone, there
-        # is nothing to send, and Horovod would still trace a broadcast graph: ~1 s of CPU)
+        # is nothing to send). In place: a few broadcast ops, where the default traces a
+        # tf.function assigning each variable (measured: 1.7 s of each rank's start, 0.08 s in
+        # place; over MPI and Gloo, int64 and float32 variables alike)
         if self.size > 1:
-            self.hvd.broadcast_variables([v.value for v in self.model.variables], root_rank=0)
-            self.hvd.broadcast_variables([v.value for v in self.optimizer.variables], root_rank=0)
+            for variables in (self.model.variables, self.optimizer.variables):
+                self.hvd.broadcast_variables([v.value for v in variables], 0, inplace=True)
 
     def _compile_step(self):
         hvd, tf = self.hvd, self.tf
