@@ -309,6 +309,7 @@ class Engines:
             if self.slurm and self.slurm.cpus_on_node
             else self.limits.cores()
         )
+        self.cores = cores  # of a node, as far as this session knows
         self.per_node = _engines_per_node(n, self.launcher, self.slurm)
         default_threads = 1 if self.launcher == "sbatch" else max(1, cores // self.per_node)
         self.threads = config.threads_per_engine or default_threads
@@ -676,6 +677,13 @@ class Engines:
             **self.config.env,
         }
         args = list(self.config.launcher_args)
+        # As many ranks as cores (a submitted job's ranks get one CPU each unless threads say
+        # otherwise): OpenMPI must yield while it waits, as mpi_settings() says, or a rank
+        # waiting in Horovod's collectives spins on the core its peer computes on (measured
+        # under srun, 2 ranks on 2 cores: a 2-step toy training 17 s spinning, 6 s yielding)
+        crowded = self.threads == 1 if self.launcher == "sbatch" else self.per_node >= self.cores
+        if self.launcher in ("slurm", "sbatch") and crowded:
+            env = {"OMPI_MCA_mpi_yield_when_idle": "1", **env}
         if self.launcher == "sbatch":
             config.SlurmEngineSetLauncher.batch_template = self.batch_script()
             config.SlurmEngineSetLauncher.environment = env
