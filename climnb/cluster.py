@@ -63,6 +63,9 @@ __all__ = [
     "SMALL_SESSION_BYTES",
 ]
 
+#: Milliseconds between the controller's heartbeats to the engines (ipyparallel's default: 3000).
+HEARTBEAT_MS = 1000
+
 #: A session with at most this much memory is small (mybinder.org gives 2 GB): one engine.
 SMALL_SESSION_BYTES = 4 * 2**30
 _NO_LIMIT = 2**60  # cgroup v1 writes a huge number for "no limit"
@@ -306,6 +309,7 @@ class Engines:
             if self.slurm and self.slurm.cpus_on_node
             else self.limits.cores()
         )
+        self.cores = cores  # of a node, as far as this session knows
         self.per_node = _engines_per_node(n, self.launcher, self.slurm)
         default_threads = 1 if self.launcher == "sbatch" else max(1, cores // self.per_node)
         self.threads = config.threads_per_engine or default_threads
@@ -336,6 +340,14 @@ class Engines:
             engine_timeout=int(self.config.timeout),
             log_level=logging.ERROR,
             shutdown_atexit=True,
+            # ipyparallel sleeps 1 s between starting the controller and the engines; the
+            # engines need only its connection info, which start_engines waits for anyway
+            delay=0,
+            # the controller admits an engine at its next heartbeat: every 3 s by default, so
+            # engines that are ready wait up to 3 s more (measured: 3.5 s of a 7 s start). Each
+            # second instead; an engine is still dropped only after 10 missed beats in a row
+            # (10 s; its heart answers from a thread of its own, busy or not)
+            controller_args=[f"--HeartMonitor.period={HEARTBEAT_MS}"],
             **kwargs,
         )
         self._cluster_id = self.cluster.cluster_id
@@ -665,6 +677,13 @@ class Engines:
             **self.config.env,
         }
         args = list(self.config.launcher_args)
+        # As many ranks as cores (a submitted job's ranks get one CPU each unless threads say
+        # otherwise): OpenMPI must yield while it waits, as mpi_settings() says, or a rank
+        # waiting in Horovod's collectives spins on the core its peer computes on (measured
+        # under srun, 2 ranks on 2 cores: a 2-step toy training 17 s spinning, 6 s yielding)
+        crowded = self.threads == 1 if self.launcher == "sbatch" else self.per_node >= self.cores
+        if self.launcher in ("slurm", "sbatch") and crowded:
+            env = {"OMPI_MCA_mpi_yield_when_idle": "1", **env}
         if self.launcher == "sbatch":
             config.SlurmEngineSetLauncher.batch_template = self.batch_script()
             config.SlurmEngineSetLauncher.environment = env
@@ -684,7 +703,9 @@ class Engines:
                 *args,
             ]
         elif self.launcher == "mpi":
-            env = {**mpi_settings(self.n), **env}
+            # stopping: mpiexec passes SIGTERM on to the engines and then waits 1 s
+            # (odls_base_sigkill_timeout) before it kills them, whether they have gone or not
+            env = {**mpi_settings(self.n), "OMPI_MCA_odls_base_sigkill_timeout": "0", **env}
             args = ["--bind-to", "none", *args]
         launcher = (
             config.LocalEngineSetLauncher

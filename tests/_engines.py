@@ -27,6 +27,8 @@ FAKE_SRUN = textwrap.dedent(
             *) args+=("$1"); shift;;
         esac
     done
+    # stopped (SIGTERM), kill the tasks at once as srun's tasks are, not after mpiexec's 1 s
+    export OMPI_MCA_odls_base_sigkill_timeout=0
     exec mpiexec --oversubscribe --bind-to none -n "$n" "${{args[@]}}"
     """
 )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from _training import TINY
+from _training import TINY, write_toy_samples
 from slurm_cluster import slurm  # noqa: F401  (the session fixture, used by name)
 
 from climnb.cluster import (
@@ -57,24 +57,11 @@ def test_cluster_runs_tasks_and_offers_pmix(slurm):
     assert slurm_mpi_args(env={"SLURM_MPI_TYPE": "pmi2"}) == []
 
 
-SAMPLES = """
-from climnb.io.samples import write_samples
-from climnb.io.stats import compute_stats, write_stats
-from climnb.synthetic import make_dataset
-import sys, pathlib
-folder = pathlib.Path(sys.argv[1])
-ds, _ = make_dataset(n_time=10, seed=21)
-files = write_samples(ds, "truth", folder)
-write_stats(compute_stats(files), folder / "stats.h5")
-"""
-
-
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory):
-    """Toy sample files (train/validation/test) with their stats, written in a subprocess."""
-    folder = tmp_path_factory.mktemp("samples")
-    subprocess.run([PY, "-c", SAMPLES, str(folder)], check=True)
-    return folder
+    """Toy sample files (train/validation/test) with their stats (here: a subprocess writing
+    them cost 3 s more for Python and its imports)."""
+    return write_toy_samples(tmp_path_factory.mktemp("samples"), n_time=10, seed=21)
 
 
 INSIDE_ALLOCATION = """
