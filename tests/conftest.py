@@ -121,28 +121,29 @@ def mpi_environ(mpi_env, monkeypatch):
 
 
 #: Seconds each slow module took (summed phases, 2 xdist workers, idle 2-core machine, run of
-#: 2026-11-26 05:52), for ordering a first run; later runs use what the last run measured
+#: 2026-11-26 09:41), for ordering a first run; later runs use what the last run measured
 #: (pytest's cache). test_notebooks runs only what the browser chain does not.
 MODULE_SECONDS = {
-    "test_browser.py": 279,
-    "test_slurm.py": 155,
-    "test_train.py": 121,
-    "test_bad_input.py": 87,
-    "test_staging.py": 55,
-    "test_train_staged.py": 50,
-    "test_sampleset.py": 44,
-    "test_train_safety.py": 43,
-    "test_install.py": 42,
-    "test_expert_samples.py": 41,
-    "test_cluster.py": 35,
-    "test_label_parallel.py": 34,
-    "test_stats.py": 30,
-    "test_notebooks.py": 29,
-    "test_models_training.py": 27,
+    "test_browser.py": 271,
+    "test_slurm.py": 105,
+    "test_train.py": 104,
+    "test_bad_input.py": 76,
+    "test_train_staged.py": 49,
+    "test_train_safety.py": 38,
+    "test_expert_samples.py": 35,
+    "test_sampleset.py": 34,
+    "test_install.py": 34,
+    "test_label_parallel.py": 33,
+    "test_staging.py": 32,
+    "test_cluster.py": 29,
+    "test_horovod.py": 28,
+    "test_train_best.py": 28,
+    "test_viz_explorer.py": 27,
+    "test_stats.py": 26,
     "test_scheduler.py": 25,
-    "test_train_best.py": 25,
-    "test_horovod.py": 23,
-    "test_stats_cli.py": 21,
+    "test_no_leakage.py": 22,
+    "test_stats_cli.py": 19,
+    "test_demo.py": 19,
 }
 _CACHE_KEY = "climnb/test-seconds"
 _measured: dict[str, float] = {}
