@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd")
@@ -86,15 +87,7 @@ class SlurmCluster:
         deadline = time.monotonic() + 10
         while pids and time.monotonic() < deadline:
             time.sleep(0.05)
-            pids = [pid for pid in pids if _alive(pid)]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+            pids = [pid for pid in pids if psutil.pid_exists(pid)]
 
 
 def _free_port() -> int:

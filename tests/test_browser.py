@@ -70,7 +70,7 @@ SHORTER = {
     "00": {"n_time": 24},
     # one source labelled "as it comes" (tests/test_label_inputs.py labels ERA5 and MERRA-2
     # files, tests/test_real_inputs.py CAM5's); the heuristic labels scored against a
-    # ClimateNet-layout folder of 00's first steps (EXPERT, written beside the notebooks)
+    # ClimateNet-layout folder of 00's first steps (conftest's write_chain_expert_folder)
     "01": {"own_sources": ["merra2"], "expert": "climatenet"},
     # 4 files staged per rank of 2 x 2 (8 in the notebook): fewer batches to time
     "02": {"samples_per_rank": 4},

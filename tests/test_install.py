@@ -273,14 +273,16 @@ def dist(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dist")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=NOT_SOURCE)
-    code = "import sys, setuptools.build_meta as b; print(b.build_sdist(sys.argv[1]))"
-    sdist = tmp / _run([sys.executable, "-c", code, tmp], cwd=src).stdout.split()[-1]
+    # the backend's hooks, as `python -m build` and `pip wheel --no-build-isolation` call them
+    build = "import sys, setuptools.build_meta as b; print(b.{}(sys.argv[1]))"
+    sdist = (
+        tmp
+        / _run([sys.executable, "-c", build.format("build_sdist"), tmp], cwd=src).stdout.split()[-1]
+    )
     with tarfile.open(sdist) as tar:
         tar.extractall(tmp / "unpacked", filter="data")
     [unpacked] = (tmp / "unpacked").iterdir()
-    # the backend's build_wheel, as pip wheel --no-build-isolation calls it (without pip's start)
-    code = code.replace("build_sdist", "build_wheel")
-    _run([sys.executable, "-c", code, tmp], cwd=unpacked)
+    _run([sys.executable, "-c", build.format("build_wheel"), tmp], cwd=unpacked)
     [wheel] = tmp.glob("climnb-*.whl")
     return Path(sdist), wheel
 
