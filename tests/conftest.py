@@ -197,14 +197,20 @@ def pytest_collection_finish(session):
 def pytest_runtest_logreport(report):
     """Sum each test's seconds (for :func:`pytest_collection_modifyitems` next time); with
     ``CLIMNB_TEST_TIMES=FILE``, also append each test phase's seconds to FILE as it ends
-    (survives a killed run, unlike ``--durations``; for finding what makes the suite slow)."""
+    (survives a killed run, unlike ``--durations``; for finding what makes the suite slow:
+    seconds, phase, outcome, test, start (epoch seconds), xdist worker)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # the controller gets the same report
     _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
     path = os.environ.get("CLIMNB_TEST_TIMES")
     if path:
         with open(path, "a") as f:
-            f.write(f"{report.duration:8.2f}\t{report.when}\t{report.outcome}\t{report.nodeid}\n")
+            node = getattr(report, "node", None)
+            worker = node.gateway.id if node is not None else "-"
+            f.write(
+                f"{report.duration:8.2f}\t{report.when}\t{report.outcome}\t{report.nodeid}"
+                f"\t{getattr(report, 'start', 0.0):.1f}\t{worker}\n"
+            )
 
 
 def pytest_sessionfinish(session, exitstatus):
