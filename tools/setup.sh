@@ -7,12 +7,17 @@
 #   3. Horovod 0.28.1 built from source against that TensorFlow, with MPI and Gloo;
 #      the wheel is cached in $CLIMNB_CACHE (default ~/.cache/climnb) so it is compiled
 #      at most once per machine
-#   4. `horovodrun --check-build` must list TensorFlow, MPI and Gloo
+#   4. Horovod must load in TensorFlow with MPI and Gloo built (what `horovodrun --check-build`
+#      lists)
 #
-# A stamp keyed on the dependency files makes a repeat run take well under a second.
+# A stamp keyed on the dependency files makes a repeat run take well under a second. Once a
+# set-up has succeeded, its venv is kept in $CLIMNB_CACHE/venvs (hard links: no second copy on
+# disk), keyed on the same files and the interpreter; a new clone or a removed .venv then gets a
+# copy of it with climnb's own editable install redone, in seconds instead of minutes.
 # Environment: PYTHON (interpreter for the venv, default python3.11 or python3),
-#              CLIMNB_CACHE (wheel cache), CLIMNB_SKIP_APT=1 (never call apt-get),
-#              CLIMNB_PIP=pip (install with pip instead of uv).
+#              CLIMNB_CACHE (wheel and venv cache), CLIMNB_SKIP_APT=1 (never call apt-get),
+#              CLIMNB_PIP=pip (install with pip instead of uv),
+#              CLIMNB_VENV_CACHE=0 (neither use nor keep a cached venv: install afresh).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -61,6 +66,24 @@ fi
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
     || die "$PYTHON is $("$PYTHON" -V 2>&1); climnb needs Python >= 3.10"
+# the venv of an earlier set-up with these dependency files and this interpreter, if kept
+snap_key=$(printf '%s %s' "$key" "$(readlink -f "$(command -v "$PYTHON")")" | sha256sum | cut -c1-16)
+snap=$CACHE/venvs/$snap_key
+use_snapshots=${CLIMNB_VENV_CACHE:-1}
+from_snapshot=0
+if [[ $use_snapshots == 1 && ! -e $VENV && -f $snap/.climnb-snapshot ]]; then
+    say "copying the venv of an earlier set-up ($snap; CLIMNB_VENV_CACHE=0 installs afresh)"
+    made_in=$(cat "$snap/.climnb-snapshot")
+    tmp=$VENV.tmp$$
+    rm -rf "$tmp"
+    cp -al "$snap" "$tmp" 2>/dev/null || { rm -rf "$tmp"; cp -a "$snap" "$tmp"; }
+    rm -f "$tmp/.climnb-snapshot"
+    # console and activate scripts name the venv they were made in (sed -i writes new files:
+    # the cached ones stay as they are); climnb's own editable install is redone below
+    { grep -rlIZ -F "$made_in" "$tmp/bin" "$tmp/pyvenv.cfg" || true; } | xargs -0 -r sed -i "s#$made_in#$VENV#g"
+    mv "$tmp" "$VENV"
+    from_snapshot=1
+fi
 if [[ ! -x $VENV/bin/python ]]; then
     say "creating $VENV with $("$PYTHON" -V 2>&1)"
     "$PYTHON" -m venv "$VENV"
@@ -74,19 +97,24 @@ pip_() { "$VENV/bin/python" -m pip --disable-pip-version-check "$@" 2>&1 | { gre
 # is passed on. --compile-bytecode as pip does: without it every first import compiles (the
 # first `import tensorflow` took minutes).
 install_() { pip_ install "$@"; }
-if [[ ${CLIMNB_PIP:-uv} == uv ]] && pip_ install -q uv && [[ -x $VENV/bin/uv ]]; then
+if [[ ${CLIMNB_PIP:-uv} == uv ]] && { [[ -x $VENV/bin/uv ]] || pip_ install -q uv; } && [[ -x $VENV/bin/uv ]]; then
     index=$("$VENV/bin/python" -m pip config get global.index-url 2>/dev/null || true)
     index=${PIP_INDEX_URL:-$index}
     [[ -n $index ]] && export UV_INDEX_URL=$index
     install_() { "$VENV/bin/uv" pip install --python "$VENV/bin/python" --compile-bytecode "$@"; }
     say "installing with $("$VENV/bin/uv" --version)"
 fi
-install_ -q --upgrade pip setuptools wheel
-say "install -e .[train,dev,bench]"
-install_ -q -e ".[train,dev,bench]"
-# IPART's metadata pins matplotlib 2.2.3 and basemap (no Python 3.11 wheels; only its plotting
-# needs them): install it alone, its detection needs only the bench extra (networkx, scikit-image).
-install_ -q --no-deps "ipart==$IPART_VERSION"
+if [[ $from_snapshot == 1 ]]; then
+    say "install -e . (this clone's climnb; its dependencies came with the copy)"
+    install_ -q --no-deps -e .
+else
+    install_ -q --upgrade pip setuptools wheel
+    say "install -e .[train,dev,bench]"
+    install_ -q -e ".[train,dev,bench]"
+    # IPART's metadata pins matplotlib 2.2.3 and basemap (no Python 3.11 wheels; only its
+    # plotting needs them): install it alone, its detection needs only the bench extra.
+    install_ -q --no-deps "ipart==$IPART_VERSION"
+fi
 
 # --- 3. Horovod --------------------------------------------------------------------------
 tf_version=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))' 2>/dev/null \
@@ -100,7 +128,9 @@ import sys
 sys.exit(not (hvd.mpi_built() and hvd.gloo_built()))
 EOF
 }
-if ! have_horovod; then
+if have_horovod; then
+    say "Horovod $HOROVOD_VERSION: TensorFlow, MPI and Gloo built"
+else
     if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
         say "building Horovod $HOROVOD_VERSION against TensorFlow $tf_version (7-8 minutes on 2 cores)"
         mkdir -p "$wheel_dir"
@@ -116,19 +146,26 @@ if ! have_horovod; then
         say "installing cached Horovod wheel from $wheel_dir"
     fi
     install_ -q "$wheel_dir"/horovod-*.whl
+    # --- 4. verify -----------------------------------------------------------------------
+    # What `horovodrun --check-build` lists as TensorFlow, the MPI and Gloo controllers and
+    # tensor operations, asked in one process (check-build imports TensorFlow in a new process
+    # for each of its 8 questions: 25-30 s of a set-up)
+    have_horovod || die "Horovod $HOROVOD_VERSION was installed but does not load in TensorFlow with MPI and Gloo:
+$(TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/horovodrun" --check-build 2>&1 | tail -20)"
+    say "Horovod $HOROVOD_VERSION: TensorFlow, MPI and Gloo built"
 fi
 
-# --- 4. verify ---------------------------------------------------------------------------
-check=$(TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/horovodrun" --check-build 2>/dev/null)
-for want in "\[X\] TensorFlow" "\[X\] MPI" "\[X\] Gloo"; do
-    [[ $(grep -c "$want" <<<"$check") -ge 1 ]] || die "horovodrun --check-build lacks ${want//\\/}:
-$check"
-done
-[[ $(grep -c "\[X\] MPI" <<<"$check") == 2 && $(grep -c "\[X\] Gloo" <<<"$check") == 2 ]] \
-    || die "Horovod lacks MPI or Gloo among controllers and tensor operations:
-$check"
-say "horovodrun --check-build: TensorFlow, MPI and Gloo built"
-
 rm -f "$VENV"/.climnb-setup-*
+# keep this venv for the next clone (hard links where the cache is on the same file system)
+if [[ $use_snapshots == 1 && $from_snapshot == 0 ]]; then
+    mkdir -p "$CACHE/venvs"
+    rm -rf "$snap.tmp"
+    if cp -al "$VENV" "$snap.tmp" 2>/dev/null || { rm -rf "$snap.tmp"; cp -a "$VENV" "$snap.tmp"; }; then
+        printf '%s\n' "$VENV" > "$snap.tmp/.climnb-snapshot"
+        find "$CACHE/venvs" -mindepth 1 -maxdepth 1 -type d ! -name "$snap_key.tmp" -exec rm -rf {} +
+        mv "$snap.tmp" "$snap"
+        say "kept this venv for the next set-up in $snap"
+    fi
+fi
 touch "$stamp"
 say "done in ${SECONDS} s"
