@@ -213,6 +213,30 @@ def pytest_runtest_logreport(report):
             )
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``CLIMNB_TEST_CPU=FILE``, append each test's CPU seconds to FILE: this process's
+    (setup, call and teardown) and its children's that were waited for (subprocess.run, engines
+    and kernels reaped), as ``own, children, test``: on a loaded machine the wall seconds of
+    ``CLIMNB_TEST_TIMES`` say little about what a test costs."""
+    path = os.environ.get("CLIMNB_TEST_CPU")
+    if not path:
+        yield
+        return
+    import resource
+
+    def used():
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+    before = used()
+    yield
+    after = used()
+    with open(path, "a") as f:
+        f.write(f"{after[0] - before[0]:8.2f}\t{after[1] - before[1]:8.2f}\t{item.nodeid}\n")
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Store the tests' seconds measured in this run (tests not run keep theirs)."""
     config = session.config

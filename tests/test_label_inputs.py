@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +68,12 @@ def test_compare_with_ipart_gives_the_three_pairs():
     assert list(found.table.columns) == list(reference.AGREEMENT_COLUMNS)
     assert ((found.table.iou >= 0) & (found.table.iou <= 1)).all()
     assert found.ours.shape == found.ipart.rivers.shape == found.dropped.shape
+
+
+def test_label_as_they_come_without_a_folder_leaves_no_files(tmp_path, monkeypatch):
+    """Notebook 01 gives no folder: the files go to a temporary folder that is removed (each
+    run used to leave one in /tmp), and what it returns is in memory."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    found = label_as_they_come(("merra2",), n_time=1, seed=0)
+    assert list(tmp_path.iterdir()) == [] and found.files == {}
+    assert float(found.ivt["merra2"].max()) > 0 and (found.labels["merra2"] == 2).any()

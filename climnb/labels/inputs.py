@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Sequence
@@ -82,7 +83,8 @@ class AsTheyCome:
     notes : what was labelled and why (the labels' ``notes`` attribute), indexed by source.
     ivt : IVT (kg m-1 s-1) of the first step, on the canonical grid.
     labels : the labels of the first step, on the canonical grid.
-    files : the files written and labelled.
+    files : the files written and labelled (none when they went to a temporary folder,
+        which is removed).
     """
 
     notes: pd.Series
@@ -106,20 +108,24 @@ def label_as_they_come(
     ----------
     sources : names of :data:`climnb.lookalike.SOURCES` (``era5``, ``merra2``, ``cam5``, ...).
     n_time, n_lat, n_lon, seed : size and seed of the synthetic fields (with IVT).
-    folder : where the files go (default: a new temporary folder).
+    folder : where the files go (default: a temporary folder, removed before returning).
     """
     fields, _ = make_dataset(n_time=n_time, n_lat=n_lat, n_lon=n_lon, seed=seed, ivt=True)
-    folder = Path(folder or tempfile.mkdtemp(prefix="climnb-own-data-"))
     found = AsTheyCome(notes=pd.Series(dtype=str, name="what was labelled and why"))
-    for source in sources:
-        path = folder / f"{source}.nc"
-        dress(fields, source).drop_vars("truth").to_netcdf(path)
-        raw = open_dataset(path, canonical=False)  # as it comes: names, units, grid
-        labels, _ = compute(*label_dataset(raw, grid="canonical"))
-        ivt = ivt_magnitude(dict(normalize(raw).data_vars)).isel(time=0)
-        found.notes[source] = labels.attrs["notes"]
-        ivt = ivt.rename("IVT").drop_attrs(deep=False)  # hypot kept the eastward part's
-        found.ivt[source] = ivt.assign_attrs(units="kg m-1 s-1")
-        found.labels[source] = labels.isel(time=0)
-        found.files[source] = path
+    keep = folder is not None  # a folder of the caller's: its files are listed
+    with contextlib.ExitStack() as stack:
+        if folder is None:  # removed on return: each call (each run of notebook 01) left one
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="climnb-own-data-"))
+        for source in sources:
+            path = Path(folder) / f"{source}.nc"
+            dress(fields, source).drop_vars("truth").to_netcdf(path)
+            with open_dataset(path, canonical=False) as raw:  # as it comes: names, units, grid
+                labels, _ = compute(*label_dataset(raw, grid="canonical"))
+                ivt = ivt_magnitude(dict(normalize(raw).data_vars)).isel(time=0).load()
+            found.notes[source] = labels.attrs["notes"]
+            ivt = ivt.rename("IVT").drop_attrs(deep=False)  # hypot kept the eastward part's
+            found.ivt[source] = ivt.assign_attrs(units="kg m-1 s-1")
+            found.labels[source] = labels.isel(time=0)
+            if keep:
+                found.files[source] = path
     return found
