@@ -228,6 +228,17 @@ def _wait_for_server(url, token, server, log_path, timeout=90):
     raise TimeoutError(f"JupyterLab did not start in {timeout} s: {log_path.read_text()[-2000:]}")
 
 
+# CSS animations and transitions off in every page: a headless Chromium paints each frame of
+# JupyterLab's spinners and transitions for nobody
+_NO_ANIMATION = """
+document.addEventListener('DOMContentLoaded', () => {
+  const style = document.createElement('style');
+  style.textContent = '*, *::before, *::after {animation: none !important; transition: none !important;}';
+  document.head.appendChild(style);
+});
+"""
+
+
 @pytest.fixture(scope="module")
 def browser(lab, tmp_path_factory):
     from selenium import webdriver
@@ -253,6 +264,7 @@ def browser(lab, tmp_path_factory):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_script_timeout(30)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _NO_ANIMATION})
     lab.ready()
     yield driver
     driver.quit()
