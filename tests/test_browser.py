@@ -233,7 +233,8 @@ def _wait_for_server(url, token, server, log_path, timeout=90):
 _NO_ANIMATION = """
 document.addEventListener('DOMContentLoaded', () => {
   const style = document.createElement('style');
-  style.textContent = '*, *::before, *::after {animation: none !important; transition: none !important;}';
+  style.textContent = '*, *::before, *::after '
+    + '{animation: none !important; transition: none !important;}';
   document.head.appendChild(style);
 });
 """
