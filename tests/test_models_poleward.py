@@ -119,7 +119,7 @@ def test_train_config_dice_weight_and_poleward_switch():
     from climnb.train.config import TrainConfig
 
     config = TrainConfig(data_dir="d", dice_weight=0.5, model_overrides={"poleward_channel": True})
-    assert config.dice_weight == 0.5 and TrainConfig(data_dir="d").dice_weight == 0.0
+    assert config.dice_weight == 0.5 and TrainConfig(data_dir="d").dice_weight == 1.0
     with pytest.raises(ValueError, match="dice_weight must be 0 or more"):
         TrainConfig(data_dir="d", dice_weight=-1.0)
     with pytest.raises(ValueError, match="poleward_channel must be true or false"):
