@@ -44,8 +44,8 @@ from climnb.models.losses import (
     soft_dice_loss,
     weighted_cross_entropy,
 )
-from climnb.models.presets import resolve_poleward
 from climnb.models.metrics import ConfusionMatrix
+from climnb.models.presets import resolve_poleward
 from climnb.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
 from climnb.staging import StagingConfig, stage
 from climnb.train import optim
@@ -538,9 +538,9 @@ class _Run:
         self.optimizer.build(self.model.trainable_variables)
         weights, dice = data.class_weights, config.dice_weight
         if dice:
-            self.loss_fn = lambda y, logits: weighted_cross_entropy(
-                y, logits, weights
-            ) + dice * soft_dice_loss(y, logits)
+            self.loss_fn = lambda y, logits: (
+                weighted_cross_entropy(y, logits, weights) + dice * soft_dice_loss(y, logits)
+            )
         else:
             self.loss_fn = lambda y, logits: weighted_cross_entropy(y, logits, weights)
         self.flop_per_sample = count_flops(self.model).training
