@@ -30,7 +30,8 @@
 
     .venv/bin/python benchmarks/bench_training.py [--samples 160] [--epochs 12] [--skip-quality]
         [--skip-scaling] [--scaling-runs 3] [--skip-turnover] [--skip-precision] [--checkpoint]
-        [--heldout [--seeds 0 1 2]]
+        [--heldout [--seeds 0 1 2] [--settings JSON]]
+        [--screen JSON [JSON ...] [--data-root DIR]]
 """
 
 from __future__ import annotations
@@ -415,10 +416,11 @@ def demo_fields(root: Path) -> Path:
     return data
 
 
-def heldout_run(root: Path, data: Path, seed: int) -> dict:
+def heldout_run(root: Path, data: Path, seed: int, settings: dict | None = None) -> dict:
     """Notebook 04's training with ``seed`` on 2 MPI ranks, then notebook 05's prediction of
     the held-out block, scored by :func:`climnb.demo.heldout_scores`; with the run's wall time
-    and its median step (rank 0, the first 5 left out)."""
+    and its median step (rank 0, the first 5 left out). ``settings``: TrainConfig fields over
+    the notebook's (``--settings``), for trying a setting the demo's way before adopting it."""
     from climnb.demo import HELDOUT_FIELDS, HELDOUT_PREDICTION, heldout_scores
     from climnb.predict import predict
 
@@ -432,7 +434,9 @@ def heldout_run(root: Path, data: Path, seed: int) -> dict:
     out = root / params["out_dir"]
     shutil.rmtree(out, ignore_errors=True)
     config = root / "train.json"  # the notebook's settings that have no flag
-    config.write_text(json.dumps({k: params[k] for k in _DEMO_CONFIG if k in params}))
+    config.write_text(
+        json.dumps({**{k: params[k] for k in _DEMO_CONFIG if k in params}, **(settings or {})})
+    )
     staged = root / "data/toy/staged/node{node}"
     seconds, history, _ = train(
         2,
@@ -465,10 +469,13 @@ def heldout(work: Path, args) -> None:
     data = demo_fields(root)
     rows = {}
     for seed in args.seeds:
-        rows[seed] = heldout_run(root, data, seed)
+        rows[seed] = heldout_run(root, data, seed, json.loads(args.settings or "{}"))
         print(f"  seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in rows[seed].items()))
     table = pd.DataFrame(rows).T
-    print(f"held-out quality over seeds {list(args.seeds)} (load {_load()}), {demo_training()}:")
+    print(
+        f"held-out quality over seeds {list(args.seeds)} (load {_load()}), {demo_training()}, "
+        f"settings {args.settings or '{}'}:"
+    )
     print(table.agg(["mean", "min", "max"]).T.to_string(float_format="{:.3f}".format))
     worst = table.min()
     ok = all(worst[f"model held-out IoU {c} vs teacher"] >= 0.8 for c in ("TC", "AR"))
@@ -574,6 +581,12 @@ def main(argv=None):
     )
     parser.add_argument(
         "--data-root", help="--screen: keep the demo's data in this folder (made if missing)"
+    )
+    parser.add_argument(
+        "--settings",
+        metavar="JSON",
+        help="--heldout: TrainConfig fields over notebook 04's (its --config file), e.g. "
+        "'{\"dice_weight\": 1.0}', to try a setting the demo's way",
     )
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="climnb-bench-train-"))

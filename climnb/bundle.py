@@ -301,10 +301,10 @@ def load_bundle(path: PathLike) -> Bundle:
 
 def _load_keras(path: Path):
     from climnb.models.backend import import_keras
-    from climnb.models.layers import fused_batch_norm_layer
+    from climnb.models.layers import register_layers
 
     keras = import_keras()
-    fused_batch_norm_layer()  # registers climnb's batch-norm layer for model.keras files
+    register_layers()  # climnb's own layers (batch norm, input channels) for model.keras files
     try:
         return keras.models.load_model(path, compile=False)
     except Exception as err:  # Keras raises many types for a bad file

@@ -8,7 +8,13 @@ from functools import cache
 from climnb.models.backend import import_keras, import_tf
 from climnb.models.precision import check_bf16_support, policy_name
 
-__all__ = ["LayerFactory", "fused_batch_norm_layer", "latitude_channel_layer"]
+__all__ = [
+    "LayerFactory",
+    "fused_batch_norm_layer",
+    "latitude_channel_layer",
+    "poleward_channel_layer",
+    "register_layers",
+]
 
 
 @cache
@@ -96,6 +102,69 @@ def latitude_channel_layer():
             return (*input_shape[:-1], None if input_shape[-1] is None else input_shape[-1] + 1)
 
     return LatitudeChannel
+
+
+@cache
+def poleward_channel_layer():
+    """A Keras layer that appends the poleward moisture transport as one more input channel.
+
+    The channel is ``TMQ x V850 x sign(latitude) / scale``, in physical units over ``scale``
+    (kg m-1 s-1; 357 = 250 / 0.7, the atmospheric-river teacher's threshold on ``TMQ x |V850|``,
+    so 1 is a river's strength and the sign says poleward or equatorward): the quantity whose
+    object-wide mean the teacher's poleward rule (:func:`climnb.labels.ar.transport_rivers`)
+    tests. The network sees min-max normalised fields, so the layer undoes the normalisation of
+    the two channels first (``x * (maxval - minval) + minval``); their indices and the
+    training set's ``minval``/``maxval`` are the layer's settings (see
+    :func:`climnb.models.presets.resolve_poleward`), saved with it in ``model.keras`` files.
+    Rows are a global grid on ascending latitudes, as for :func:`latitude_channel_layer`: the
+    southern half (the first ``height / 2`` rows) is negative latitude. Registered as
+    ``climnb>PolewardTransport``.
+    """
+    keras = import_keras()
+    ops = keras.ops
+
+    @keras.saving.register_keras_serializable(package="climnb")
+    class PolewardTransport(keras.layers.Layer):
+        def __init__(self, tmq, v850, minval, maxval, scale=357.0, **kwargs):
+            super().__init__(**kwargs)
+            self.tmq, self.v850 = int(tmq), int(v850)
+            self.minval = [float(v) for v in minval]
+            self.maxval = [float(v) for v in maxval]
+            self.scale = float(scale)
+
+        def get_config(self):
+            return {
+                **super().get_config(),
+                "tmq": self.tmq,
+                "v850": self.v850,
+                "minval": self.minval,
+                "maxval": self.maxval,
+                "scale": self.scale,
+            }
+
+        def _physical(self, inputs, channel, k):
+            x = ops.cast(inputs[..., channel : channel + 1], "float32")
+            return x * (self.maxval[k] - self.minval[k]) + self.minval[k]
+
+        def call(self, inputs):
+            shape = ops.shape(inputs)
+            transport = self._physical(inputs, self.tmq, 0) * self._physical(inputs, self.v850, 1)
+            rows = ops.cast(ops.arange(shape[1]), "float32") + 0.5
+            sign = ops.reshape(ops.sign(rows - ops.cast(shape[1], "float32") / 2), (1, -1, 1, 1))
+            plane = ops.cast(transport * sign / self.scale, inputs.dtype)
+            return ops.concatenate([inputs, plane], axis=-1)
+
+        def compute_output_shape(self, input_shape):
+            return (*input_shape[:-1], None if input_shape[-1] is None else input_shape[-1] + 1)
+
+    return PolewardTransport
+
+
+def register_layers() -> None:
+    """Register climnb's own Keras layers, so that ``model.keras`` files holding them load."""
+    fused_batch_norm_layer()
+    latitude_channel_layer()
+    poleward_channel_layer()
 
 
 class LayerFactory:

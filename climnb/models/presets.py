@@ -21,7 +21,9 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "TiramisuConfig",
@@ -32,7 +34,13 @@ __all__ = [
     "PAPER_FIGURES",
     "get_config",
     "check_input_shape",
+    "resolve_poleward",
+    "POLEWARD_SCALE",
 ]
+
+#: the poleward channel's unit: the atmospheric-river teacher's threshold on TMQ x |V850|
+POLEWARD_SCALE = 250.0 / 0.7
+POLEWARD_KEYS = ("tmq", "v850", "minval", "maxval")
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,12 @@ class TiramisuConfig:
     latitude_channel : append ``sin(latitude)`` of a global ascending-latitude grid as one more
         input channel (:func:`climnb.models.layers.latitude_channel_layer`), so that the network
         knows the hemisphere (which way is poleward).
+    poleward_channel : append the poleward moisture transport ``TMQ x V850 x sign(latitude)``
+        as one more input channel (:func:`climnb.models.layers.poleward_channel_layer`), the
+        quantity the atmospheric-river teacher's poleward rule tests. ``True`` asks for it; the
+        network is built from the normalisation it undoes, a mapping made by
+        :func:`resolve_poleward` from the sample set's statistics (training does this, and the
+        bundle records the mapping).
     """
 
     blocks: tuple[int, ...] = (2, 2, 2, 4, 5)
@@ -72,8 +86,16 @@ class TiramisuConfig:
     weight_decay: float = 1e-4
     batch_norm_momentum: float = 0.99
     latitude_channel: bool = False
+    poleward_channel: bool | Mapping[str, Any] = False
 
     def __post_init__(self):
+        if isinstance(self.poleward_channel, Mapping):
+            missing = sorted(set(POLEWARD_KEYS) - set(self.poleward_channel))
+            if missing:
+                raise ValueError(
+                    f"poleward_channel needs {', '.join(POLEWARD_KEYS)}; missing "
+                    f"{', '.join(missing)} (make it with resolve_poleward)"
+                )
         if len(self.blocks) < 2 or min(self.blocks) < 1:
             raise ValueError(f"blocks needs at least two positive entries, got {self.blocks}")
         if not 0.0 <= self.dropout < 1.0:
@@ -230,6 +252,42 @@ def get_config(name: str, preset: str = "paper", **overrides) -> ModelConfig:
         )
     overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
     return dataclasses.replace(config, **overrides)
+
+
+def resolve_poleward(
+    overrides: Mapping[str, Any],
+    channels: Sequence[str],
+    minval: Sequence[float],
+    maxval: Sequence[float],
+) -> dict:
+    """``overrides`` with ``poleward_channel=True`` replaced by what the layer needs: the
+    indices of ``TMQ`` and ``V850`` among the network's input ``channels`` and their min-max
+    normalisation (``minval``, ``maxval``, per channel in the order of ``channels``, from
+    ``stats.h5``). Other overrides, and a mapping already resolved, pass unchanged.
+
+    >>> resolve_poleward({"poleward_channel": True}, ["TMQ", "U850", "V850"], [0, -9, -20],
+    ...                  [70, 9, 20])["poleward_channel"]["v850"]
+    2
+    """
+    out = dict(overrides)
+    if out.get("poleward_channel") is not True:
+        return out
+    channels = list(channels)
+    missing = [c for c in ("TMQ", "V850") if c not in channels]
+    if missing:
+        raise ValueError(
+            f"model_overrides: poleward_channel needs the input channels TMQ and V850; "
+            f"{', '.join(missing)} not among channels {channels}"
+        )
+    index = [channels.index("TMQ"), channels.index("V850")]
+    out["poleward_channel"] = {
+        "tmq": index[0],
+        "v850": index[1],
+        "minval": [float(minval[i]) for i in index],
+        "maxval": [float(maxval[i]) for i in index],
+        "scale": POLEWARD_SCALE,
+    }
+    return out
 
 
 def _nearest_multiples(size: int, stride: int) -> list[int]:

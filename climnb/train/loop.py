@@ -41,9 +41,11 @@ from climnb.models.losses import (
     PAPER_FREQUENCIES,
     class_weights,
     frequencies_from_counts,
+    soft_dice_loss,
     weighted_cross_entropy,
 )
 from climnb.models.metrics import ConfusionMatrix
+from climnb.models.presets import resolve_poleward
 from climnb.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
 from climnb.staging import StagingConfig, stage
 from climnb.train import optim
@@ -523,18 +525,24 @@ class _Run:
             )
         if self.rank == 0:
             log.info("precision %s (%s)", config.precision, config.precision_reason)
+        self.model_overrides = self._model_overrides()  # poleward_channel from the stats
         self.model = build_model(
             config.model,
             data.shape,
             3,
             config.preset,
             mixed_precision=config.precision,
-            **config.model_overrides,
+            **self.model_overrides,
         )
         self.optimizer = optim.make_optimizer(opt_config)
         self.optimizer.build(self.model.trainable_variables)
-        weights = data.class_weights
-        self.loss_fn = lambda y, logits: weighted_cross_entropy(y, logits, weights)
+        weights, dice = data.class_weights, config.dice_weight
+        if dice:
+            self.loss_fn = lambda y, logits: (
+                weighted_cross_entropy(y, logits, weights) + dice * soft_dice_loss(y, logits)
+            )
+        else:
+            self.loss_fn = lambda y, logits: weighted_cross_entropy(y, logits, weights)
         self.flop_per_sample = count_flops(self.model).training
         self.records, self.validations = [], []
         self.global_step, self.epoch, self.step_in_epoch = 0, 0, 0
@@ -888,9 +896,17 @@ class _Run:
             return None
         return load_checkpoint(path).model_weights
 
-    def _save_bundle(self, weights_step: int) -> str:
+    def _input_stats(self):
+        """The network's input channels and their statistics."""
         stats, channels = self.data.stats, self.config.channels or tuple(self.data.stats.channels)
-        chosen = stats.select([list(stats.channels).index(c) for c in channels])
+        return channels, stats.select([list(stats.channels).index(c) for c in channels])
+
+    def _model_overrides(self) -> dict:
+        channels, chosen = self._input_stats()
+        return resolve_poleward(self.config.model_overrides, channels, chosen.minval, chosen.maxval)
+
+    def _save_bundle(self, weights_step: int) -> str:
+        channels, chosen = self._input_stats()
         extra = {"train_config": self.config.to_dict(), "steps": self.global_step}
         extra["weights_step"] = weights_step  # the step whose weights these are
         if self.best:
@@ -904,7 +920,7 @@ class _Run:
             maxval=chosen.maxval,
             name=self.config.model,
             preset=self.config.preset,
-            overrides=dict(self.config.model_overrides),  # to rebuild it for another grid
+            overrides=dict(self.model_overrides),  # to rebuild it for another grid
             extra=extra,
         )
         return str(bundle)
