@@ -67,7 +67,9 @@ PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
     || die "$PYTHON is $("$PYTHON" -V 2>&1); climnb needs Python >= 3.10"
 # the venv of an earlier set-up with these dependency files and this interpreter, if kept
-snap_key=$(printf '%s %s' "$key" "$(readlink -f "$(command -v "$PYTHON")")" | sha256sum | cut -c1-16)
+# (the interpreter by its installation, not its path: a venv's python and a pyenv shim are one)
+interpreter=$("$PYTHON" -c 'import sys; print(sys.base_prefix, sys.version)')
+snap_key=$(printf '%s %s' "$key" "$interpreter" | sha256sum | cut -c1-16)
 snap=$CACHE/venvs/$snap_key
 use_snapshots=${CLIMNB_VENV_CACHE:-1}
 from_snapshot=0
