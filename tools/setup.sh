@@ -32,6 +32,8 @@ APT_PACKAGES=(build-essential cmake openmpi-bin libopenmpi-dev libhighwayhash-de
               chromium chromium-driver slurm-wlm munge libpmix2)
 
 say() { printf '[setup %4ds] %s\n' "$SECONDS" "$*"; }
+# a copy of the folder $1 at $2: hard links where both are on one file system, else a copy
+copy_tree() { cp -al "$1" "$2" 2>/dev/null || { rm -rf "$2"; cp -a "$1" "$2"; }; }
 die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
 
 key=$(cat pyproject.toml setup.py tools/setup.sh | sha256sum | cut -c1-16)
@@ -78,7 +80,7 @@ if [[ $use_snapshots == 1 && ! -e $VENV && -f $snap/.climnb-snapshot ]]; then
     made_in=$(cat "$snap/.climnb-snapshot")
     tmp=$VENV.tmp$$
     rm -rf "$tmp"
-    cp -al "$snap" "$tmp" 2>/dev/null || { rm -rf "$tmp"; cp -a "$snap" "$tmp"; }
+    copy_tree "$snap" "$tmp"
     rm -f "$tmp/.climnb-snapshot"
     # console and activate scripts name the venv they were made in (sed -i writes new files:
     # the cached ones stay as they are); climnb's own editable install is redone below
@@ -130,9 +132,7 @@ import sys
 sys.exit(not (hvd.mpi_built() and hvd.gloo_built()))
 EOF
 }
-if have_horovod; then
-    say "Horovod $HOROVOD_VERSION: TensorFlow, MPI and Gloo built"
-else
+if ! have_horovod; then
     if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
         say "building Horovod $HOROVOD_VERSION against TensorFlow $tf_version (7-8 minutes on 2 cores)"
         mkdir -p "$wheel_dir"
@@ -154,15 +154,15 @@ else
     # for each of its 8 questions: 25-30 s of a set-up)
     have_horovod || die "Horovod $HOROVOD_VERSION was installed but does not load in TensorFlow with MPI and Gloo:
 $(TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/horovodrun" --check-build 2>&1 | tail -20)"
-    say "Horovod $HOROVOD_VERSION: TensorFlow, MPI and Gloo built"
 fi
+say "Horovod $HOROVOD_VERSION: TensorFlow, MPI and Gloo built"
 
 rm -f "$VENV"/.climnb-setup-*
 # keep this venv for the next clone (hard links where the cache is on the same file system)
 if [[ $use_snapshots == 1 && $from_snapshot == 0 ]]; then
     mkdir -p "$CACHE/venvs"
     rm -rf "$snap.tmp"
-    if cp -al "$VENV" "$snap.tmp" 2>/dev/null || { rm -rf "$snap.tmp"; cp -a "$VENV" "$snap.tmp"; }; then
+    if copy_tree "$VENV" "$snap.tmp"; then
         printf '%s\n' "$VENV" > "$snap.tmp/.climnb-snapshot"
         find "$CACHE/venvs" -mindepth 1 -maxdepth 1 -type d ! -name "$snap_key.tmp" -exec rm -rf {} +
         mv "$snap.tmp" "$snap"

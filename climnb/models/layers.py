@@ -7,6 +7,7 @@ from functools import cache
 
 from climnb.models.backend import import_keras, import_tf
 from climnb.models.precision import check_bf16_support, policy_name
+from climnb.models.presets import POLEWARD_SCALE
 
 __all__ = [
     "LayerFactory",
@@ -125,7 +126,7 @@ def poleward_channel_layer():
 
     @keras.saving.register_keras_serializable(package="climnb")
     class PolewardTransport(keras.layers.Layer):
-        def __init__(self, tmq, v850, minval, maxval, scale=357.0, **kwargs):
+        def __init__(self, tmq, v850, minval, maxval, scale=POLEWARD_SCALE, **kwargs):
             super().__init__(**kwargs)
             self.tmq, self.v850 = int(tmq), int(v850)
             self.minval = [float(v) for v in minval]

@@ -118,9 +118,7 @@ def weighted_cross_entropy(labels, logits, weights, reduction: str = "mean"):
         ce = tf.nn.softmax_cross_entropy_with_logits(labels=target, logits=logits)
         w = tf.linalg.matvec(target, table)
     else:
-        labels = tf.cast(labels, tf.int32)
-        if labels.shape.rank == logits.shape.rank:
-            labels = tf.squeeze(labels, axis=-1)
+        labels = _class_ids(tf, labels, logits)
         ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
         w = tf.gather(table, labels)
     if reduction == "none":
@@ -151,10 +149,7 @@ def soft_dice_loss(labels, logits, classes: Sequence[int] = (1, 2), smooth: floa
     if is_soft(labels, logits):
         target = tf.cast(labels, tf.float32)
     else:
-        labels = tf.cast(labels, tf.int32)
-        if labels.shape.rank == logits.shape.rank:
-            labels = tf.squeeze(labels, axis=-1)
-        target = tf.one_hot(labels, n, dtype=tf.float32)
+        target = tf.one_hot(_class_ids(tf, labels, logits), n, dtype=tf.float32)
     p = tf.nn.softmax(logits, axis=-1)
     idx = list(classes)
     p, target = tf.gather(p, idx, axis=-1), tf.gather(target, idx, axis=-1)
@@ -163,6 +158,14 @@ def soft_dice_loss(labels, logits, classes: Sequence[int] = (1, 2), smooth: floa
     total = tf.reduce_sum(p, axis=axes) + tf.reduce_sum(target, axis=axes)
     dice = (2.0 * inter + smooth) / (total + smooth)
     return 1.0 - tf.reduce_mean(dice)
+
+
+def _class_ids(tf, labels, logits):
+    """Integer class ids as int32 ``(batch, h, w)``: a trailing axis of 1 dropped."""
+    labels = tf.cast(labels, tf.int32)
+    if labels.shape.rank == logits.shape.rank:
+        labels = tf.squeeze(labels, axis=-1)
+    return labels
 
 
 def is_soft(labels, logits) -> bool:

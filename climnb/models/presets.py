@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from climnb.labels.config import ARConfig
+
 __all__ = [
     "TiramisuConfig",
     "DeepLabConfig",
@@ -39,7 +41,7 @@ __all__ = [
 ]
 
 #: the poleward channel's unit: the atmospheric-river teacher's threshold on TMQ x |V850|
-POLEWARD_SCALE = 250.0 / 0.7
+POLEWARD_SCALE = ARConfig.proxy_threshold
 POLEWARD_KEYS = ("tmq", "v850", "minval", "maxval")
 
 

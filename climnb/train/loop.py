@@ -537,12 +537,12 @@ class _Run:
         self.optimizer = optim.make_optimizer(opt_config)
         self.optimizer.build(self.model.trainable_variables)
         weights, dice = data.class_weights, config.dice_weight
-        if dice:
-            self.loss_fn = lambda y, logits: (
-                weighted_cross_entropy(y, logits, weights) + dice * soft_dice_loss(y, logits)
-            )
-        else:
-            self.loss_fn = lambda y, logits: weighted_cross_entropy(y, logits, weights)
+
+        def loss_fn(y, logits):  # no Dice ops in the graph when its weight is 0
+            loss = weighted_cross_entropy(y, logits, weights)
+            return loss + dice * soft_dice_loss(y, logits) if dice else loss
+
+        self.loss_fn = loss_fn
         self.flop_per_sample = count_flops(self.model).training
         self.records, self.validations = [], []
         self.global_step, self.epoch, self.step_in_epoch = 0, 0, 0
