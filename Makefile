@@ -7,6 +7,10 @@ PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export IPP_NONINTERACTIVE := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# Python's default, bytecode written: where PYTHONDONTWRITEBYTECODE is set (some CI images),
+# each of the suite's few hundred Python processes (engines, MPI ranks, kernels, the CLI)
+# compiles climnb again (~0.3 s of CPU each) and pytest rewrites every test module per worker.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo test test-quick lint bench clean
 

@@ -50,6 +50,7 @@ from climnb.channels import CLASS_NAMES
 from climnb.labels.components import label_components, measure
 from climnb.labels.schema import COLUMNS, MASK_EVENT_COLUMNS, TRACK_COLUMNS, conform
 from climnb.labels.sphere import great_circle_km, is_periodic
+from climnb.steps import iter_steps
 from climnb.versions import written_by
 
 __all__ = [
@@ -208,8 +209,9 @@ def track_events(mask: xr.DataArray, config: TrackConfig | None = None) -> pd.Da
     times = track_times(mask.time.values)
     check_times(times)
     rows, prev, next_id = [], [], 0  # prev: (region, track id, step) of tracks to continue
-    for t, time in enumerate(times):
-        cur = _regions(np.asarray(mask.isel(time=t).values), lat, lon, periodic, cfg)
+    for t, (values,) in iter_steps([mask]):
+        time = times[t]
+        cur = _regions(values, lat, lon, periodic, cfg)
         hours = [(time - times[s]).total_seconds() / 3600.0 for _, _, s in prev]
         ids = [None] * len(cur)
         used = set()

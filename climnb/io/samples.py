@@ -50,6 +50,7 @@ import numpy as np
 from climnb.atomic import atomic_path
 from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
 from climnb.io.manifest import JOURNAL_NAME, MANIFEST_NAME, Entry, Manifest, sha256_file
+from climnb.steps import iter_steps
 
 __all__ = [
     "SAMPLE_GLOB",
@@ -439,31 +440,27 @@ def write_samples(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     kept = _resumable(out, names) if resume else {}
-    paths = []
-    for i, name in enumerate(names):
-        path = out / name
-        if name in kept:
-            paths.append(path)
-            if progress is not None:
-                progress(1)
-            continue
-        data, lab = fields[i].values, labels[i].values
-        _check_step(ds, labels, channels, i, data, lab, name)
+    times = ds.time.values if has_time else None
+    todo = [i for i, name in enumerate(names) if name not in kept]
+    if kept and progress is not None:
+        progress(len(kept))
+    for i, (data, lab, sft) in iter_steps([fields, labels, soft], todo):  # blocks of steps
+        _check_step(ds, labels, channels, i, data, lab, names[i])
         entry = _write(
-            path,
+            out / names[i],
             data,
             lab,
             channels=channels,
-            time=ds.time.values[i] if has_time else None,
+            time=None if times is None else times[i],
             lat=lat,
             lon=lon,
-            soft=None if soft is None else soft[i].values,
+            soft=sft,
             expert=None if expert is None else expert[i],
         )
-        Manifest.append(out, name, entry)
-        paths.append(path)
+        Manifest.append(out, names[i], entry)
         if progress is not None:
             progress(1)
+    paths = [out / name for name in names]
     manifest = Manifest.read(out) or Manifest()
     if resume:  # exactly the files of these steps, as an uninterrupted run lists them
         manifest = Manifest(files={n: manifest.files[n] for n in names})

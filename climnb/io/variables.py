@@ -364,8 +364,9 @@ def _find(ds, q: Quantity, level_dim):
     """``(variable, description, DataArray)`` of quantity ``q`` in ``ds``, or None."""
     by_standard = [  # not a variable that already has another quantity's name
         str(n)
-        for n, v in ds.data_vars.items()
-        if v.attrs.get("standard_name") in q.standard_names and _BY_NAME.get(n, q) is q
+        for n in ds.data_vars  # names; .items() would build a DataArray for each
+        if ds.variables[n].attrs.get("standard_name") in q.standard_names
+        and _BY_NAME.get(n, q) is q
     ]
     for name in q.aliases + (tuple(by_standard) if q.level is None else ()):
         if name in ds.data_vars and (level_dim is None or level_dim not in ds[name].dims):

@@ -45,6 +45,7 @@ from climnb.labels.sphere import is_periodic
 from climnb.stats.groups import SEASONS
 from climnb.stats.masks import check_same_grid
 from climnb.stats.regions import Region, land_mask, region_masks
+from climnb.steps import iter_steps
 from climnb.tracks import track_events
 
 __all__ = [
@@ -160,12 +161,11 @@ def event_steps(
     extra = {c: np.full(len(obs), np.nan) for c in ("max_wind", "min_psl", "max_ivt", "mean_ivt")}
     landfalls = []
     by_time = obs.groupby("time").indices
-    for t, time in enumerate(pd.DatetimeIndex(mask.time.values)):
-        rows = by_time.get(time)
-        if rows is None:
-            continue
-        values = np.asarray(mask.isel(time=t).values)
-        step = _step_fields(fields, time)
+    times = pd.DatetimeIndex(mask.time.values)
+    steps = [t for t, time in enumerate(times) if time in by_time]
+    for t, (values, step) in iter_steps([mask, _fields_at(fields, times)], steps):
+        rows = by_time[times[t]]
+        step = _step_fields(step)
         for k in (1, 2):
             _one_class(values == k, k, obs, rows, step, lat, lon, extra, where_land, landfalls)
     for c, v in extra.items():
@@ -183,22 +183,31 @@ def _datetime_mask(obj):
     return obj
 
 
-def _step_fields(fields: xr.Dataset | None, time) -> dict[str, np.ndarray]:
-    """The wind speed, PSL and IVT of one step, those the fields allow."""
+_FIELDS = ("UBOT", "VBOT", "U850", "V850", "PSL", "IVT", "IVTU", "IVTV")
+
+
+def _fields_at(fields: xr.Dataset | None, times) -> xr.Dataset | None:
+    """The variables of ``fields`` that :func:`_step_fields` uses, at the mask's ``times``."""
     if fields is None:
+        return None
+    return fields[[v for v in _FIELDS if v in fields]].sel(time=times).transpose("time", ...)
+
+
+def _step_fields(ds: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    """The wind speed, PSL and IVT of one step (its variables' arrays), those there are."""
+    if ds is None:
         return {}
-    ds = fields.sel(time=time)
     out = {}
     for u, v in (("UBOT", "VBOT"), ("U850", "V850")):
         if u in ds and v in ds:
-            out["wind"] = np.hypot(ds[u].values, ds[v].values)
+            out["wind"] = np.hypot(ds[u], ds[v])
             break
     if "PSL" in ds:
-        out["psl"] = np.asarray(ds.PSL.values)
+        out["psl"] = ds["PSL"]
     if "IVT" in ds:
-        out["ivt"] = np.asarray(ds.IVT.values)
+        out["ivt"] = ds["IVT"]
     elif "IVTU" in ds and "IVTV" in ds:
-        out["ivt"] = np.hypot(ds.IVTU.values, ds.IVTV.values)
+        out["ivt"] = np.hypot(ds["IVTU"], ds["IVTV"])
     return out
 
 
@@ -210,14 +219,17 @@ def _one_class(binary, k, obs, rows, step, lat, lon, extra, where_land, landfall
     labels, n = label_components(binary, periodic=is_periodic(lon))
     where, idx = label_pixels(labels)
     table = measure(labels, n, lat, lon, pixels=(where, idx))
+    t_lat, t_lon, t_area, t_label = (
+        table[c].to_numpy() for c in ("lat", "lon", "area_km2", "label")
+    )
     order = np.argsort(idx, kind="stable")
     bounds = np.searchsorted(idx[order], np.arange(n + 2))
     coslat = np.cos(np.radians(lat))
     for r in rows:
-        d = np.hypot(table.lat - obs.lat.iat[r], (table.lon - obs.lon.iat[r] + 180) % 360 - 180)
+        d = np.hypot(t_lat - obs.lat.iat[r], (t_lon - obs.lon.iat[r] + 180) % 360 - 180)
         area = obs.area_km2.iat[r]
-        d = d + 1e3 * (np.abs(table.area_km2 - area) > 1e-6 * area)  # the same region first
-        label = int(table.label.iat[int(np.argmin(d.values))])
+        d = d + 1e3 * (np.abs(t_area - area) > 1e-6 * area)  # the same region first
+        label = int(t_label[int(np.argmin(d))])
         pixels = where[order[bounds[label] : bounds[label + 1]]]
         _measure_fields(step, pixels, coslat[pixels // lon.size], r, k, extra)
         if where_land is not None:

@@ -1,0 +1,82 @@
+"""Time series read a block of steps at a time.
+
+Code that works one time step at a time (writing samples, tracking, measuring events) reads a
+dask-backed series in blocks: one ``dask.compute`` per block, not per step and variable. Each
+compute optimises and culls the whole graph of the series, which cost more than reading a toy
+step (``climnb samples`` on 40 toy steps: 6.0 s -> 3.0 s). A block holds at most
+:data:`LOAD_BYTES`, so memory stays flat in the number of steps; a step larger than that is
+a block of its own. numpy-backed inputs are only indexed.
+
+Examples
+--------
+>>> import numpy as np, xarray as xr
+>>> a = xr.DataArray(np.arange(12).reshape(3, 2, 2), dims=("time", "lat", "lon")).chunk(time=1)
+>>> [(i, int(x.sum())) for i, (x,) in iter_steps([a])]
+[(0, 6), (1, 22), (2, 38)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+LOAD_BYTES = 256 * 2**20
+"""The most bytes of one block, all arrays together."""
+
+
+def iter_steps(
+    arrays: Sequence, steps: Sequence[int] | None = None, *, load_bytes: int = LOAD_BYTES
+) -> Iterator[tuple[int, list]]:
+    """``(i, [array[i] as numpy for each array])`` for each step ``i`` of ``steps`` (default
+    all), in order.
+
+    ``arrays`` are DataArrays (or Datasets, given as one entry each) with ``time`` as a
+    dimension, or None (yielded as None). Datasets yield a dict of their variables' steps.
+    """
+    present = [a for a in arrays if a is not None]
+    n = present[0].sizes["time"] if present else 0
+    steps = list(range(n)) if steps is None else list(steps)
+    per_step = sum(_step_bytes(a) for a in present) or 1
+    size = max(1, load_bytes // per_step)
+    for start in range(0, len(steps), size):
+        block = steps[start : start + size]
+        loaded = _load(present, block)
+        for k, i in enumerate(block):
+            got = iter(loaded)
+            yield i, [None if a is None else _take(next(got), k) for a in arrays]
+
+
+def _step_bytes(a) -> int:
+    variables = a.data_vars.values() if hasattr(a, "data_vars") else [a]
+    return sum(
+        int(np.prod([v.sizes[d] for d in v.dims if d != "time"])) * v.dtype.itemsize
+        for v in variables
+    )
+
+
+def _load(arrays, block: list[int]) -> list:
+    """The steps ``block`` of every array, read in one ``dask.compute``."""
+    import dask
+
+    parts = [a.isel(time=block) for a in arrays]
+    flat = [v.data for p in parts for v in _variables(p).values()]
+    values = iter(np.asarray(v) for v in dask.compute(*flat))
+    out = []
+    for p in parts:
+        names = list(_variables(p))
+        got = {name: next(values) for name in names}
+        out.append(got if hasattr(p, "data_vars") else got[None])
+    return out
+
+
+def _variables(a) -> dict:
+    if hasattr(a, "data_vars"):
+        return {name: a[name].transpose("time", ...) for name in a.data_vars}
+    return {None: a.transpose("time", ...)}
+
+
+def _take(loaded, k: int):
+    if isinstance(loaded, dict):
+        return {name: v[k] for name, v in loaded.items()}
+    return loaded[k]
