@@ -61,7 +61,9 @@ def _load(arrays, block: list[int]) -> list:
 
     parts = [a.isel(time=block) for a in arrays]
     flat = [v.data for p in parts for v in _variables(p).values()]
-    values = iter(np.asarray(v) for v in dask.compute(*flat))
+    if any(dask.is_dask_collection(v) for v in flat):
+        flat = dask.compute(*flat)
+    values = iter(np.asarray(v) for v in flat)
     out = []
     for p in parts:
         names = list(_variables(p))
