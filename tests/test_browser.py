@@ -55,6 +55,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from _training import TINY
 from conftest import browser_missing, check_expert_scores, write_chain_expert_folder
 
 from climnb.demo import WORKFLOW, find_notebooks
@@ -77,7 +78,9 @@ SHORTER = {
     # 4 steps per epoch on each of 2 ranks; the validations after steps 4 and 8 come mid-run
     # (with 2 epochs, on a loaded machine the one mid-run validation reached the page only
     # after the last step: the live check saw steps 1-6 and no validation point)
-    "04": {"epochs": 3, "samples_per_rank": 8},
+    # The smallest Tiramisu (tests/_training.py): tracing the toy preset's training step cost
+    # each engine ~10 s more, and 05 and 06 trace its prediction again
+    "04": {"epochs": 3, "samples_per_rank": 8, "model_overrides": TINY},
     # a smaller planted change (4 blocks of 16 steps) and fewer resamples: the same outputs
     "06": {"change_steps": 64, "n_resamples": 199},
 }
@@ -408,7 +411,9 @@ def _settle(driver, quiet: float = 1.5, most: float = 10.0) -> None:
 
 
 def _wait_done(driver, name: str, timeout: float) -> None:
-    _poll(lambda: driver.execute_script(_JS_DONE), timeout, f"all cells of {name} to run")
+    # every 0.5 s: each poll is a round trip through chromedriver into the page, for the
+    # whole of a notebook's run
+    _poll(lambda: driver.execute_script(_JS_DONE), timeout, f"all cells of {name} to run", 0.5)
     _settle(driver)
 
 

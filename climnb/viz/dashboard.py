@@ -118,7 +118,13 @@ def _throughput(steps: pd.DataFrame) -> hv.Curve:
 def _mask(mask, title: str) -> hv.Image:
     mask = np.asarray(mask, np.float32)[::-1]  # row 0 is the southernmost latitude
     return hv.Image(mask, bounds=(0, -90, 360, 90), kdims=["lon", "lat"], vdims=["class"]).opts(
-        cmap=_CLASS_CMAP, clim=(-0.5, 2.5), width=300, height=180, title=f"validation {title}"
+        cmap=_CLASS_CMAP,
+        clim=(-0.5, 2.5),
+        width=300,
+        height=180,
+        title=f"validation {title}",
+        xticks=[0, 90, 180, 270, 360],  # bokeh's default ticks run together at this width
+        yticks=[-60, 0, 60],
     )
 
 
@@ -294,9 +300,9 @@ class TrainingDashboard:
         from IPython.display import display
 
         bar = w.IntProgress(
-            min=0, max=self.total, description="training", layout=w.Layout(width="360px")
+            min=0, max=self.total, description="training", layout=w.Layout(width="300px")
         )
-        label = w.HTML("starting ...")
+        label = w.HTML("starting ...", layout=w.Layout(min_width="500px"))  # ETA on one line
         stop = w.Button(
             description="stop",
             button_style="warning",
