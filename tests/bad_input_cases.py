@@ -21,7 +21,6 @@ permissions do not stop reads or writes); they raise :class:`Unavailable` elsewh
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -1857,18 +1856,21 @@ _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \S+ (DEBUG|INFO|WAR
 
 
 def snapshot(folder: Path) -> dict[str, str]:
-    """Every path under ``folder`` (hidden ones too): SHA-256 of files, ``dir`` for folders."""
+    """Every path under ``folder`` (hidden ones too): for files their inode, size and
+    modification time in nanoseconds (any write changes one: a rewrite in place the time, a
+    replacement the inode), ``dir`` for folders. Cheaper than hashing the contents, which cost
+    a third of the table's time (two SHA-256 passes over each case's 35 MB of copies)."""
     out = {}
     for root, dirs, files in os.walk(folder):
         for d in dirs:
             out[os.path.relpath(os.path.join(root, d), folder)] = "dir"
         for f in files:
             path = os.path.join(root, f)
-            h = hashlib.sha256()
-            with contextlib.suppress(OSError), open(path, "rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    h.update(chunk)
-            out[os.path.relpath(path, folder)] = h.hexdigest()
+            try:  # a link's target (a golden file it points to, changed, is found too)
+                st = os.stat(path)
+                out[os.path.relpath(path, folder)] = f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+            except OSError:  # a link whose target is missing
+                out[os.path.relpath(path, folder)] = "missing target"
     return out
 
 

@@ -3,8 +3,11 @@ the problem, and no file changed (the table is in ``tests/bad_input_cases.py``).
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
-from bad_input_cases import CASES, Case, Unavailable, judge, make_golden, run_case
+from bad_input_cases import CASES, Case, Unavailable, _diff, judge, make_golden, run_case, snapshot
 
 pytest.importorskip(
     "keras", reason="the predict cases need a model bundle: pip install 'climnb[train]'"
@@ -74,6 +77,20 @@ def test_judge_sees_success_output_and_leftovers(golden, tmp_path):
     refused = Case("synth-zero", "lead", zero, ("n_time",), "positive")
     outcome = run_case(refused, tmp_path / "refused", golden)
     assert judge(refused, outcome) == [], outcome.stderr
+
+
+def test_snapshot_sees_a_rewrite_in_place_of_the_same_size(tmp_path):
+    """The harness's snapshot (inode, size, modification time) sees a command that rewrites
+    bytes of an input in place, leaving its size, and one that replaces it."""
+    (tmp_path / "a.nc").write_bytes(b"x" * 100)
+    (tmp_path / "b.nc").write_bytes(b"x" * 100)
+    before = snapshot(tmp_path)
+    time.sleep(0.05)  # past the file system clock's tick (a command starts later than this)
+    with open(tmp_path / "a.nc", "r+b") as f:
+        f.write(b"y")
+    (tmp_path / "b.new").write_bytes(b"x" * 100)
+    os.replace(tmp_path / "b.new", tmp_path / "b.nc")
+    assert _diff(before, snapshot(tmp_path)) == ["~a.nc", "~b.nc"]
 
 
 # --- the one output rule (climnb.store.check_output), seen through every command that writes ---

@@ -262,7 +262,7 @@ def browser(lab, tmp_path_factory):
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
-        "--window-size=1400,1800",
+        "--window-size=1280,900",
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
