@@ -50,8 +50,3 @@ def test_every_subcommand_has_help_and_example():
         assert sub.description, name
         assert sub.epilog.startswith("example:\n  "), name
         assert re.search(rf"climnb {name}\b", sub.epilog), name
-
-
-def test_versions_command(capsys):
-    assert main(["versions"]) == 0
-    assert "xarray" in capsys.readouterr().out

@@ -3,7 +3,6 @@ the version comes from one place; versions report."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import subprocess
@@ -179,10 +178,13 @@ def test_import_is_light():
     assert loaded.strip() == ""
 
 
-def test_show_versions_reports_stack_and_horovod_build():
-    buf = io.StringIO()
-    climnb.show_versions(file=buf)
-    text = buf.getvalue()
+def test_show_versions_reports_stack_and_horovod_build(capsys):
+    """``climnb versions`` (what it prints is ``climnb.show_versions()``'s report; one run:
+    the Horovod check imports TensorFlow in a new process)."""
+    from climnb.cli import main
+
+    assert main(["versions"]) == 0
+    text = capsys.readouterr().out
     for package in ("numpy", "xarray", "tensorflow", "horovod", "ipyparallel", "h5py"):
         assert re.search(rf"^{package} *: \d", text, re.M), package
     line = next(x for x in text.splitlines() if x.startswith("horovod build"))
