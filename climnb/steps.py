@@ -41,44 +41,36 @@ def iter_steps(
     size = max(1, load_bytes // per_step)
     for start in range(0, len(steps), size):
         block = steps[start : start + size]
-        loaded = _load(present, block)
+        read = iter(_load(present, block))
+        blocks = [None if a is None else (next(read), hasattr(a, "data_vars")) for a in arrays]
         for k, i in enumerate(block):
-            got = iter(loaded)
-            yield i, [None if a is None else _take(next(got), k) for a in arrays]
-
-
-def _step_bytes(a) -> int:
-    variables = a.data_vars.values() if hasattr(a, "data_vars") else [a]
-    return sum(
-        int(np.prod([v.sizes[d] for d in v.dims if d != "time"])) * v.dtype.itemsize
-        for v in variables
-    )
-
-
-def _load(arrays, block: list[int]) -> list:
-    """The steps ``block`` of every array, read in one ``dask.compute``."""
-    import dask
-
-    parts = [a.isel(time=block) for a in arrays]
-    flat = [v.data for p in parts for v in _variables(p).values()]
-    if any(dask.is_dask_collection(v) for v in flat):
-        flat = dask.compute(*flat)
-    values = iter(np.asarray(v) for v in flat)
-    out = []
-    for p in parts:
-        names = list(_variables(p))
-        got = {name: next(values) for name in names}
-        out.append(got if hasattr(p, "data_vars") else got[None])
-    return out
+            yield i, [None if b is None else _take(*b, k) for b in blocks]
 
 
 def _variables(a) -> dict:
+    """``{name: DataArray}`` of a Dataset's variables, or ``{None: a}`` of a DataArray, with
+    ``time`` first."""
     if hasattr(a, "data_vars"):
         return {name: a[name].transpose("time", ...) for name in a.data_vars}
     return {None: a.transpose("time", ...)}
 
 
-def _take(loaded, k: int):
-    if isinstance(loaded, dict):
-        return {name: v[k] for name, v in loaded.items()}
-    return loaded[k]
+def _step_bytes(a) -> int:
+    return sum(int(np.prod(v.shape[1:])) * v.dtype.itemsize for v in _variables(a).values())
+
+
+def _load(arrays, block: list[int]) -> list[dict]:
+    """The steps ``block`` of every array (``{name: numpy}``), read in one ``dask.compute``."""
+    import dask
+
+    parts = [_variables(a.isel(time=block)) for a in arrays]
+    flat = [v.data for p in parts for v in p.values()]
+    if any(dask.is_dask_collection(v) for v in flat):
+        flat = dask.compute(*flat)
+    values = iter(np.asarray(v) for v in flat)
+    return [{name: next(values) for name in p} for p in parts]
+
+
+def _take(loaded: dict, dataset: bool, k: int):
+    """Step ``k`` of a block: a dict of a Dataset's variables, or a DataArray's array."""
+    return {name: v[k] for name, v in loaded.items()} if dataset else loaded[None][k]
