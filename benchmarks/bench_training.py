@@ -423,32 +423,18 @@ def demo_fields(root: Path, n_time: int | None = None) -> Path:
 INDEPENDENT = (1000, 64)
 
 
-def independent_scores(model: Path, work: Path) -> dict[str, float]:
+def independent_scores(model: Path) -> dict[str, float]:
     """IoU per class of the bundle ``model`` against the teacher and the truth (and the
-    teacher's against the truth) on :data:`INDEPENDENT`: a series of another generator seed,
-    so no step is correlated with the training series (cached in ``work``)."""
-    from climnb.labels import LabelConfig, compute, label_dataset
-    from climnb.labels.scores import class_iou
-    from climnb.predict import predict
+    teacher's against the truth) on :data:`INDEPENDENT`, as notebook 05 scores it
+    (:func:`climnb.viz.heldout.independent_scores`): a series of another generator seed, so no
+    step is correlated with the training series."""
+    from climnb.demo import independent_figures
+    from climnb.viz.heldout import INDEPENDENT_FILE
+    from climnb.viz.heldout import independent_scores as score
 
     seed, n = INDEPENDENT
-    path = work / f"independent-{seed}-{n}.nc"
-    if not path.exists():
-        ds, _ = make_dataset(n_time=n, seed=seed)
-        labels, _ = compute(*label_dataset(ds, LabelConfig()))
-        ds.assign(teacher=labels).to_netcdf(path)
-    with xr.open_dataset(path) as ds:
-        ds = ds.load()
-    prediction = predict(model, ds.drop_vars("teacher")).values
-    out = {}
-    for who, a, b in (
-        ("model independent IoU {} vs teacher", prediction, ds.teacher.values),
-        ("model independent IoU {} vs truth", prediction, ds.truth.values),
-        ("teacher independent IoU {} vs truth", ds.teacher.values, ds.truth.values),
-    ):
-        per_class, _ = class_iou(a, b)
-        out[who.format("TC")], out[who.format("AR")] = float(per_class[1]), float(per_class[2])
-    return out
+    score(model, n_time=n, seed=seed)
+    return independent_figures(Path(model).parent / INDEPENDENT_FILE)
 
 
 def heldout_run(root: Path, data: Path, seed: int, settings: dict | None = None) -> dict:
@@ -496,7 +482,7 @@ def heldout_run(root: Path, data: Path, seed: int, settings: dict | None = None)
     prediction.to_dataset().to_netcdf(root / HELDOUT_PREDICTION)
     steps = history[(history.kind == "step") & (history["rank"] == 0)].iloc[5:]
     timing = {"train s": seconds, "s per step": float(steps.seconds.median())}
-    return {**heldout_scores(root), **independent_scores(out / "model", root), **timing}
+    return {**heldout_scores(root), **independent_scores(out / "model"), **timing}
 
 
 def heldout(work: Path, args) -> None:
@@ -573,7 +559,7 @@ def screen(work: Path, args) -> None:
         (root / HELDOUT_PREDICTION).parent.mkdir(parents=True, exist_ok=True)
         prediction.to_dataset().to_netcdf(root / HELDOUT_PREDICTION)
         model = Path(config.out_dir) / "model"
-        scores = {**heldout_scores(root), **independent_scores(model, root)}
+        scores = {**heldout_scores(root), **independent_scores(model)}
         steps = result.history
         val = result.validation
         best = val[val.best].iloc[-1] if "best" in val and val.best.any() else val.iloc[-1]

@@ -337,6 +337,8 @@ def _read_copies(path: Path) -> dict[str, str]:
 HELDOUT_FIELDS = "data/toy/heldout.nc"
 HELDOUT_PREDICTION = "runs/toy/heldout_prediction.nc"
 HELDOUT_TEACHER = "data/toy/heldout_labels.nc"
+#: notebook 05's scores on an independent series (:func:`climnb.viz.heldout.independent_scores`)
+INDEPENDENT_SCORES = "runs/toy/independent_scores.json"
 
 
 def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
@@ -345,7 +347,8 @@ def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
     Label IoU per class against the synthetic truth (notebook 01's labels), the trained
     model's validation IoU and training throughput (notebook 04), and the network's IoU on
     held-out steps against its teacher (the heuristic labels it learnt from) and against the
-    truth, beside the teacher's own IoU against the truth (notebook 05's files
+    truth, beside the teacher's own IoU against the truth, on the held-out block and on notebook
+    05's independent series (:data:`INDEPENDENT_SCORES`; notebook 05's files
     :data:`HELDOUT_PREDICTION` and :data:`HELDOUT_FIELDS`; the teacher's labels are
     :data:`HELDOUT_TEACHER`, or made here with the default :class:`LabelConfig` when that file
     is missing), where those files exist. IoU follows :func:`climnb.labels.scores.class_iou`
@@ -379,7 +382,30 @@ def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
         out["training GFLOP/s (median)"] = float(steady.gflops.median())
         out["training steps"] = int(hist.step.max())
     out.update(heldout_scores(root))
+    out.update(independent_figures(root / INDEPENDENT_SCORES))
     return out
+
+
+#: headline names of the rows of :func:`climnb.viz.heldout.independent_scores`
+_INDEPENDENT_NAMES = {
+    "network vs teacher": "model independent IoU {} vs teacher",
+    "network vs truth": "model independent IoU {} vs truth",
+    "teacher vs truth": "teacher independent IoU {} vs truth",
+}
+
+
+def independent_figures(path: str | os.PathLike) -> dict[str, float]:
+    """The independent series' IoU per class as headline figures, from the JSON file that
+    :func:`climnb.viz.heldout.independent_scores` wrote (empty when there is none)."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    iou = json.loads(path.read_text())["iou"]
+    return {
+        _INDEPENDENT_NAMES[row].format(c): float(v)
+        for row, per_class in iou.items()
+        for c, v in per_class.items()
+    }
 
 
 def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:

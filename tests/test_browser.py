@@ -81,6 +81,8 @@ SHORTER = {
     # The smallest Tiramisu (tests/_training.py): tracing the toy preset's training step cost
     # each engine ~10 s more, and 05 and 06 trace its prediction again
     "04": {"epochs": 3, "samples_per_rank": 8, "model_overrides": TINY},
+    # 8 steps of the independent test series (64 in the notebook)
+    "05": {"independent_steps": 8},
     # a smaller planted change (4 blocks of 16 steps) and fewer resamples: the same outputs
     "06": {"change_steps": 64, "n_resamples": 199},
 }
@@ -765,6 +767,8 @@ def test_explorer_channel_and_time(notebook_run, browser, lab, shots):
     name, started = notebook_run("05")
     _wait_done(browser, name, TIMEOUT.get("05", 300))
     _check_common(browser, lab, name)
+    shown = " ".join(c["shown"] for c in browser.execute_script(_JS_OUTPUTS))
+    assert "network vs teacher" in shown, f"{name}: no scores on the independent series"
     explorers = _poll(lambda: len(e := _explorers(browser)) >= 2 and e, 60, "both explorers")
     fast, holo = explorers[:2]
 

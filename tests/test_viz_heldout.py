@@ -72,3 +72,54 @@ def test_confusion_per_class_against_the_truth_and_the_teacher(toy, tmp_path):
     assert table.loc[("teacher", "background"), "atmospheric_river"] > 0  # the rivers it lacks
     assert table.loc[("teacher", "tropical_cyclone"), "IoU"] == 1.0
     assert table.loc[("teacher", "atmospheric_river"), "IoU"] == 0.0
+
+
+def test_independent_scores_of_a_constant_network_written_beside_it(tmp_path):
+    """A network that marks every pixel a river: against any reference its storm IoU is 0 and
+    its river IoU the reference's river share; the teacher's row is the teacher scored here."""
+    import json
+
+    from climnb.demo import INDEPENDENT_SCORES, headlines, independent_figures
+    from climnb.labels.scores import class_iou
+    from climnb.synthetic import make_dataset
+    from climnb.viz.heldout import INDEPENDENT_FILE, independent_scores
+
+    bundle = _constant_bundle(tmp_path / "runs/toy/model", make_dataset(n_time=2, seed=0)[0])
+    assert independent_scores(tmp_path / "none", n_time=3) is None
+    assert independent_scores(bundle, n_time=0) is None
+    assert not (tmp_path / "runs/toy" / INDEPENDENT_FILE).exists()
+
+    table = independent_scores(bundle, n_time=3, seed=1000, n_lat=64, n_lon=144)
+    ds, _ = make_dataset(n_time=3, seed=1000, n_lat=64, n_lon=144)
+    teacher = ds.climnb.label().values
+    assert table.index.tolist() == ["network vs teacher", "network vs truth", "teacher vs truth"]
+    assert table.loc["network vs teacher", "TC"] == 0.0
+    assert table.loc["network vs teacher", "AR"] == pytest.approx((teacher == 2).mean())
+    assert table.loc["network vs truth", "AR"] == pytest.approx((ds.truth.values == 2).mean())
+    per_class, _ = class_iou(teacher, ds.truth.values)
+    assert table.loc["teacher vs truth"].tolist() == pytest.approx(list(per_class[1:]))
+
+    written = json.loads((tmp_path / "runs/toy" / INDEPENDENT_FILE).read_text())
+    assert (written["n_time"], written["seed"], written["grid"]) == (3, 1000, [64, 144])
+    figures = independent_figures(tmp_path / INDEPENDENT_SCORES)
+    assert figures["model independent IoU AR vs teacher"] == table.loc["network vs teacher", "AR"]
+    assert figures["teacher independent IoU TC vs truth"] == table.loc["teacher vs truth", "TC"]
+    assert len(figures) == 6 and figures.items() <= headlines(tmp_path).items()
+
+
+def _constant_bundle(path, ds):
+    """A model bundle whose network says "river" everywhere (one 1x1 convolution)."""
+    keras = pytest.importorskip("keras")
+    from climnb.bundle import save_bundle
+
+    inp = keras.Input((None, None, len(CHANNEL_NAMES)))
+    conv = keras.layers.Conv2D(3, 1)
+    model = keras.Model(inp, conv(inp))
+    weights = np.zeros((1, 1, len(CHANNEL_NAMES), 3), "float32")
+    conv.set_weights([weights, np.array([0.0, 0.0, 1.0], "float32")])  # class 2 everywhere
+    lo = [float(ds[c].min()) for c in CHANNEL_NAMES]
+    hi = [float(ds[c].max()) for c in CHANNEL_NAMES]
+    return save_bundle(
+        model, path, channels=CHANNEL_NAMES, minval=lo, maxval=hi,
+        name="constant", preset="test", stride=16,
+    )  # fmt: skip
