@@ -24,8 +24,8 @@ for _var in (
 ):
     os.environ.setdefault(_var, "1")
 
-from climnb.cluster import mpi_settings  # noqa: E402
-from climnb.synthetic import make_dataset  # noqa: E402
+# climnb (xarray, pandas, scipy: ~1.5 s) loads in the fixtures that need it: the pytest process
+# that only hands tests to the xdist workers never does, and it starts them sooner
 
 VENV_BIN = Path(sys.executable).parent
 #: Node ids of the tests marked ``slow`` here (measured; see the file's header).
@@ -91,6 +91,8 @@ def _sigint_kept():
 @pytest.fixture(scope="session")
 def toy():
     """Eight toy-size (96 x 144) steps with 3 storms and 3 rivers: ``(ds, events)``."""
+    from climnb.synthetic import make_dataset
+
     return make_dataset(n_time=8, seed=11)
 
 
@@ -99,6 +101,8 @@ def mpi_env():
     """Environment for launching the tests' MPI programs (two ranks): OpenMPI's settings for
     this machine from :func:`climnb.cluster.mpi_settings`, and the venv first on PATH.
     """
+    from climnb.cluster import mpi_settings
+
     if shutil.which("mpirun") is None:
         pytest.skip("mpirun not found: install OpenMPI (make setup does it with apt as root)")
     env = {**os.environ, **mpi_settings(2)}
@@ -111,6 +115,8 @@ def mpi_env():
 def mpi_environ(mpi_env, monkeypatch):
     """:func:`mpi_env` applied to this process, for engines started from the tests (they
     inherit it); no Slurm variables, no interactive progress widgets."""
+    from climnb.cluster import mpi_settings
+
     for key in (*mpi_settings(2), "PATH", "TF_CPP_MIN_LOG_LEVEL"):
         if key in mpi_env:
             monkeypatch.setenv(key, mpi_env[key])
