@@ -33,21 +33,8 @@ def test_without_a_model_the_heuristic_labels_stand_in_and_say_so(toy, tmp_path)
 
 
 def test_with_a_model_the_prediction_is_segmented_and_written(toy, tmp_path):
-    keras = pytest.importorskip("keras")
-    from climnb.bundle import save_bundle
-
     ds = toy[0].isel(time=slice(0, 2))
-    inp = keras.Input((None, None, len(CHANNEL_NAMES)))
-    conv = keras.layers.Conv2D(3, 1)
-    model = keras.Model(inp, conv(inp))
-    weights = np.zeros((1, 1, len(CHANNEL_NAMES), 3), "float32")
-    conv.set_weights([weights, np.array([0.0, 0.0, 1.0], "float32")])  # class 2 everywhere
-    lo = [float(ds[c].min()) for c in CHANNEL_NAMES]
-    hi = [float(ds[c].max()) for c in CHANNEL_NAMES]
-    bundle = save_bundle(
-        model, tmp_path / "run" / "model", channels=CHANNEL_NAMES, minval=lo, maxval=hi,
-        name="constant", preset="test", stride=16,
-    )  # fmt: skip
+    bundle = _constant_bundle(tmp_path / "run" / "model", ds)  # class 2 everywhere
     seg = segment_heldout(ds, bundle, batch_size=1)
     assert seg.note == f"segmented with constant (test) from {bundle}"
     assert seg.titles["prediction_name"] == "constant prediction"
