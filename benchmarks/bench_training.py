@@ -27,9 +27,9 @@
    saw, the split's gap away): IoU per class against the teacher (target >= 0.8) and against
    the truth (target: within 0.05 of the teacher's own); mean, min and max over the seeds, and
    the verdict taken on the worst seed, so that a lucky seed cannot pass. Each model is also
-   scored on an independent series (another seed of the generator, :data:`INDEPENDENT` steps,
-   labelled by the same teacher): a second, larger test than the one held-out block, whose
-   figures depend on which events fall into its few steps.
+   scored on an independent series (another seed of the generator, 64 steps, labelled by the
+   same teacher: :func:`climnb.viz.heldout.independent_scores`): a second, larger test than the
+   one held-out block, whose figures depend on which events fall into its few steps.
 
     .venv/bin/python benchmarks/bench_training.py [--samples 160] [--epochs 12] [--skip-quality]
         [--skip-scaling] [--scaling-runs 3] [--skip-turnover] [--skip-precision] [--checkpoint]
@@ -419,22 +419,15 @@ def demo_fields(root: Path, n_time: int | None = None) -> Path:
     return data
 
 
-#: the independent test series: (seed, steps) of the generator, the demo's grid
-INDEPENDENT = (1000, 64)
-
-
 def independent_scores(model: Path) -> dict[str, float]:
     """IoU per class of the bundle ``model`` against the teacher and the truth (and the
-    teacher's against the truth) on :data:`INDEPENDENT`, as notebook 05 scores it
+    teacher's against the truth) on the independent series, as notebook 05 scores it
     (:func:`climnb.viz.heldout.independent_scores`): a series of another generator seed, so no
     step is correlated with the training series."""
-    from climnb.demo import independent_figures
-    from climnb.viz.heldout import INDEPENDENT_FILE
+    from climnb.demo import headline_figures
     from climnb.viz.heldout import independent_scores as score
 
-    seed, n = INDEPENDENT
-    score(model, n_time=n, seed=seed)
-    return independent_figures(Path(model).parent / INDEPENDENT_FILE)
+    return headline_figures(score(model).to_dict(orient="index"), "independent")
 
 
 def heldout_run(root: Path, data: Path, seed: int, settings: dict | None = None) -> dict:
@@ -511,10 +504,12 @@ def heldout(work: Path, args) -> None:
         f"  worst seed vs teacher >= 0.8 per class: {'OK' if ok else 'MISSED'}; every seed vs "
         f"truth within 0.05 of the teacher: {'OK' if close else 'MISSED'}"
     )
+    from climnb.viz.heldout import INDEPENDENT_SEED, INDEPENDENT_STEPS
+
     ok = all(worst[f"model independent IoU {c} vs teacher"] >= 0.8 for c in ("TC", "AR"))
     print(
-        f"  on the independent series {INDEPENDENT} (seed, steps): worst seed vs teacher >= 0.8 "
-        f"per class: {'OK' if ok else 'MISSED'}"
+        f"  on the independent series ({INDEPENDENT_STEPS} steps of seed {INDEPENDENT_SEED}): "
+        f"worst seed vs teacher >= 0.8 per class: {'OK' if ok else 'MISSED'}"
     )
 
 

@@ -386,12 +386,22 @@ def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
     return out
 
 
-#: headline names of the rows of :func:`climnb.viz.heldout.independent_scores`
-_INDEPENDENT_NAMES = {
-    "network vs teacher": "model independent IoU {} vs teacher",
-    "network vs truth": "model independent IoU {} vs truth",
-    "teacher vs truth": "teacher independent IoU {} vs truth",
+#: headline names of :func:`climnb.labels.scores.network_teacher_truth`'s rows ({where}, {class})
+_FIGURE_NAMES = {
+    "network vs teacher": "model {} IoU {} vs teacher",
+    "network vs truth": "model {} IoU {} vs truth",
+    "teacher vs truth": "teacher {} IoU {} vs truth",
 }
+
+
+def headline_figures(rows: dict[str, dict[str, float]], where: str) -> dict[str, float]:
+    """:func:`climnb.labels.scores.network_teacher_truth`'s rows as headline figures, e.g.
+    ``model held-out IoU TC vs teacher`` for ``where="held-out"``."""
+    return {
+        _FIGURE_NAMES[row].format(where, c): float(v)
+        for row, per_class in rows.items()
+        for c, v in per_class.items()
+    }
 
 
 def independent_figures(path: str | os.PathLike) -> dict[str, float]:
@@ -400,12 +410,7 @@ def independent_figures(path: str | os.PathLike) -> dict[str, float]:
     path = Path(path)
     if not path.exists():
         return {}
-    iou = json.loads(path.read_text())["iou"]
-    return {
-        _INDEPENDENT_NAMES[row].format(c): float(v)
-        for row, per_class in iou.items()
-        for c, v in per_class.items()
-    }
+    return headline_figures(json.loads(path.read_text())["iou"], "independent")
 
 
 def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
@@ -415,7 +420,7 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
     import numpy as np
     import xarray as xr
 
-    from climnb.labels.scores import class_iou
+    from climnb.labels.scores import network_teacher_truth
 
     root = Path(notebooks)
     fields, predicted = root / HELDOUT_FIELDS, root / HELDOUT_PREDICTION
@@ -428,15 +433,7 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
             return {}
         ds, prediction = ds.sel(time=common).load(), pred.prediction.sel(time=common).values
     teacher = _teacher(root / HELDOUT_TEACHER, ds)
-    out = {}
-    for who, a, b in (
-        ("model held-out IoU {} vs teacher", prediction, teacher),
-        ("model held-out IoU {} vs truth", prediction, ds.truth.values),
-        ("teacher held-out IoU {} vs truth", teacher, ds.truth.values),
-    ):
-        per_class, _ = class_iou(a, b)
-        out[who.format("TC")], out[who.format("AR")] = float(per_class[1]), float(per_class[2])
-    return out
+    return headline_figures(network_teacher_truth(prediction, teacher, ds.truth.values), "held-out")
 
 
 def _teacher(path: Path, ds: xr.Dataset) -> np.ndarray:

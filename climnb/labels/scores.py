@@ -45,6 +45,7 @@ from climnb.labels.sphere import great_circle_km, is_periodic
 __all__ = [
     "iou",
     "class_iou",
+    "network_teacher_truth",
     "storm_scores",
     "river_scores",
     "score",
@@ -83,6 +84,26 @@ def class_iou(labels, truth, n_classes: int = len(CLASS_NAMES)) -> tuple[np.ndar
         per_class = np.where(union > 0, tp / np.maximum(union, 1), np.nan)
     present = ~np.isnan(per_class)
     return per_class, float(per_class[present].mean()) if present.any() else float("nan")
+
+
+def network_teacher_truth(prediction, teacher, truth) -> dict[str, dict[str, float]]:
+    """IoU of storms (``TC``) and rivers (``AR``) of a network's ``prediction`` against its
+    ``teacher`` (the labels it learnt from) and against the ``truth``, and of the teacher
+    against the truth: ``{"network vs teacher": {"TC": .., "AR": ..}, "network vs truth": ..,
+    "teacher vs truth": ..}`` (:func:`class_iou`; NaN for a class in neither mask).
+
+    >>> network_teacher_truth([0, 2], [0, 2], [2, 2])["network vs truth"]["AR"]
+    0.5
+    """
+    rows = {}
+    for name, a, b in (
+        ("network vs teacher", prediction, teacher),
+        ("network vs truth", prediction, truth),
+        ("teacher vs truth", teacher, truth),
+    ):
+        per_class, _ = class_iou(a, b)
+        rows[name] = {"TC": float(per_class[1]), "AR": float(per_class[2])}
+    return rows
 
 
 def iou_by_step(reference: xr.DataArray, given: xr.DataArray) -> tuple[np.ndarray, pd.DataFrame]:

@@ -33,7 +33,7 @@ import climnb.accessor  # noqa: F401  (ds.climnb)
 from climnb import synthetic
 from climnb.bundle import load_bundle
 from climnb.io.netcdf import open_dataset
-from climnb.labels.scores import class_iou, confusion_table
+from climnb.labels.scores import class_iou, confusion_table, network_teacher_truth
 
 __all__ = [
     "Segmentation",
@@ -45,6 +45,7 @@ __all__ = [
     "PREDICTION_FILE",
     "INDEPENDENT_FILE",
     "INDEPENDENT_SEED",
+    "INDEPENDENT_STEPS",
 ]
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ PREDICTION_FILE = "heldout_prediction.nc"
 INDEPENDENT_FILE = "independent_scores.json"
 #: The generator's seed of the independent series (no toy training series uses it).
 INDEPENDENT_SEED = 1000
+#: Its steps by default.
+INDEPENDENT_STEPS = 64
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ def heldout_confusion(prediction: xr.DataArray, references: dict) -> pd.DataFram
 def independent_scores(
     model_path: str | os.PathLike,
     *,
-    n_time: int = 64,
+    n_time: int = INDEPENDENT_STEPS,
     seed: int = INDEPENDENT_SEED,
     n_lat: int = 96,
     n_lon: int = 144,
@@ -187,14 +190,7 @@ def independent_scores(
     ds, _ = synthetic.make_dataset(n_time=n_time, seed=seed, n_lat=n_lat, n_lon=n_lon)
     teacher, _ = compute(*label_dataset(ds, config or LabelConfig()))
     prediction = ds.climnb.predict(load_bundle(model_path), batch_size=batch_size).values
-    rows = {}
-    for name, a, b in (
-        ("network vs teacher", prediction, teacher.values),
-        ("network vs truth", prediction, ds.truth.values),
-        ("teacher vs truth", teacher.values, ds.truth.values),
-    ):
-        per_class, _ = class_iou(a, b)
-        rows[name] = {"TC": float(per_class[1]), "AR": float(per_class[2])}
+    rows = network_teacher_truth(prediction, teacher.values, ds.truth.values)
     record = {"n_time": n_time, "seed": seed, "grid": [n_lat, n_lon], "iou": rows}
     with atomic_path(Path(model_path).parent / INDEPENDENT_FILE) as tmp:
         Path(tmp).write_text(json.dumps(record, indent=1))
