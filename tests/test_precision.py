@@ -55,13 +55,20 @@ def test_emulated_bf16_warns(monkeypatch, caplog):
 
 
 def test_train_config_precision():
-    assert TrainConfig("d").precision == "float32"
+    from climnb.models.precision import resolve_precision
+
+    # "auto" by default, decided by this machine's hardware (bfloat16 on AVX512_BF16 / AMX)
+    assert TrainConfig("d").precision == resolve_precision("auto")[0]
+    assert TrainConfig("d", precision="fp32").precision == "float32"
     bf16 = TrainConfig("d", precision="bf16")
     assert bf16.precision == "mixed_bfloat16" and not bf16.optimizer.mixed_precision
     assert TrainConfig.from_dict(bf16.to_dict()) == bf16
     # float16 always comes with loss scaling, however it is asked for
     assert TrainConfig("d", precision="mixed_float16").optimizer.mixed_precision
-    assert TrainConfig("d", optimizer={"mixed_precision": True}).precision == "mixed_float16"
+    # ... and the older float16 switch wins over "auto", on any hardware, and says so
+    fp16 = TrainConfig("d", optimizer={"mixed_precision": True})
+    assert fp16.precision == "mixed_float16"
+    assert fp16.precision_reason == "loss scaling asked for (optimizer.mixed_precision): float16"
     with pytest.raises(ValueError, match="no loss scaling"):
         TrainConfig("d", precision="bf16", optimizer={"mixed_precision": True})
     with pytest.raises(ValueError, match="unknown precision"):

@@ -44,7 +44,10 @@ def test_typed_flags_win_over_the_file(run_json):
 
 
 def test_precision_flag_and_file(tmp_path):
-    assert _config(["--data", "d"]).precision == "float32"
+    from climnb.models.precision import resolve_precision
+
+    assert _config(["--data", "d"]).precision == resolve_precision("auto")[0]  # the hardware's
+    assert _config(["--data", "d", "--precision", "float32"]).precision == "float32"
     assert _config(["--data", "d", "--precision", "mixed_bfloat16"]).precision == "mixed_bfloat16"
     path = tmp_path / "bf16.json"
     path.write_text(json.dumps({"precision": "mixed_bfloat16"}))

@@ -220,7 +220,17 @@ class LayerFactory:
         )
 
     def conv(self, x, filters, kernel, *, name, strides=1, dilation=1, use_bias=True):
-        """A 'same'-padded 2-D convolution, no activation."""
+        """A 'same'-padded 2-D convolution, no activation.
+
+        A strided 1x1 convolution is built as the subsampling it is (a 1x1 max pool of that
+        stride, ``{name}_sub``) followed by the 1x1 convolution at stride 1: the same weights,
+        outputs and gradients, but it keeps clear of oneDNN's strided 1x1 weight-gradient kernel
+        (``jit_1x1:avx512_core``), which in TensorFlow 2.18's oneDNN corrupts the heap and
+        crashes float32 training on AVX-512 CPUs.
+        """
+        if strides != 1 and kernel in (1, (1, 1)):
+            x = self.layers.MaxPooling2D(1, strides, name=f"{name}_sub", dtype=self.policy)(x)
+            strides = 1
         return self.layers.Conv2D(
             filters,
             kernel,

@@ -233,11 +233,15 @@ class TrainConfig:
         if not self.precision_reason or str(self.precision).lower() == "auto":
             object.__setattr__(self, "precision_reason", why)
         scaled = self.optimizer.mixed_precision
-        if scaled and precision == "mixed_bfloat16":
+        # loss scaling asked for (the older float16 switch) wins over what "auto" would pick
+        if scaled and precision == "mixed_bfloat16" and str(self.precision).lower() != "auto":
             raise ValueError(
                 "precision mixed_bfloat16 needs no loss scaling: unset mixed_precision"
             )
         if scaled or precision == "mixed_float16":  # float16 always with loss scaling
+            if precision != "mixed_float16" and str(self.precision).lower() == "auto":
+                why = "loss scaling asked for (optimizer.mixed_precision): float16"
+                object.__setattr__(self, "precision_reason", why)
             precision = "mixed_float16"
             object.__setattr__(
                 self, "optimizer", dataclasses.replace(self.optimizer, mixed_precision=True)
