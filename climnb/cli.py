@@ -7,13 +7,16 @@ automatically, so adding a step to the workflow never means editing this file.
 
 from __future__ import annotations
 
+import _thread
 import argparse
+import contextlib
 import errno
 import importlib
 import logging
 import os
 import pkgutil
 import sys
+import threading
 
 import climnb.commands
 from climnb.versions import __version__
@@ -71,13 +74,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _ctrl_c_not_lost():
+    """Keep a Ctrl-C that lands in a finalizer (a weakref callback, a ``__del__``): Python
+    prints such a KeyboardInterrupt as "Exception ignored" and carries on, so the command would
+    run to its end. Seen here: ``climnb samples`` interrupted during a weakref callback of
+    xarray's file cache wrote the whole set. The interrupt is raised again in the main
+    thread 50 ms later, from a timer thread (raised from the hook itself, it would land in the
+    hook and be ignored too); should that land in a finalizer as well, it goes round again."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            timer = threading.Timer(0.05, _thread.interrupt_main)
+            timer.daemon = True
+            timer.start()
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``climnb`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     args = build_parser().parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose + 1, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        return int(args._run(args) or 0)
+        with _ctrl_c_not_lost():
+            return int(args._run(args) or 0)
     except KeyboardInterrupt:  # Ctrl-C: one line; temporaries go with their context managers
         print(
             f"climnb {args.command}: interrupted; nothing half-written was left under an output "
