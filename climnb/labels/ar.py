@@ -123,10 +123,12 @@ def transport_rivers(
     if exclude is not None:
         above &= ~exclude
     rivers, table = river_rules(above, fields, lat, lon, config, periodic=periodic)
+    mask = rivers > 0
     if len(table) == 0:
-        return rivers > 0, _describe(rivers, 0, lat, lon, fields)
-    where, idx = label_pixels(rivers)
-    return rivers > 0, table.assign(
+        return mask, _describe(rivers, 0, lat, lon, fields)
+    where = np.flatnonzero(mask)
+    idx = rivers.ravel()[where]
+    return mask, table.assign(
         max_ivt=_max_at(ivt.ravel()[where], idx, len(table)),
         max_wind=_max_at(
             np.hypot(fields["U850"].ravel()[where], fields["V850"].ravel()[where]),
