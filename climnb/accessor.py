@@ -6,7 +6,8 @@ Importing this module registers the accessor (``import climnb`` stays light and 
 
 * ``ds.climnb.label(config)``: heuristic labels (lazy, :func:`climnb.labels.label_dataset`);
 * ``ds.climnb.predict(bundle)``: a trained network's segmentation (lazy,
-  :func:`climnb.predict.predict`);
+  :func:`climnb.predict.predict`; ``river_rules=True`` puts its rivers through the river
+  definition's object rules);
 * ``ds.climnb.tracks(mask)``: events of a class mask linked over time
   (:func:`climnb.tracks.track_events`), as a CF trajectory Dataset;
 * ``ds.climnb.explore(prediction)``: the segmentation explorer (HoloViews);
@@ -59,16 +60,24 @@ class ClimnbAccessor:
         return labels
 
     def predict(
-        self, bundle, *, batch_size: int = 4, probabilities: bool = False
+        self, bundle, *, batch_size: int = 4, probabilities: bool = False, river_rules=False
     ) -> xr.DataArray | xr.Dataset:
         """A trained network's segmentation (lazy) on this Dataset's grid.
 
         ``bundle`` is a :class:`climnb.bundle.Bundle` or its directory (``RUN/model``);
-        see :func:`climnb.predict.predict`.
+        ``river_rules=True`` (or an :class:`climnb.labels.ARConfig`) keeps only the predicted
+        rivers the river definition's object rules accept, judged on this Dataset's fields
+        (:func:`climnb.postprocess.apply_river_rules`); see :func:`climnb.predict.predict`.
         """
         from climnb.predict import predict
 
-        return predict(bundle, self._ds, batch_size=batch_size, probabilities=probabilities)
+        return predict(
+            bundle,
+            self._ds,
+            batch_size=batch_size,
+            probabilities=probabilities,
+            river_rules=river_rules,
+        )
 
     def tracks(self, mask: xr.DataArray | str, **kwargs) -> xr.Dataset:
         """Events of ``mask`` (a class mask on this grid, or the name of one in the Dataset)

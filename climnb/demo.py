@@ -347,8 +347,9 @@ def headlines(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
     Label IoU per class against the synthetic truth (notebook 01's labels), the trained
     model's validation IoU and training throughput (notebook 04), and the network's IoU on
     held-out steps against its teacher (the heuristic labels it learnt from) and against the
-    truth, beside the teacher's own IoU against the truth, on the held-out block and on notebook
-    05's independent series (:data:`INDEPENDENT_SCORES`; notebook 05's files
+    truth, beside the teacher's own IoU against the truth, and the same for the network with the
+    teacher's river rules on its rivers (``model + river rules ...``), on the held-out block and
+    on notebook 05's independent series (:data:`INDEPENDENT_SCORES`; notebook 05's files
     :data:`HELDOUT_PREDICTION` and :data:`HELDOUT_FIELDS`; the teacher's labels are
     :data:`HELDOUT_TEACHER`, or made here with the default :class:`LabelConfig` when that file
     is missing), where those files exist. IoU follows :func:`climnb.labels.scores.class_iou`
@@ -391,6 +392,8 @@ _FIGURE_NAMES = {
     "network vs teacher": "model {} IoU {} vs teacher",
     "network vs truth": "model {} IoU {} vs truth",
     "teacher vs truth": "teacher {} IoU {} vs truth",
+    "network + river rules vs teacher": "model + river rules {} IoU {} vs teacher",
+    "network + river rules vs truth": "model + river rules {} IoU {} vs truth",
 }
 
 
@@ -414,13 +417,18 @@ def independent_figures(path: str | os.PathLike) -> dict[str, float]:
 
 
 def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
-    """The network's held-out IoU per class against its teacher and against the truth, and
-    the teacher's against the truth (see :func:`headlines`); empty without notebook 05's files.
+    """The network's held-out IoU per class against its teacher and against the truth, the
+    teacher's against the truth, and the network's with the teacher's river rules on its
+    rivers (:func:`climnb.postprocess.apply_river_rules`, default :class:`LabelConfig`'s, as
+    the teacher made here) against both (see :func:`headlines`); empty without notebook 05's
+    files.
     """
     import numpy as np
     import xarray as xr
 
+    from climnb.labels import LabelConfig
     from climnb.labels.scores import network_teacher_truth
+    from climnb.postprocess import apply_river_rules
 
     root = Path(notebooks)
     fields, predicted = root / HELDOUT_FIELDS, root / HELDOUT_PREDICTION
@@ -431,9 +439,11 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
         if common.size == 0:
             log.warning("%s and %s share no time step: no held-out scores", fields, predicted)
             return {}
-        ds, prediction = ds.sel(time=common).load(), pred.prediction.sel(time=common).values
+        ds, prediction = ds.sel(time=common).load(), pred.prediction.sel(time=common).load()
     teacher = _teacher(root / HELDOUT_TEACHER, ds)
-    return headline_figures(network_teacher_truth(prediction, teacher, ds.truth.values), "held-out")
+    ruled = apply_river_rules(prediction, ds, LabelConfig().ar).values
+    rows = network_teacher_truth(prediction.values, teacher, ds.truth.values, ruled)
+    return headline_figures(rows, "held-out")
 
 
 def _teacher(path: Path, ds: xr.Dataset) -> np.ndarray:

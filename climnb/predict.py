@@ -52,6 +52,8 @@ from climnb.grid import cf_coords, to_caller_grid
 from climnb.io.manifest import sha256_file
 from climnb.io.samples import SampleError, inspect_sample, read_sample
 from climnb.io.sampleset import SAMPLE_GLOB, SPLITS, SampleSet
+from climnb.labels.config import ARConfig
+from climnb.postprocess import apply_river_rules, river_config
 
 __all__ = ["predict", "predict_batch", "open_input", "pad_fields"]
 
@@ -74,16 +76,24 @@ def open_input(
     (``*.h5``) or a directory of them. Raises :class:`BundleError` naming the input and the
     channels it lacks.
     """
-    if isinstance(source, xr.Dataset):
-        ds = source
-    else:
-        files = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-        if all(_is_samples(f) for f in files):
-            ds = _open_samples(files)
-        else:
-            from climnb.store import open_fields
+    return _channels(_open_source(source), channels, source)
 
-            ds = open_fields(files)
+
+def _open_source(source: xr.Dataset | PathLike | Sequence[PathLike]) -> xr.Dataset:
+    """The input as it comes (lazy): every variable, the input's own grid."""
+    if isinstance(source, xr.Dataset):
+        return source
+    files = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    if all(_is_samples(f) for f in files):
+        return _open_samples(files)
+    from climnb.store import open_fields
+
+    return open_fields(files)
+
+
+def _channels(ds: xr.Dataset, channels: Sequence[str], source) -> xr.Dataset:
+    """``ds``'s ``channels`` on the canonical grid, or :class:`BundleError` naming those it
+    lacks."""
     missing = [c for c in channels if c not in ds.data_vars]
     if missing:
         raise BundleError(
@@ -310,6 +320,7 @@ def predict(
     probabilities: bool = False,
     grid: str = "input",
     check_range: bool = True,
+    river_rules: bool | ARConfig = False,
 ) -> xr.DataArray | xr.Dataset:
     """Segment every time step of ``source`` with a trained network, lazily.
 
@@ -336,6 +347,14 @@ def predict(
     check_range : refuse a channel far outside its training range (wrong units:
         :func:`check_ranges`), on the first and last steps before any work and on every
         batch.
+    river_rules : put the predicted rivers through the river definition's object rules
+        (:func:`climnb.postprocess.apply_river_rules`: length, length / width, latitude of
+        the centroid, mean poleward transport, distance to the predicted storms and to the
+        equator), with the input's ``TMQ`` and ``V850`` (or ``IVTV``) of each step: river
+        objects the rules reject become background, in the same lazy pass. ``True`` takes the
+        teacher's settings when the bundle records them, else ``ARConfig()``
+        (:func:`climnb.postprocess.river_config`); an :class:`~climnb.labels.ARConfig` is used
+        as given. Only ``prediction`` changes, not the probabilities.
 
     Returns
     -------
@@ -347,15 +366,16 @@ def predict(
     Raises
     ------
     BundleError
-        When the input lacks channels the network was trained on (they are named), or has no
-        time steps.
+        When the input lacks channels the network was trained on (they are named), lacks the
+        variables ``river_rules`` needs (named), or has no time steps.
     """
     bundle = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
     if grid not in ("input", "canonical"):
         raise ValueError(f"grid must be 'input' or 'canonical', got {grid!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    ds = open_input(source, bundle.channels)
+    raw = _open_source(source)
+    ds = _channels(raw, bundle.channels, source)
     if ds.sizes["time"] == 0:
         raise BundleError(f"{_describe(source)}: the input has no time steps")
     if check_range:  # before any work: the first and the last step
@@ -382,11 +402,33 @@ def predict(
             meta=np.empty((0, 0, 0), np.uint8),  # not a forward pass of an empty batch to find it
         )
     out = _as_xarray(bundle, ds, classes, probs)
+    if river_rules is not False:
+        out = _ruled(out, raw, _river_settings(bundle, river_rules), source)
     if grid == "input":
         original = source if isinstance(source, xr.Dataset) else _input_grid(source)
         if original is not None:
             out = to_caller_grid(out, original)
     return out
+
+
+def _river_settings(bundle: Bundle, river_rules: bool | ARConfig) -> ARConfig:
+    if isinstance(river_rules, ARConfig):
+        return river_rules
+    if river_rules is not True:
+        raise ValueError(f"river_rules must be True, False or an ARConfig, got {river_rules!r}")
+    config, where = river_config(bundle)
+    log.info("river rules with %s", where)
+    return config
+
+
+def _ruled(out: xr.DataArray | xr.Dataset, fields: xr.Dataset, config: ARConfig, source):
+    """``out`` (canonical grid) with its ``prediction`` put through the river rules."""
+    pred = out if isinstance(out, xr.DataArray) else out.prediction
+    try:
+        ruled = apply_river_rules(pred, fields, config)
+    except ValueError as err:  # what the input lacks: name the input
+        raise BundleError(f"{_describe(source)}: river rules: {err}") from None
+    return ruled if isinstance(out, xr.DataArray) else out.assign(prediction=ruled)
 
 
 def _ends(ds: xr.Dataset, channels: Sequence[str]) -> np.ndarray:

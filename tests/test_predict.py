@@ -398,3 +398,52 @@ def test_accessor_predict_on_the_callers_grid(pointwise, data, stats):
     pred = flipped.climnb.predict(pointwise, batch_size=2)
     assert pred.dims == ("time", "latitude", "lon")
     np.testing.assert_array_equal(pred.values[:, ::-1], expected(data, stats))
+
+
+def test_cli_river_rules_write_the_ruled_prediction(pointwise, data, stats, tmp_path, capsys):
+    """--river-rules: the predicted rivers the river definition rejects become background
+    (the pointwise network's "rivers" are low-pressure blobs: most go), storms stay."""
+    from climnb.postprocess import apply_river_rules
+
+    raw = xr.DataArray(expected(data, stats), coords=data.truth.coords, dims=data.truth.dims)
+    ruled = apply_river_rules(raw, data).values
+    assert (ruled == 2).sum() < (raw.values == 2).sum()
+    np.testing.assert_array_equal(ruled == 1, raw.values == 1)
+    src, out = tmp_path / "in.nc", tmp_path / "out.nc"
+    data.to_netcdf(src)
+    argv = ["predict", "--model", str(pointwise), str(src), "--out", str(out), "--no-progress"]
+    assert main([*argv, "--river-rules"]) == 0
+    assert "river rules: river objects >= 2000 km long" in capsys.readouterr().out
+    with xr.open_dataset(out) as saved:
+        np.testing.assert_array_equal(saved.prediction.values, ruled)
+        assert "poleward" in saved.prediction.attrs["river_rules"]
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    assert "--river-rules" in capsys.readouterr().out
+
+
+def test_river_rules_on_the_callers_grid_and_missing_variables(pointwise, data, stats, tmp_path):
+    import climnb.accessor  # noqa: F401
+    from climnb.postprocess import apply_river_rules
+
+    flipped = data.isel(lat=slice(None, None, -1)).rename(lat="latitude")
+    pred = flipped.climnb.predict(pointwise, batch_size=2, river_rules=True)
+    assert pred.dims == ("time", "latitude", "lon") and pred.chunks[0] == (2, 2, 1)
+    raw = predict(pointwise, data, grid="canonical").load()
+    np.testing.assert_array_equal(pred.values[:, ::-1], apply_river_rules(raw, data).values)
+    # a network on two channels: the rules' V850 is not among them and not in the input
+    inp = keras.Input((None, None, 2))
+    small = save_bundle(
+        keras.Model(inp, keras.layers.Conv2D(3, 1)(inp)),
+        tmp_path / "two",
+        channels=["TMQ", "PSL"],
+        minval=[0.0, 9e4],
+        maxval=[80.0, 1.1e5],
+        name="two",
+        preset="test",
+        stride=16,
+    )
+    lacking = data[["TMQ", "PSL", "U850"]]
+    assert predict(small, lacking).shape == data.truth.shape  # fine without the rules
+    with pytest.raises(BundleError, match="river rules: .*missing V850"):
+        predict(small, lacking, river_rules=True)

@@ -29,6 +29,9 @@ def test_a_perfect_copy_of_the_teacher(heldout):
     scores = heldout_scores(root)  # the teacher's labels made here (no teacher file)
     assert scores["model held-out IoU TC vs teacher"] == 1.0
     assert scores["model held-out IoU AR vs teacher"] == 1.0
+    # the teacher's rivers pass its own rules: the rules change nothing
+    assert scores["model + river rules held-out IoU AR vs teacher"] == 1.0
+    assert scores["model + river rules held-out IoU TC vs teacher"] == 1.0
     for c in ("TC", "AR"):
         assert (
             scores[f"model held-out IoU {c} vs truth"]

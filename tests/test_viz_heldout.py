@@ -79,19 +79,30 @@ def test_independent_scores_of_a_constant_network_written_beside_it(tmp_path):
     table = independent_scores(bundle, n_time=3, seed=1000, n_lat=64, n_lon=144)
     ds, _ = make_dataset(n_time=3, seed=1000, n_lat=64, n_lon=144)
     teacher = ds.climnb.label().values
-    assert table.index.tolist() == ["network vs teacher", "network vs truth", "teacher vs truth"]
+    assert table.index.tolist() == [
+        "network vs teacher",
+        "network vs truth",
+        "teacher vs truth",
+        "network + river rules vs teacher",
+        "network + river rules vs truth",
+    ]
     assert table.loc["network vs teacher", "TC"] == 0.0
     assert table.loc["network vs teacher", "AR"] == pytest.approx((teacher == 2).mean())
     assert table.loc["network vs truth", "AR"] == pytest.approx((ds.truth.values == 2).mean())
     per_class, _ = class_iou(teacher, ds.truth.values)
     assert table.loc["teacher vs truth"].tolist() == pytest.approx(list(per_class[1:]))
+    # with the rules: each hemisphere's river beyond 15 degrees is one object centred on the
+    # pole, 1.4 times as long as wide, so the rules leave no river at all
+    for row in ("network + river rules vs teacher", "network + river rules vs truth"):
+        assert table.loc[row].tolist() == [0.0, 0.0]
 
     written = json.loads((tmp_path / "runs/toy" / INDEPENDENT_FILE).read_text())
     assert (written["n_time"], written["seed"], written["grid"]) == (3, 1000, [64, 144])
     figures = independent_figures(tmp_path / INDEPENDENT_SCORES)
     assert figures["model independent IoU AR vs teacher"] == table.loc["network vs teacher", "AR"]
     assert figures["teacher independent IoU TC vs truth"] == table.loc["teacher vs truth", "TC"]
-    assert len(figures) == 6 and figures.items() <= headlines(tmp_path).items()
+    assert figures["model + river rules independent IoU AR vs truth"] == 0.0
+    assert len(figures) == 10 and figures.items() <= headlines(tmp_path).items()
 
 
 def _constant_bundle(path, ds):

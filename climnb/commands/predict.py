@@ -2,11 +2,14 @@
 
 The output is streamed: one batch of time steps is read, segmented and written at a time, so
 memory does not grow with the length of the period. The output path is checked before any
-work (never an input, never a directory, writable).
+work (never an input, never a directory, writable). ``--river-rules`` puts the predicted rivers
+through the river definition's object rules (:mod:`climnb.postprocess`) in the same pass.
 """
 
 HELP = "run a trained model over NetCDF, Zarr or DeepCAM sample files, writing NetCDF or Zarr"
-EXAMPLE = "climnb predict --model runs/toy/model data/new/*.nc --out predictions.zarr"
+EXAMPLE = (
+    "climnb predict --model runs/toy/model data/new/*.nc --out predictions.zarr [--river-rules]"
+)
 
 
 def add_arguments(parser):
@@ -41,6 +44,18 @@ def add_arguments(parser):
         help="accept channels far outside their training range (refused by default: wrong "
         "units, such as PSL in hPa, would give nonsense classes)",
     )
+    parser.add_argument(
+        "--river-rules",
+        action="store_true",
+        help="keep only the predicted rivers that the river definition's object rules accept "
+        "(as the labeller's transport method: objects >= 2000 km long, length/width >= 2, "
+        "centroid at 20-80 deg, a poleward mean transport, away from storms and the tropics; "
+        "the teacher's settings if the bundle records them, else the defaults), judged on the "
+        "input's TMQ and V850 (or IVTV), which it must hold; rejected rivers become "
+        "background. Use it when the rivers must meet that definition (a network trained on "
+        "few steps does not learn the rule on an object's mean transport); the figures are "
+        "then a hybrid detector's, not the network's alone",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -66,6 +81,7 @@ def run(args) -> int:
         batch_size=args.batch_size,
         probabilities=args.probabilities,
         check_range=args.check_range,
+        river_rules=args.river_rules,
     )
     ds = result if isinstance(result, xr.Dataset) else result.to_dataset()
     encoding = {"prediction": {"dtype": "u1", "zlib": True}}
@@ -86,9 +102,10 @@ def run(args) -> int:
     shares = ", ".join(
         f"{n} {100 * int(c) / total:.2f}%" for n, c in zip(bundle.class_names, counts, strict=True)
     )
+    rules = f"\n  river rules: {ds.prediction.attrs['river_rules']}" if args.river_rules else ""
     print(
         f"{ds.sizes['time']} steps segmented with {bundle.name} ({bundle.preset}) "
-        f"-> {out}\n  {shares}"
+        f"-> {out}\n  {shares}{rules}"
     )
     return 0
 

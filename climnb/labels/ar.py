@@ -20,6 +20,9 @@ river is the IVT object itself, as in IVT-based catalogues:
    transport over the object with a poleward component (``ivt_min_poleward``), Guan &
    Waliser's check against subtropical trade-wind and other non-poleward moisture flows.
 
+Steps 3-5 are :func:`river_rules`, which also applies them to any mask: :func:`rule_classes`
+puts a network's predicted rivers through them (``climnb predict --river-rules``).
+
 **Moisture** (the SC18 paper's route, for inputs without IVT; one time step):
 
 1. the strength field: the IVT proxy ``TMQ * |V850|`` (:mod:`climnb.labels.ivt`), true IVT
@@ -52,7 +55,17 @@ from climnb.labels.components import label_components, label_max, label_pixels, 
 from climnb.labels.config import ARConfig
 from climnb.labels.sphere import EARTH_RADIUS_KM
 
-__all__ = ["river_strength", "tmq_anomaly", "detect_rivers", "transport_rivers", "ivt_magnitude"]
+__all__ = [
+    "river_strength",
+    "tmq_anomaly",
+    "detect_rivers",
+    "transport_rivers",
+    "ivt_magnitude",
+    "river_rules",
+    "rule_variables",
+    "rule_classes",
+    "storm_surroundings",
+]
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +122,79 @@ def transport_rivers(
     above[np.abs(np.asarray(lat, dtype=float)) < config.exclude_tropics_deg] = False
     if exclude is not None:
         above &= ~exclude
-    labels, n = label_components(above, periodic=periodic, connectivity=config.connectivity)
+    rivers, table = river_rules(above, fields, lat, lon, config, periodic=periodic)
+    mask = rivers > 0
+    if len(table) == 0:
+        return mask, _describe(rivers, 0, lat, lon, fields)
+    where = np.flatnonzero(mask)
+    idx = rivers.ravel()[where]
+    return mask, table.assign(
+        max_ivt=_max_at(ivt.ravel()[where], idx, len(table)),
+        max_wind=_max_at(
+            np.hypot(fields["U850"].ravel()[where], fields["V850"].ravel()[where]),
+            idx,
+            len(table),
+        )
+        if "U850" in fields and "V850" in fields
+        else np.nan,
+    )
+
+
+def river_rules(
+    mask: np.ndarray,
+    fields: Mapping[str, np.ndarray],
+    lat: np.ndarray,
+    lon: np.ndarray,
+    config: ARConfig,
+    *,
+    periodic: bool = True,
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """The river definition's object rules (steps 3-5 of the transport method) on a mask.
+
+    The one place these rules live: :func:`transport_rivers` applies them to its IVT objects,
+    :func:`rule_classes` to a network's predicted rivers.
+
+    1. connected components of ``mask`` (``config.connectivity``; joined across the 0/360 seam
+       when ``periodic``), those smaller than ``min_area_km2`` left out;
+    2. kept when length >= ``ivt_min_length_km``, length / width >= ``ivt_min_aspect`` and the
+       centroid's ``|latitude|`` within ``ivt_lat_band``;
+    3. where the meridional transport is known (``IVTV``, or ``TMQ * V850`` when the fields
+       hold no ``IVT``; see :func:`rule_variables`) and ``ivt_min_poleward`` is set, kept only
+       when the object's mean poleward transport reaches it.
+
+    Parameters
+    ----------
+    mask : boolean (lat, lon), the candidate river pixels.
+    fields : 2-D (lat, lon) arrays without NaN; only the meridional transport is read.
+    lat, lon : grid coordinates (degrees).
+    config : the settings (the ``ivt_*`` ones, ``min_area_km2`` and ``connectivity``).
+    periodic : whether longitude wraps (a global grid).
+
+    Returns
+    -------
+    rivers : int32 (lat, lon), 0 background and 1..n the objects kept, in label order
+        (``rivers > 0`` is the mask of the rivers).
+    table : one row per river kept, the columns of
+        :data:`climnb.labels.components.MEASURE_COLUMNS` (``label`` 1..n).
+
+    Examples
+    --------
+    Two bands 2,300 km long at 40 degrees north, one carrying vapour north, one south:
+
+    >>> lat, lon = np.linspace(-90, 90, 73), np.arange(0, 360, 2.5)
+    >>> mask = np.zeros((73, 144), bool)
+    >>> mask[52:54, 10:22] = mask[52:54, 60:72] = True
+    >>> v = np.zeros(mask.shape)
+    >>> v[:, :40] = 5.0  # northward in the first band's longitudes
+    >>> v[:, 40:] = -5.0
+    >>> fields = {"TMQ": np.full(mask.shape, 30.0), "V850": v}
+    >>> rivers, table = river_rules(mask, fields, lat, lon, ARConfig())
+    >>> int(rivers.max()), bool((rivers[:, 10:22] == 1).any()), bool(rivers[:, 60:72].any())
+    (1, True, False)
+    >>> table.length_km.round(-2).tolist()
+    [2300.0]
+    """
+    labels, n = label_components(mask, periodic=periodic, connectivity=config.connectivity)
     # every step below touches only the labelled pixels, not the whole grid
     where, idx = label_pixels(labels)
     shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
@@ -129,25 +214,105 @@ def transport_rivers(
     kept = candidates[keep]
     lut = np.zeros(n + 1, np.int32)
     lut[kept] = np.arange(1, kept.size + 1)
-    new = lut[idx]
-    inside = new > 0
-    where, idx = where[inside], new[inside]
-    mask = np.zeros(labels.shape, bool)
-    mask.ravel()[where] = True
-    log.debug("%d IVT objects, %d rivers", len(shapes), kept.size)
-    if kept.size == 0:
-        return mask, _describe(np.zeros(labels.shape, np.int32), 0, lat, lon, fields)
-    rivers = shapes[keep].assign(label=np.arange(1, kept.size + 1)).reset_index(drop=True)
-    return mask, rivers.assign(
-        max_ivt=_max_at(ivt.ravel()[where], idx, kept.size),
-        max_wind=_max_at(
-            np.hypot(fields["U850"].ravel()[where], fields["V850"].ravel()[where]),
-            idx,
-            kept.size,
-        )
-        if "U850" in fields and "V850" in fields
-        else np.nan,
+    rivers = np.zeros(labels.shape, np.int32)
+    rivers.ravel()[where] = lut[idx]
+    log.debug("%d objects, %d rivers", len(shapes), kept.size)
+    table = shapes[keep].assign(label=np.arange(1, kept.size + 1)).reset_index(drop=True)
+    return rivers, table
+
+
+def rule_variables(available, config: ARConfig) -> tuple[str, ...]:
+    """The fields :func:`river_rules` reads: the meridional transport ``IVTV``, else ``TMQ``
+    and ``V850`` (the proxy's ``TMQ * V850``); none when ``ivt_min_poleward`` is None.
+
+    Raises
+    ------
+    ValueError
+        Naming the missing variables, when ``available`` (variable names) holds neither.
+
+    >>> rule_variables(["TMQ", "U850", "V850", "PSL"], ARConfig())
+    ('TMQ', 'V850')
+    >>> rule_variables(["TMQ", "U850"], ARConfig())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the river rules need the meridional vapour transport: ... missing V850 ...
+    """
+    have = set(map(str, available))
+    if config.ivt_min_poleward is None:
+        return ()
+    if "IVTV" in have:
+        return ("IVTV",)
+    if {"TMQ", "V850"} <= have:
+        return ("TMQ", "V850")
+    missing = ", ".join(v for v in ("TMQ", "V850") if v not in have)
+    raise ValueError(
+        "the river rules need the meridional vapour transport: IVTV, or TMQ and V850; "
+        f"missing {missing} (found {', '.join(sorted(have)) or 'no variables'}); or switch "
+        "the poleward rule off (ARConfig(ivt_min_poleward=None))"
     )
+
+
+def rule_classes(
+    classes: np.ndarray,
+    fields: Mapping[str, np.ndarray],
+    lat: np.ndarray,
+    lon: np.ndarray,
+    config: ARConfig,
+    *,
+    periodic: bool = True,
+) -> np.ndarray:
+    """A class mask (0 background, 1 storm, 2 river; (lat, lon)) whose rivers obey the river
+    definition: river pixels within ``exclude_tropics_deg`` of the equator or within
+    ``storm_buffer_km`` of a storm pixel become background, then every remaining river object
+    that :func:`river_rules` rejects. Storms are left as they are.
+
+    ``fields``: what :func:`rule_variables` names, (lat, lon); missing values (NaN) are taken
+    as the field's median, as the labeller does. Returns a new uint8 array.
+    """
+    classes = np.asarray(classes)
+    river = classes == 2
+    river &= ~_tropics(lat, classes.shape, config)
+    river &= ~storm_surroundings(classes == 1, lat, config.storm_buffer_km)
+    fields = {k: _median_filled(np.asarray(v)) for k, v in fields.items()}
+    rivers, _ = river_rules(river, fields, lat, lon, config, periodic=periodic)
+    return np.where(classes == 2, np.where(rivers > 0, 2, 0), classes).astype(np.uint8)
+
+
+def _median_filled(f: np.ndarray) -> np.ndarray:
+    bad = ~np.isfinite(f)
+    if not bad.any():
+        return f
+    if bad.all():
+        return np.zeros_like(f)
+    return np.where(bad, np.median(f[~bad]), f)
+
+
+def storm_surroundings(
+    storm_mask: np.ndarray, lat: np.ndarray, buffer_km: float, storms=()
+) -> np.ndarray:
+    """The storms' masks grown by ``buffer_km``: their circulation, where the strong transport
+    is the storm's own (the grid's latitude spacing sets the step).
+
+    With ``storms`` (objects with ``rows`` and ``cols`` of their pixels), each storm is grown in
+    its own box, ``steps`` pixels larger than the storm on every side: a growth by ``steps``
+    cannot reach farther, and within the box it gives what growing the whole grid would (each
+    pixel's path back to the storm stays inside the box).
+    """
+    if buffer_km <= 0 or not storm_mask.any():
+        return storm_mask
+    step_km = abs(float(lat[1] - lat[0])) * np.pi * 6371.0 / 180.0
+    steps = int(np.ceil(buffer_km / step_km))
+    if not storms:
+        return ndimage.binary_dilation(storm_mask, iterations=steps)
+    out = storm_mask.copy()
+    for s in storms:
+        if not s.rows.size:
+            continue
+        box = tuple(
+            slice(max(int(i.min()) - steps, 0), int(i.max()) + steps + 1) for i in (s.rows, s.cols)
+        )
+        out[box] |= ndimage.binary_dilation(storm_mask[box], iterations=steps)
+    return out
 
 
 def _poleward_at(fields, lat, where: np.ndarray, ncol: int) -> np.ndarray | None:

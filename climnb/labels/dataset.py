@@ -33,12 +33,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from dask.delayed import Delayed
-from scipy import ndimage
 
 from climnb.channels import CLASS_NAMES
 from climnb.io.netcdf import FILL_LIMIT as _FILL_LIMIT
 from climnb.io.netcdf import input_grid, normalize
-from climnb.labels.ar import detect_rivers, transport_rivers
+from climnb.labels.ar import detect_rivers, storm_surroundings, transport_rivers
 from climnb.labels.config import LabelConfig
 from climnb.labels.schema import EVENT_COLUMNS, conform
 from climnb.labels.sphere import is_periodic
@@ -254,7 +253,9 @@ def label_step(
     if _AR in classes:
         kwargs = dict(periodic=periodic, exclude=storm_mask)
         if config.ar.method == "transport":
-            kwargs["exclude"] = _surroundings(storm_mask, lat, config.ar.storm_buffer_km, storms)
+            kwargs["exclude"] = storm_surroundings(
+                storm_mask, lat, config.ar.storm_buffer_km, storms
+            )
             river_mask, rivers = transport_rivers(
                 fields, lat, lon, config.ar, threshold=ivt_threshold, **kwargs
             )
@@ -275,33 +276,6 @@ def label_step(
     )
     events["class_name"] = [CLASS_NAMES[c] for c in events.class_id]
     return labels, events.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
-
-
-def _surroundings(
-    storm_mask: np.ndarray, lat: np.ndarray, buffer_km: float, storms=()
-) -> np.ndarray:
-    """The storms' masks grown by ``buffer_km``: their circulation, where the strong transport
-    is the storm's own (the grid's latitude spacing sets the step).
-
-    Each storm is grown in its own box, ``steps`` pixels larger than the storm on every side:
-    a growth by ``steps`` cannot reach farther, and within the box it gives what growing the
-    whole grid would (each pixel's path back to the storm stays inside the box).
-    """
-    if buffer_km <= 0 or not storm_mask.any():
-        return storm_mask
-    step_km = abs(float(lat[1] - lat[0])) * np.pi * 6371.0 / 180.0
-    steps = int(np.ceil(buffer_km / step_km))
-    if not storms:
-        return ndimage.binary_dilation(storm_mask, iterations=steps)
-    out = storm_mask.copy()
-    for s in storms:
-        if not s.rows.size:
-            continue
-        box = tuple(
-            slice(max(int(i.min()) - steps, 0), int(i.max()) + steps + 1) for i in (s.rows, s.cols)
-        )
-        out[box] |= ndimage.binary_dilation(storm_mask[box], iterations=steps)
-    return out
 
 
 _EMPTY_STORMS = pd.DataFrame(

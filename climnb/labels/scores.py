@@ -46,6 +46,7 @@ __all__ = [
     "iou",
     "class_iou",
     "network_teacher_truth",
+    "RULED",
     "storm_scores",
     "river_scores",
     "score",
@@ -86,21 +87,37 @@ def class_iou(labels, truth, n_classes: int = len(CLASS_NAMES)) -> tuple[np.ndar
     return per_class, float(per_class[present].mean()) if present.any() else float("nan")
 
 
-def network_teacher_truth(prediction, teacher, truth) -> dict[str, dict[str, float]]:
+#: The name of a network followed by the river rules in :func:`network_teacher_truth`'s rows.
+RULED = "network + river rules"
+
+
+def network_teacher_truth(prediction, teacher, truth, ruled=None) -> dict[str, dict[str, float]]:
     """IoU of storms (``TC``) and rivers (``AR``) of a network's ``prediction`` against its
     ``teacher`` (the labels it learnt from) and against the ``truth``, and of the teacher
     against the truth: ``{"network vs teacher": {"TC": .., "AR": ..}, "network vs truth": ..,
     "teacher vs truth": ..}`` (:func:`class_iou`; NaN for a class in neither mask).
 
+    With ``ruled``, the prediction put through the river definition's object rules
+    (:func:`climnb.postprocess.apply_river_rules`), two more rows: ``network + river rules vs
+    teacher`` and ``network + river rules vs truth``.
+
     >>> network_teacher_truth([0, 2], [0, 2], [2, 2])["network vs truth"]["AR"]
     0.5
+    >>> list(network_teacher_truth([0, 2], [0, 2], [2, 2], ruled=[0, 0]))[3:]
+    ['network + river rules vs teacher', 'network + river rules vs truth']
     """
-    rows = {}
-    for name, a, b in (
+    pairs = [
         ("network vs teacher", prediction, teacher),
         ("network vs truth", prediction, truth),
         ("teacher vs truth", teacher, truth),
-    ):
+    ]
+    if ruled is not None:
+        pairs += [
+            (f"{RULED} vs teacher", ruled, teacher),
+            (f"{RULED} vs truth", ruled, truth),
+        ]
+    rows = {}
+    for name, a, b in pairs:
         per_class, _ = class_iou(a, b)
         rows[name] = {"TC": float(per_class[1]), "AR": float(per_class[2])}
     return rows

@@ -6,8 +6,10 @@ network's bundle, or, without one, stands the heuristic labels in for the predic
 so. :func:`heldout_confusion` tabulates the confusion per class of the segmentation against
 the truth and against the teacher (the heuristic labels the network learnt from).
 :func:`independent_scores` scores the network on an independent series of another seed of the
-generator, a larger test than a held-out block of a few correlated steps. They only call the
-package's readers, :mod:`climnb.predict` and :mod:`climnb.labels`.
+generator, a larger test than a held-out block of a few correlated steps, with and without
+the river definition's rules on the predicted rivers (:mod:`climnb.postprocess`). They only
+call the package's readers, :mod:`climnb.predict`, :mod:`climnb.postprocess` and
+:mod:`climnb.labels`.
 
 Examples
 --------
@@ -34,6 +36,7 @@ from climnb import synthetic
 from climnb.bundle import load_bundle
 from climnb.io.netcdf import open_dataset
 from climnb.labels.scores import class_iou, confusion_table, network_teacher_truth
+from climnb.postprocess import apply_river_rules
 
 __all__ = [
     "Segmentation",
@@ -165,15 +168,19 @@ def independent_scores(
     """The network's IoU per class against its teacher and against the truth, and the teacher's
     own against the truth, on an independent series: ``n_time`` synthetic steps of generator
     ``seed`` on an ``n_lat`` x ``n_lon`` grid, labelled by the teacher (:mod:`climnb.labels`
-    with ``config``, default :class:`~climnb.labels.LabelConfig`, notebook 01's default).
+    with ``config``, default :class:`~climnb.labels.LabelConfig`, notebook 01's default); and
+    the same for the network's segmentation put through the teacher's river rules
+    (:func:`climnb.postprocess.apply_river_rules` with ``config.ar``: the predicted rivers that
+    the river definition rejects become background).
 
     A held-out block is a few correlated steps; its handful of events decide its figures (the
     demo's network: AR 0.46 against the teacher on its 16-step block, 0.71 on 64 steps of this
     series; docs/network_quality.md). This series shares no step with a training series of
     another seed.
 
-    Returns a table (rows ``network vs teacher``, ``network vs truth``, ``teacher vs truth``;
-    columns ``TC``, ``AR``; NaN for a class in neither mask), also written as JSON to
+    Returns a table (rows ``network vs teacher``, ``network vs truth``, ``teacher vs truth``,
+    ``network + river rules vs teacher``, ``network + river rules vs truth``; columns ``TC``,
+    ``AR``; NaN for a class in neither mask), also written as JSON to
     :data:`INDEPENDENT_FILE` beside the model's folder; ``None`` (nothing written) without a
     model bundle at ``model_path`` or with ``n_time`` 0.
     """
@@ -187,10 +194,12 @@ def independent_scores(
     if not Path(model_path, "climnb.json").exists():
         log.info("no model bundle at %s: no independent scores", model_path)
         return None
+    config = config or LabelConfig()
     ds, _ = synthetic.make_dataset(n_time=n_time, seed=seed, n_lat=n_lat, n_lon=n_lon)
-    teacher, _ = compute(*label_dataset(ds, config or LabelConfig()))
-    prediction = ds.climnb.predict(load_bundle(model_path), batch_size=batch_size).values
-    rows = network_teacher_truth(prediction, teacher.values, ds.truth.values)
+    teacher, _ = compute(*label_dataset(ds, config))
+    prediction = ds.climnb.predict(load_bundle(model_path), batch_size=batch_size).load()
+    ruled = apply_river_rules(prediction, ds, config.ar).values
+    rows = network_teacher_truth(prediction.values, teacher.values, ds.truth.values, ruled)
     record = {"n_time": n_time, "seed": seed, "grid": [n_lat, n_lon], "iou": rows}
     with atomic_path(Path(model_path).parent / INDEPENDENT_FILE) as tmp:
         Path(tmp).write_text(json.dumps(record, indent=1))
