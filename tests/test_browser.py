@@ -769,6 +769,7 @@ def test_explorer_channel_and_time(notebook_run, browser, lab, shots):
     _check_common(browser, lab, name)
     shown = " ".join(c["shown"] for c in browser.execute_script(_JS_OUTPUTS))
     assert "network vs teacher" in shown, f"{name}: no scores on the independent series"
+    assert "network + river rules" in shown, f"{name}: no river-rule rows in the independent table"
     explorers = _poll(lambda: len(e := _explorers(browser)) >= 2 and e, 60, "both explorers")
     fast, holo = explorers[:2]
 
