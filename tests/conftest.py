@@ -126,32 +126,39 @@ def mpi_environ(mpi_env, monkeypatch):
     return mpi_env
 
 
-#: Seconds each slow module took (summed phases, 2 xdist workers, idle 2-core machine, CI run of
-#: 2026-11-26 12:32), for ordering a first run; later runs use what the last run measured
+#: Seconds each slow module took (summed phases, 2 xdist workers, idle 2-core Xeon, full run of
+#: 2026-11-27 04:15), for ordering a first run; later runs use what the last run measured
 #: (pytest's cache). test_notebooks runs only what the browser chain does not.
 MODULE_SECONDS = {
-    "test_browser.py": 297,
-    "test_train.py": 118,
-    "test_slurm.py": 103,
-    "test_bad_input.py": 68,
-    "test_train_staged.py": 51,
-    "test_train_safety.py": 43,
-    "test_install.py": 41,
-    "test_expert_samples.py": 39,
-    "test_cluster.py": 34,
-    "test_sampleset.py": 34,
-    "test_label_parallel.py": 31,
-    "test_no_leakage.py": 24,
-    "test_scheduler.py": 24,
-    "test_staging.py": 24,
-    "test_horovod.py": 23,
-    "test_stats.py": 21,
-    "test_train_best.py": 21,
-    "test_viz_explorer.py": 20,
-    "test_stats_change.py": 17,
-    "test_stats_cli.py": 16,
+    "test_browser.py": 255,
+    "test_train.py": 102,
+    "test_slurm.py": 97,
+    "test_bad_input.py": 49,
+    "test_train_staged.py": 45,
+    "test_train_safety.py": 35,
+    "test_install.py": 34,
+    "test_label_parallel.py": 30,
+    "test_sampleset.py": 28,
+    "test_expert_samples.py": 28,
+    "test_cluster.py": 28,
+    "test_horovod.py": 26,
+    "test_staging.py": 25,
+    "test_train_best.py": 22,
+    "test_stats.py": 20,
+    "test_viz_explorer.py": 19,
+    "test_scheduler.py": 19,
+    "test_predict.py": 17,
     "test_models_fused_bn.py": 15,
     "test_demo.py": 15,
+    "test_stats_change.py": 14,
+    "test_viz_notebook.py": 13,
+    "test_no_leakage.py": 12,
+    "test_stats_cli.py": 11,
+    "test_models_training.py": 11,
+    "test_setup.py": 10,
+    "test_models_poleward.py": 9,
+    "test_models.py": 9,
+    "test_interrupt.py": 8,
 }
 _CACHE_KEY = "climnb/test-seconds"
 _measured: dict[str, float] = {}
