@@ -305,9 +305,43 @@ PROFILE_MARK = "#climnb-profile"
 OPS_MARK = "#climnb-ops"
 
 
-def op_times(logdir: str) -> dict[str, list[float]]:
-    """Seconds and calls by TensorFlow op type in a ``tf.profiler`` trace written to ``logdir``
-    (the host's op events, named ``op name:op type``; oneDNN's are ``_MklNative...``)."""
+#: Where a TensorFlow op of a training step belongs, by its type (first match wins) ...
+OP_KINDS = (
+    ("convolution", r"_MklNative(Fused)?Conv2D.*|Conv2D.*"),
+    ("batch norm (+ ReLU forward)", r".*FusedBatchNorm.*"),
+    ("ReLU", r"_?(MklNative)?Relu(Grad)?"),
+    ("concatenation, slices", r"ConcatV2|ConcatOffset|Slice"),
+    ("gradient sums", r"AddN"),
+    ("casts", r"Cast"),
+    ("pooling (strided 1x1 subsample)", r".*MaxPool.*"),
+    ("loss", r"SparseSoftmaxCrossEntropyWithLogits"),
+)
+#: ... or by the layer or step part its name shows
+OP_SCOPES = (("optimiser (LARC, lag, Adam)", "larc_adam"), ("dropout", "_drop"))
+
+
+def op_category(name: str, kind: str) -> str:
+    """The part of a training step a TensorFlow op (``name``, type ``kind``) belongs to.
+
+    >>> op_category("tiramisu_1/down1_l1_drop_1/Mul", "Mul")
+    'dropout'
+    >>> op_category("gradient_tape/tiramisu_1/stem_conv_1/convolution/Conv2DBackpropFilter",
+    ...     "_MklNativeConv2DBackpropFilter")
+    'convolution'
+    """
+    for label, scope in OP_SCOPES:
+        if scope in name:
+            return label
+    for label, pattern in OP_KINDS:
+        if re.fullmatch(pattern, kind):
+            return label
+    return "other element-wise (bias, weight casts, loss gradient)"
+
+
+def op_times(logdir: str) -> dict[str, dict[str, list[float]]]:
+    """Seconds and calls by step part (:func:`op_category`) and TensorFlow op type in a
+    ``tf.profiler`` trace written to ``logdir`` (the host's op events, ``op name:op type``;
+    oneDNN's ops are ``_MklNative...``)."""
     import glob
 
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
@@ -316,7 +350,7 @@ def op_times(logdir: str) -> dict[str, list[float]]:
     for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
         with open(path, "rb") as f:
             space.MergeFromString(f.read())
-    out: dict[str, list[float]] = {}
+    out: dict[str, dict[str, list[float]]] = {}
     for plane in space.planes:
         if not plane.name.startswith("/host:"):
             continue
@@ -324,9 +358,9 @@ def op_times(logdir: str) -> dict[str, list[float]]:
             for event in line.events:
                 name = plane.event_metadata[event.metadata_id].name
                 op, sep, kind = name.rpartition(":")
-                if not sep or not op or not re.fullmatch(r"_?[A-Z][A-Za-z0-9_]*", kind):
+                if "::" in name or not op or not re.fullmatch(r"_?[A-Z][A-Za-z0-9_]*", kind):
                     continue  # not an op kernel (executor, function and Python events)
-                entry = out.setdefault(kind, [0.0, 0])
+                entry = out.setdefault(op_category(op, kind), {}).setdefault(kind, [0.0, 0])
                 entry[0] += event.duration_ps / 1e12
                 entry[1] += 1
     return out
@@ -390,7 +424,7 @@ def primitive_kind(fields: list[str]) -> str:
     if kind == "reorder":
         types = re.findall(r"(?:src|dst)_(\w+?):", descs)
         return f"reorder {'->'.join(types)}"
-    return f"{kind} {direction.replace('_training', '')} {dtype}"
+    return f"{kind} {direction.replace('_training', '')} {impl} {dtype}"
 
 
 def profile(name: str, precision: str, height: int, width: int) -> dict:
@@ -673,7 +707,8 @@ def conv_training(dtype: str, h: int, w: int, cin: int, cout: int, k: int, batch
             tape.watch([x, kernel])
             y = tf.nn.conv2d(x, kernel, 1, "SAME")
         dx, dk = tape.gradient(y, [x, kernel], output_gradients=dy)
-        return y[0, 0, 0, 0] + dx[0, 0, 0, 0] + dk[0, 0, 0, 0]  # one number: no big fetch
+        one = y[0, 0, 0, 0] + dx[0, 0, 0, 0] + dk[0, 0, 0, 0]  # one number: no big fetch
+        return tf.cast(one, tf.float32)
 
     return (fn, (x, kernel, dy)), 3 * 2.0 * batch * h * w * k * k * cin * cout
 
@@ -813,14 +848,18 @@ def print_profiles(args) -> None:
                 f"{p['created'][1]:.3f} s"
             )
             traced = p["traced"]
-            ops = sorted(traced["ops"].items(), key=lambda kv: -kv[1][0])
-            total = sum(t for t, _ in traced["ops"].values())
+            parts = {
+                part: sum(t for t, _ in kinds.values()) for part, kinds in traced["ops"].items()
+            }
+            total = sum(parts.values())
             print(
-                f"  TensorFlow ops of a second step under tf.profiler ({traced['wall']:.2f} s; "
-                f"ops {total:.2f} s), the {args.profile_ops} longest:"
+                f"  a second step under tf.profiler: {traced['wall']:.2f} s, its ops "
+                f"{total:.2f} s; by part (op types by time):"
             )
-            for kind, (t, calls) in ops[: args.profile_ops]:
-                print(f"    {kind:42} {t:7.3f} s {100 * t / total:5.1f} % {calls:6d} calls")
+            for part, t in sorted(parts.items(), key=lambda kv: -kv[1]):
+                kinds = sorted(traced["ops"][part].items(), key=lambda kv: -kv[1][0])
+                names = ", ".join(f"{k} {v[0]:.3f}" for k, v in kinds[: args.profile_ops])
+                print(f"    {part:36} {t:7.3f} s {100 * t / total:5.1f} %  ({names})")
 
 
 def _names(args) -> list[str]:
@@ -870,7 +909,7 @@ def main(argv=None) -> None:
         help="instead: oneDNN's time by primitive for one paper-network step at HxW (e.g. 192x288)",
     )
     parser.add_argument(
-        "--profile-ops", type=int, default=25, help="--profile: TensorFlow op types shown"
+        "--profile-ops", type=int, default=4, help="--profile: op types named per step part"
     )
     parser.add_argument("--models", default="tiramisu,deeplab", help="networks to time")
     parser.add_argument(

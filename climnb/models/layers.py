@@ -19,6 +19,10 @@ __all__ = [
 ]
 
 
+#: Channel multiple for which oneDNN's bfloat16 batch norm has a jit kernel (AVX-512).
+BF16_BN_CHANNELS = 16
+
+
 @cache
 def fused_batch_norm_layer():
     """Keras' ``BatchNormalization`` whose training pass is TensorFlow's fused kernel.
@@ -28,7 +32,10 @@ def fused_batch_norm_layer():
     CPU these ran outside oneDNN and took a large share of a training step (see
     ``benchmarks/bench_models.py --profile``). ``FusedBatchNormV3`` (oneDNN's batch norm
     primitive when oneDNN is on) reads and writes each activation once per direction, takes
-    bfloat16/float16 activations with float32 statistics, and has a fused gradient.
+    bfloat16/float16 activations with float32 statistics, and has a fused gradient. In
+    bfloat16 a layer whose channels are not a multiple of 16 normalises in float32 (a cast
+    each way): oneDNN's bfloat16 kernel for those is a generic one, which made the toy
+    Tiramisu's (8-map layers) bfloat16 step 2.3x slower than its float32 one.
 
     Same weights, same arithmetic as Keras' layer: the moving variance is updated with the
     biased batch variance as Keras does (the fused kernel returns the unbiased one; it is
@@ -53,7 +60,12 @@ def fused_batch_norm_layer():
             channels = inputs.shape[-1]
             gamma = self.gamma if self.scale else tf.ones((channels,), tf.float32)
             beta = self.beta if self.center else tf.zeros((channels,), tf.float32)
-            x = tf.cast(inputs, self.compute_dtype)
+            # oneDNN's bfloat16 batch norm is a jit kernel only for channels in 16s; other
+            # counts get its generic one (nspc_bnorm:any), 10-25x slower than float32's
+            dtype = self.compute_dtype
+            if dtype == "bfloat16" and channels % BF16_BN_CHANNELS:
+                dtype = "float32"
+            x = tf.cast(inputs, dtype)
             y, mean, variance = tf.compat.v1.nn.fused_batch_norm(
                 x,
                 tf.cast(gamma, tf.float32),
@@ -67,7 +79,7 @@ def fused_batch_norm_layer():
             m = self.momentum
             self.moving_mean.assign(self.moving_mean * m + mean * (1.0 - m))
             self.moving_variance.assign(self.moving_variance * m + variance * (1.0 - m))
-            return y
+            return tf.cast(y, self.compute_dtype)
 
     return FusedBatchNormalization
 
