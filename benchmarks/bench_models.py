@@ -30,7 +30,8 @@ Prints:
    convolution in NHWC (Keras', climnb's layout) vs NCHW;
 7. ``--speedup``: float32 vs ``mixed_bfloat16`` training steps per second (toy and paper
    Tiramisu/DeepLabv3+ at 192 x 288), with single convolutions' bfloat16 rates (forward and
-   both gradients) timed in the same rounds: the rate a step could reach;
+   both gradients, and one forward alone) timed in the same rounds: the rate a step could
+   reach;
 8. ``--profile HxW``: where a paper network's training step goes, in float32 and (with native
    bfloat16) ``mixed_bfloat16``: oneDNN's primitives by kind, implementation and type from
    its verbose log (and primitives made during the step: cache misses), then TensorFlow's op
@@ -691,15 +692,22 @@ CONVS = (
 )
 
 
-def conv_training(dtype: str, h: int, w: int, cin: int, cout: int, k: int, batch: int):
+def conv_training(
+    dtype: str, h: int, w: int, cin: int, cout: int, k: int, batch: int, forward_only=False
+):
     """One 'same' convolution's share of a training step (forward, then the data and weight
-    gradients: oneDNN's three primitives) as ``(fn, args)`` and its FLOP."""
+    gradients: oneDNN's three primitives; or the forward alone) as ``(fn, args)`` and its
+    FLOP."""
     import tensorflow as tf
 
     rng = np.random.default_rng(0)
     x = tf.cast(rng.standard_normal((batch, h, w, cin), dtype=np.float32), dtype)
     kernel = tf.cast(rng.standard_normal((k, k, cin, cout), dtype=np.float32) * 0.05, dtype)
     dy = tf.cast(rng.standard_normal((batch, h, w, cout), dtype=np.float32), dtype)
+
+    @tf.function
+    def forward(x, kernel, dy):
+        return tf.cast(tf.nn.conv2d(x, kernel, 1, "SAME")[0, 0, 0, 0], tf.float32)
 
     @tf.function
     def fn(x, kernel, dy):
@@ -710,7 +718,8 @@ def conv_training(dtype: str, h: int, w: int, cin: int, cout: int, k: int, batch
         one = y[0, 0, 0, 0] + dx[0, 0, 0, 0] + dk[0, 0, 0, 0]  # one number: no big fetch
         return tf.cast(one, tf.float32)
 
-    return (fn, (x, kernel, dy)), 3 * 2.0 * batch * h * w * k * k * cin * cout
+    flop = 2.0 * batch * h * w * k * k * cin * cout
+    return ((forward, (x, kernel, dy)), flop) if forward_only else ((fn, (x, kernel, dy)), 3 * flop)
 
 
 def print_speedup(args) -> None:
@@ -733,6 +742,8 @@ def print_speedup(args) -> None:
                     variants[f"{dtype} {label}"], flop[f"{dtype} {label}"] = conv_training(
                         dtype, *conv
                     )
+            fwd = f"forward only, {CONVS[0][0]}"
+            variants[fwd], flop[fwd] = conv_training("bfloat16", *CONVS[0][1:], forward_only=True)
             t = _interleaved(variants, args.steps)
             rate = {k: flop[k] / t[k] for k in t}
             fp32, bf16 = t["float32"], t["mixed_bfloat16"]
@@ -750,6 +761,10 @@ def print_speedup(args) -> None:
                     f"{rate[f'float32 {label}'] / 1e9:.1f}); the bf16 step is "
                     f"{100 * rate['mixed_bfloat16'] / conv:.0f} % of it"
                 )
+            print(
+                f"  conv {fwd}: bf16 {rate[fwd] / 1e9:7.1f} GFLOP/s; the bf16 step is "
+                f"{100 * rate['mixed_bfloat16'] / rate[fwd]:.0f} % of it"
+            )
     print(f"# load at the end {os.getloadavg()[0]:.1f}")
 
 
