@@ -485,6 +485,7 @@ def copy_bandwidth(mib: int = 512, threads: int = 2, repeats: int = 3) -> float:
 #: float32, the fewest an implementation can make: batch norm 3 forward (statistics, then
 #: normalise) + 5 backward; ReLU 2 + 3; dropout 3 + 3 (its mask); concatenation 2 + 2.
 TRAFFIC = {"BatchNormalization": 8, "FusedBatchNormalization": 8, "ReLU": 5, "Dropout": 6}
+TRAFFIC["MaskDropout"] = 6
 TRAFFIC["Concatenate"] = 4
 
 
