@@ -27,7 +27,16 @@ Prints:
    process, timed in turn: climnb's fused batch norm vs Keras' own (before), XLA
    (``jit_compile=True``), ``mixed_bfloat16``, batch size; with ``--knob-processes`` also
    oneDNN off and thread counts (a fresh process per setting, interleaved); and one
-   convolution in NHWC (Keras', climnb's layout) vs NCHW.
+   convolution in NHWC (Keras', climnb's layout) vs NCHW;
+7. ``--speedup``: float32 vs ``mixed_bfloat16`` training steps per second (toy and paper
+   Tiramisu/DeepLabv3+ at 192 x 288), with single convolutions' bfloat16 rates (forward and
+   both gradients, and one forward alone) timed in the same rounds: the rate a step could
+   reach;
+8. ``--profile HxW``: where a paper network's training step goes, in float32 and (with native
+   bfloat16) ``mixed_bfloat16``: oneDNN's primitives by kind, implementation and type from
+   its verbose log (and primitives made during the step: cache misses), then TensorFlow's op
+   types by time from ``tf.profiler`` (what ran outside oneDNN: casts, concatenation,
+   dropout, the loss, the optimiser).
 
 Rows marked ``keras`` in the BN column are the step as it was before climnb's fused batch
 norm (Keras 3's unfused layer); ``fused`` is the default now.
@@ -40,6 +49,8 @@ Usage::
 
     python benchmarks/bench_models.py [--batch 4] [--steps 5] [--precision auto] [--full]
     python benchmarks/bench_models.py --knobs --knob-processes --models tiramisu
+    python benchmarks/bench_models.py --speedup --models tiramisu [--knob-cases toy,paper]
+    python benchmarks/bench_models.py --profile 192x288 --models tiramisu [--precision ...]
 """
 
 from __future__ import annotations
@@ -292,11 +303,76 @@ def _one(name: str, precision: str, width: int, bn: str) -> None:
 
 
 PROFILE_MARK = "#climnb-profile"
+OPS_MARK = "#climnb-ops"
+
+
+#: Where a TensorFlow op of a training step belongs, by its type (first match wins) ...
+OP_KINDS = (
+    ("convolution", r"_MklNative(Fused)?Conv2D.*|Conv2D.*"),
+    ("batch norm (+ ReLU forward)", r".*FusedBatchNorm.*"),
+    ("ReLU", r"_?(MklNative)?Relu(Grad)?"),
+    ("concatenation, slices", r"ConcatV2|ConcatOffset|Slice"),
+    ("gradient sums", r"AddN"),
+    ("casts", r"Cast"),
+    ("pooling (strided 1x1 subsample)", r".*MaxPool.*"),
+    ("loss", r"SparseSoftmaxCrossEntropyWithLogits"),
+)
+#: ... or by the layer or step part its name shows
+OP_SCOPES = (("optimiser (LARC, lag, Adam)", "larc_adam"), ("dropout", "_drop"))
+
+
+def op_category(name: str, kind: str) -> str:
+    """The part of a training step a TensorFlow op (``name``, type ``kind``) belongs to.
+
+    >>> op_category("tiramisu_1/down1_l1_drop_1/Mul", "Mul")
+    'dropout'
+    >>> op_category("gradient_tape/tiramisu_1/stem_conv_1/convolution/Conv2DBackpropFilter",
+    ...     "_MklNativeConv2DBackpropFilter")
+    'convolution'
+    """
+    for label, scope in OP_SCOPES:
+        if scope in name:
+            return label
+    for label, pattern in OP_KINDS:
+        if re.fullmatch(pattern, kind):
+            return label
+    return "other element-wise (bias, weight casts, loss gradient)"
+
+
+def op_times(logdir: str) -> dict[str, dict[str, list[float]]]:
+    """Seconds and calls by step part (:func:`op_category`) and TensorFlow op type in a
+    ``tf.profiler`` trace written to ``logdir`` (the host's op events, ``op name:op type``;
+    oneDNN's ops are ``_MklNative...``)."""
+    import glob
+
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
+        with open(path, "rb") as f:
+            space.MergeFromString(f.read())
+    out: dict[str, dict[str, list[float]]] = {}
+    for plane in space.planes:
+        if not plane.name.startswith("/host:"):
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                op, sep, kind = name.rpartition(":")
+                if "::" in name or not op or not re.fullmatch(r"_?[A-Z][A-Za-z0-9_]*", kind):
+                    continue  # not an op kernel (executor, function and Python events)
+                entry = out.setdefault(op_category(op, kind), {}).setdefault(kind, [0.0, 0])
+                entry[0] += event.duration_ps / 1e12
+                entry[1] += 1
+    return out
 
 
 def _profile_one(name: str, precision: str, height: int, width: int) -> None:
-    """One training step after a warm-up, between two marks (oneDNN's verbose log around).
+    """One training step after a warm-up, between two marks (oneDNN's verbose log around),
+    then one under TensorFlow's profiler (its op times as JSON after ``OPS_MARK``).
     One inter-op thread: one op at a time, so the primitives' times add up to the step's."""
+    import tempfile
+
     import tensorflow as tf
 
     from climnb.models import build_model
@@ -310,6 +386,14 @@ def _profile_one(name: str, precision: str, height: int, width: int) -> None:
     t0 = time.perf_counter()
     np.asarray(step(x, y))
     print(f"{PROFILE_MARK} {time.perf_counter() - t0}", flush=True)
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        t0 = time.perf_counter()
+        np.asarray(step(x, y))
+        wall = time.perf_counter() - t0
+        tf.profiler.experimental.stop()
+        ops = op_times(logdir)
+    print(OPS_MARK, json.dumps(dict(wall=wall, ops=ops)), flush=True)
 
 
 def _conv_flop(desc: str, kind: str) -> float:
@@ -324,10 +408,31 @@ def _conv_flop(desc: str, kind: str) -> float:
     return 2.0 * d.get("mb", 1) * d.get("g", 1) * pixels * d["kh"] * d["kw"] * d["ic"] * d["oc"]
 
 
+def primitive_kind(fields: list[str]) -> str:
+    """The row a oneDNN verbose ``exec`` line is counted in: convolutions by direction and
+    implementation, reorders by source and destination type, others by kind and type.
+
+    >>> primitive_kind("onednn_verbose,primitive,exec,cpu,convolution,brg_conv_fwd:avx512_core_amx,"
+    ...     "forward_training,src_bf16::blocked:acdb::f0 wei_bf16::blocked:Adcb16a::f0,,,"
+    ...     "mb1_ic16oc32_ih64oh64kh5sh1dh0ph2_iw96ow96kw5sw1dw0pw2,0.5".split(","))
+    'convol forward brg_conv_fwd:avx512_core_amx bf16'
+    """
+    kind, impl, direction, descs = fields[4], fields[5], fields[6], fields[7]
+    dtype = re.search(r"src_(\w+?):", descs) or re.search(r"_(\w+?):", descs)
+    dtype = dtype.group(1) if dtype else "?"
+    if kind in ("convolution", "deconvolution"):
+        return f"{kind[:6]} {direction.replace('_training', '')} {impl} {dtype}"
+    if kind == "reorder":
+        types = re.findall(r"(?:src|dst)_(\w+?):", descs)
+        return f"reorder {'->'.join(types)}"
+    return f"{kind} {direction.replace('_training', '')} {impl} {dtype}"
+
+
 def profile(name: str, precision: str, height: int, width: int) -> dict:
     """Where one training step's time goes: oneDNN primitives by kind (time, and FLOP rate
     for convolutions) against the step's wall time; the rest ran outside oneDNN (TensorFlow's
-    own kernels: batch norm, ReLU, dropout, concatenation, loss, optimiser)."""
+    own kernels: batch norm, ReLU, dropout, concatenation, loss, optimiser). ``ops``: a second
+    step's TensorFlow op types by time (``tf.profiler``), which names those kernels too."""
     env = {**os.environ, "ONEDNN_VERBOSE": "1"}
     cmd = [sys.executable, __file__, "--profile-one", name, precision, str(height), str(width)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -335,19 +440,24 @@ def profile(name: str, precision: str, height: int, width: int) -> dict:
         sys.exit(f"profile of {name} failed:\n{proc.stderr[-3000:]}")
     lines = proc.stdout.splitlines()
     start = lines.index(PROFILE_MARK)
-    wall = float(next(x for x in lines[start + 1 :] if x.startswith(PROFILE_MARK)).split()[1])
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(PROFILE_MARK))
+    wall = float(lines[end].split()[1])
     kinds: dict[str, list[float]] = {}
-    for line in lines[start + 1 :]:
+    created = [0, 0.0]  # primitives made during the step (cache misses), and their seconds
+    for line in lines[start + 1 : end]:
         f = line.split(",")
+        if len(f) >= 8 and f[:2] == ["onednn_verbose", "primitive"] and f[2].startswith("create"):
+            created[0] += f[2] == "create:cache_miss"
+            created[1] += float(f[-1]) / 1e3 if f[2] == "create:cache_miss" else 0.0
         if len(f) < 8 or f[:3] != ["onednn_verbose", "primitive", "exec"]:
             continue
         conv = f[4] in ("convolution", "deconvolution")
-        kind = f"{f[4][:6]} {f[6].replace('_training', '')} {f[5]}" if conv else f[4]
-        entry = kinds.setdefault(kind, [0.0, 0.0])
+        entry = kinds.setdefault(primitive_kind(f), [0.0, 0.0])
         entry[0] += float(f[-1]) / 1e3
         if conv:
             entry[1] += _conv_flop(f[-2], f[4])
-    return dict(wall=wall, kinds=kinds)
+    traced = json.loads(next(x for x in lines if x.startswith(OPS_MARK)).split(" ", 1)[1])
+    return dict(wall=wall, kinds=kinds, traced=traced, created=created)
 
 
 # --- roofline: what the memory traffic allows ----------------------------------------------------
@@ -375,6 +485,7 @@ def copy_bandwidth(mib: int = 512, threads: int = 2, repeats: int = 3) -> float:
 #: float32, the fewest an implementation can make: batch norm 3 forward (statistics, then
 #: normalise) + 5 backward; ReLU 2 + 3; dropout 3 + 3 (its mask); concatenation 2 + 2.
 TRAFFIC = {"BatchNormalization": 8, "FusedBatchNormalization": 8, "ReLU": 5, "Dropout": 6}
+TRAFFIC["MaskDropout"] = 6
 TRAFFIC["Concatenate"] = 4
 
 
@@ -575,6 +686,89 @@ def layout_micro(rounds: int) -> list[tuple[str, float, float]]:
     return rows
 
 
+#: Convolutions timed beside the bfloat16 steps (``--speedup``): (label, h, w, in, out, k, batch)
+CONVS = (
+    ("3x3 64->64 maps, 192x288, batch 4", 192, 288, 64, 64, 3, 4),
+    ("5x5 128->32 maps, 192x288, batch 1 (a dense-block layer)", 192, 288, 128, 32, 5, 1),
+)
+
+
+def conv_training(
+    dtype: str, h: int, w: int, cin: int, cout: int, k: int, batch: int, forward_only=False
+):
+    """One 'same' convolution's share of a training step (forward, then the data and weight
+    gradients: oneDNN's three primitives; or the forward alone) as ``(fn, args)`` and its
+    FLOP."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    x = tf.cast(rng.standard_normal((batch, h, w, cin), dtype=np.float32), dtype)
+    kernel = tf.cast(rng.standard_normal((k, k, cin, cout), dtype=np.float32) * 0.05, dtype)
+    dy = tf.cast(rng.standard_normal((batch, h, w, cout), dtype=np.float32), dtype)
+
+    @tf.function
+    def forward(x, kernel, dy):
+        return tf.cast(tf.nn.conv2d(x, kernel, 1, "SAME")[0, 0, 0, 0], tf.float32)
+
+    @tf.function
+    def fn(x, kernel, dy):
+        with tf.GradientTape() as tape:
+            tape.watch([x, kernel])
+            y = tf.nn.conv2d(x, kernel, 1, "SAME")
+        dx, dk = tape.gradient(y, [x, kernel], output_gradients=dy)
+        one = y[0, 0, 0, 0] + dx[0, 0, 0, 0] + dk[0, 0, 0, 0]  # one number: no big fetch
+        return tf.cast(one, tf.float32)
+
+    flop = 2.0 * batch * h * w * k * k * cin * cout
+    return ((forward, (x, kernel, dy)), flop) if forward_only else ((fn, (x, kernel, dy)), 3 * flop)
+
+
+def print_speedup(args) -> None:
+    """``--speedup``: float32 and mixed_bfloat16 training steps, timed in turn in one process,
+    with the bfloat16 and float32 rates of single convolutions timed in the same rounds."""
+    from climnb.models.precision import cpu_bf16_flags
+
+    if not cpu_bf16_flags():
+        sys.exit("--speedup: this CPU has no native bfloat16 (AVX512_BF16 / AMX)")
+    print(f"# bfloat16 speed-up: load {os.getloadavg()[0]:.1f}; medians of {args.steps} rounds")
+    for case in args.knob_cases.split(","):
+        shape, preset, batch = KNOB_CASES[case]
+        for name in _names(args):
+            variants, flop = {}, {}
+            for precision in ("float32", "mixed_bfloat16"):
+                variants[precision] = _variant(name, shape, preset, batch, precision=precision)
+                flop[precision] = _flop(name, shape, preset) * batch
+            for label, *conv in CONVS:
+                for dtype in ("float32", "bfloat16"):
+                    variants[f"{dtype} {label}"], flop[f"{dtype} {label}"] = conv_training(
+                        dtype, *conv
+                    )
+            fwd = f"forward only, {CONVS[0][0]}"
+            variants[fwd], flop[fwd] = conv_training("bfloat16", *CONVS[0][1:], forward_only=True)
+            t = _interleaved(variants, args.steps)
+            rate = {k: flop[k] / t[k] for k in t}
+            fp32, bf16 = t["float32"], t["mixed_bfloat16"]
+            print(f"\n## {name}, {preset} preset at {shape[0]}x{shape[1]}, batch {batch}")
+            for k in ("float32", "mixed_bfloat16"):
+                print(
+                    f"  {k:15} {t[k] * 1e3:8.1f} ms/step {1 / t[k]:7.2f} steps/s "
+                    f"{rate[k] / 1e9:7.1f} GFLOP/s"
+                )
+            print(f"  bfloat16 / float32 steps per second: {fp32 / bf16:.2f}x")
+            for label, *_ in CONVS:
+                conv = rate[f"bfloat16 {label}"]
+                print(
+                    f"  conv {label}: bf16 {conv / 1e9:7.1f} GFLOP/s (fp32 "
+                    f"{rate[f'float32 {label}'] / 1e9:.1f}); the bf16 step is "
+                    f"{100 * rate['mixed_bfloat16'] / conv:.0f} % of it"
+                )
+            print(
+                f"  conv {fwd}: bf16 {rate[fwd] / 1e9:7.1f} GFLOP/s; the bf16 step is "
+                f"{100 * rate['mixed_bfloat16'] / rate[fwd]:.0f} % of it"
+            )
+    print(f"# load at the end {os.getloadavg()[0]:.1f}")
+
+
 def print_knobs(args) -> None:
     """``--knobs``: each knob against the default, timed in turn in the same run."""
     rounds = args.steps
@@ -665,6 +859,23 @@ def print_profiles(args) -> None:
                 f"  {'outside oneDNN':32} {p['wall'] - inside:7.3f} s "
                 f"{100 * (p['wall'] - inside) / p['wall']:5.1f} %"
             )
+            print(
+                f"  primitives created during the step (cache misses): {p['created'][0]}, "
+                f"{p['created'][1]:.3f} s"
+            )
+            traced = p["traced"]
+            parts = {
+                part: sum(t for t, _ in kinds.values()) for part, kinds in traced["ops"].items()
+            }
+            total = sum(parts.values())
+            print(
+                f"  a second step under tf.profiler: {traced['wall']:.2f} s, its ops "
+                f"{total:.2f} s; by part (op types by time):"
+            )
+            for part, t in sorted(parts.items(), key=lambda kv: -kv[1]):
+                kinds = sorted(traced["ops"][part].items(), key=lambda kv: -kv[1][0])
+                names = ", ".join(f"{k} {v[0]:.3f}" for k, v in kinds[: args.profile_ops])
+                print(f"    {part:36} {t:7.3f} s {100 * t / total:5.1f} %  ({names})")
 
 
 def _names(args) -> list[str]:
@@ -713,12 +924,21 @@ def main(argv=None) -> None:
         metavar="HxW",
         help="instead: oneDNN's time by primitive for one paper-network step at HxW (e.g. 192x288)",
     )
+    parser.add_argument(
+        "--profile-ops", type=int, default=4, help="--profile: op types named per step part"
+    )
     parser.add_argument("--models", default="tiramisu,deeplab", help="networks to time")
     parser.add_argument(
         "--knobs",
         action="store_true",
         help="instead: fused batch norm, XLA, bfloat16, batch size, layout, and with "
         "--knob-processes oneDNN on/off and threads, each against the default in the same run",
+    )
+    parser.add_argument(
+        "--speedup",
+        action="store_true",
+        help="instead: float32 vs mixed_bfloat16 steps per second (--knob-cases, --models) "
+        "with single convolutions' bf16 rates timed in the same rounds",
     )
     parser.add_argument(
         "--knob-cases", default="toy,paper", help="toy (96x144) and/or paper (192x288)"
@@ -744,6 +964,8 @@ def main(argv=None) -> None:
         return _knob_one(name, case, int(intra), int(inter), args.steps)
     if args.knobs:
         return print_knobs(args)
+    if args.speedup:
+        return print_speedup(args)
 
     import tensorflow as tf
 

@@ -74,6 +74,30 @@ def test_fused_batch_norm_in_bfloat16_trains_like_keras():
     assert _relative(g0, g1) < 0.1
 
 
+@pytest.mark.parametrize("channels", [8, 16], ids=["8-maps-in-float32", "16-maps-in-bfloat16"])
+def test_fused_batch_norm_in_bfloat16_for_any_channel_count(channels):
+    """oneDNN's fast bfloat16 batch norm wants channels in 16s; others normalise in float32.
+    Either way: bfloat16 out, float32 statistics, float32's results to bfloat16 precision."""
+    from climnb.models.layers import fused_batch_norm_layer
+
+    x = tf.random.stateless_normal((2, 24, 36, channels), seed=[0, 2]) * 3.0 + 1.0
+    w = tf.random.stateless_normal(x.shape, seed=[0, 3])
+    out = {}
+    for dtype in ("float32", "mixed_bfloat16"):
+        layer = fused_batch_norm_layer()(dtype=dtype)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, training=True)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * w)
+        out[dtype] = y, np.asarray(tape.gradient(loss, x)), np.asarray(layer.moving_mean)
+    (y32, g32, m32), (y16, g16, m16) = out["float32"], out["mixed_bfloat16"]
+    assert y16.dtype == tf.bfloat16 and m16.dtype == np.float32
+    y16, y32 = np.asarray(tf.cast(y16, tf.float32)), np.asarray(y32)
+    np.testing.assert_allclose(y16, y32, atol=0.02 * np.abs(y32).max())
+    np.testing.assert_allclose(m16, m32, rtol=0.01, atol=1e-3)
+    assert _relative([g32], [g16]) < 0.05
+
+
 def test_fused_model_saves_and_loads_in_a_fresh_process(tmp_path):
     from climnb.bundle import save_bundle
 
