@@ -229,19 +229,18 @@ class TrainConfig:
             raise ValueError(f"model_overrides: {err}") from err
         if self.augment not in (None, "roll"):
             raise ValueError(f"augment must be 'roll' or null, got {self.augment!r}")
+        auto = str(self.precision).lower() == "auto"
         precision, why = resolve_precision(self.precision)
-        if not self.precision_reason or str(self.precision).lower() == "auto":
-            object.__setattr__(self, "precision_reason", why)
         scaled = self.optimizer.mixed_precision
-        # loss scaling asked for (the older float16 switch) wins over what "auto" would pick
-        if scaled and precision == "mixed_bfloat16" and str(self.precision).lower() != "auto":
+        if scaled and precision == "mixed_bfloat16" and not auto:
             raise ValueError(
                 "precision mixed_bfloat16 needs no loss scaling: unset mixed_precision"
             )
+        if scaled and auto:  # the older float16 switch wins over what "auto" would pick
+            why = "loss scaling asked for (optimizer.mixed_precision): float16"
+        if not self.precision_reason or auto:
+            object.__setattr__(self, "precision_reason", why)
         if scaled or precision == "mixed_float16":  # float16 always with loss scaling
-            if precision != "mixed_float16" and str(self.precision).lower() == "auto":
-                why = "loss scaling asked for (optimizer.mixed_precision): float16"
-                object.__setattr__(self, "precision_reason", why)
             precision = "mixed_float16"
             object.__setattr__(
                 self, "optimizer", dataclasses.replace(self.optimizer, mixed_precision=True)
