@@ -382,6 +382,7 @@ _DEMO_FLAGS = {
     "learning_rate": "--lr",
     "warmup_steps": "--warmup-steps",
     "samples_per_rank": "--samples-per-rank",
+    "draw": "--draw",
     "augment": "--augment",
     "class_weighting": "--class-weighting",
 }

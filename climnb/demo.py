@@ -66,13 +66,15 @@ COPIES_FILE = ".climnb-notebooks.json"
 
 #: Parameters that chain the notebooks into the whole workflow on toy data.
 WORKFLOW: dict[str, dict] = {
-    "00": {"n_time": 160, "out_path": "data/toy/fields.nc"},
+    "00": {"n_time": 480, "out_path": "data/toy/fields.nc"},
     "01": {"input_path": "data/toy/fields.nc", "out_path": "data/toy/labelled.nc"},
     "02": {"input_path": "data/toy/labelled.nc", "workdir": "data/toy"},
     "04": {
         "data_dir": "data/toy/shared",
         "out_dir": "runs/toy",
-        "epochs": 16,  # of 2 x 56 staged files: 448 steps of 2 ranks x 2 samples
+        "draw": "shard",  # the 370 training files dealt out, 185 to each rank
+        "samples_per_rank": 250,  # the most a rank gets
+        "epochs": 12,  # of 92 steps of 2 ranks x 2 samples: 1104 steps
         "heldout_from": "data/toy/labelled.nc",  # the test block for notebook 05
     },
     "05": {"model_path": "runs/toy/model", "data_path": "data/toy/heldout.nc"},

@@ -1,7 +1,8 @@
 """Stage a sample set from the shared file system onto node-local storage: a staged set per node.
 
 Every local rank of every node trains on its own ``samples_per_rank`` files, drawn with
-replacement from the set's training files with a seed (the paper used 250), and validates on
+replacement from the set's training files with a seed (the paper used 250; ``draw="shard"``
+deals the files out instead, each to one rank, so that every file is trained on), and validates on
 its share of the validation files (``validation[rank::ranks]``, when the source has them). A
 node stores each file it needs once, with ``stats.h5``, and a manifest listing every file's
 SHA-256 and each local rank's files in training order: a
@@ -88,6 +89,32 @@ _DIGEST = 32  # bytes of a SHA-256 digest, sent after each file's bytes
 Reader = Callable[[Path, np.ndarray], None]
 
 
+#: How staging gives each rank its training files (:class:`StagingConfig` ``draw``).
+DRAWS = ("replacement", "shard")
+
+
+def check_draw(draw: str) -> str:
+    """``draw`` if it is one of :data:`DRAWS`, else a ValueError naming them."""
+    if draw not in DRAWS:
+        raise ValueError(
+            f"draw (--draw) must be one of {', '.join(map(repr, DRAWS))}, got {draw!r}"
+        )
+    return draw
+
+
+def files_per_rank(n_files: int, ranks: int, samples_per_rank: int, draw: str) -> list[int]:
+    """How many training files each of ``ranks`` ranks gets from ``n_files``.
+
+    >>> files_per_rank(370, 2, 250, "shard"), files_per_rank(5, 2, 250, "shard")
+    ([185, 185], [3, 2])
+    >>> files_per_rank(370, 2, 250, "replacement")
+    [250, 250]
+    """
+    if check_draw(draw) == "replacement":
+        return [samples_per_rank] * ranks
+    return [min(samples_per_rank, len(range(g, n_files, ranks))) for g in range(ranks)]
+
+
 @dataclass(frozen=True)
 class StagingConfig:
     """Settings of a staging run.
@@ -101,8 +128,14 @@ class StagingConfig:
         rank (a folder per rank, each with only that rank's files).
     n_nodes : nodes in the job (default: the number of MPI processes).
     ranks_per_node : training ranks (GPUs) per node.
-    samples_per_rank : files drawn, with replacement, for each rank (the paper used 250).
+    samples_per_rank : files drawn, with replacement, for each rank (the paper used 250);
+        with ``draw="shard"`` the most any rank gets.
     seed : seed of the draw.
+    draw : ``"replacement"`` (the paper's: each rank draws its files at random, so a file may
+        go to several ranks and, with few draws, many files to none: 250 draws per rank
+        from 370 files leave ~40 % of them out of 2 ranks' training) or ``"shard"`` (a seeded
+        permutation of the files dealt out over all ranks: each file to one rank, once;
+        every rank gets ``n // ranks`` or one more, at most ``samples_per_rank``).
     verify : on a re-run, hash the files already staged (else trust the journal's digests).
     stats : a ``stats.h5`` to stage with the files (default: the set's).
     """
@@ -115,6 +148,10 @@ class StagingConfig:
     seed: int = 0
     verify: bool = True
     stats: str | None = None
+    draw: str = "replacement"
+
+    def __post_init__(self):
+        check_draw(self.draw)
 
     def rank_dir(self, node: int, local_rank: int = 0) -> Path:
         """Local folder of ``local_rank`` on ``node``."""
@@ -230,8 +267,11 @@ def plan_staging(
     seed: int = 0,
     extra: Sequence[tuple[str, int]] = (),
     validation: Sequence[tuple[str, int]] = (),
+    draw: str = "replacement",
 ) -> StagingPlan:
-    """Draw ``samples_per_rank`` files with replacement for every rank of every node; share
+    """Draw ``samples_per_rank`` files with replacement for every rank of every node (with
+    ``draw="shard"``: deal a seeded permutation of the files out over the ranks, global rank
+    ``g`` taking its ``g``-th, ``g + ranks``-th, ... up to ``samples_per_rank`` of them); share
     the ``validation`` files out over the ranks (global rank ``g`` gets ``validation[g::n]``).
 
     >>> plan = plan_staging(["a", "b", "c"], [1, 1, 1], n_nodes=2, ranks_per_node=1,
@@ -249,15 +289,8 @@ def plan_staging(
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             flag = "--" + what.replace("_", "-").replace("n-nodes", "nodes")
             raise ValueError(f"{what} must be at least 1 (a whole number; {flag}), got {v!r}")
-    rng = np.random.default_rng(seed)
-    rank_files = tuple(
-        tuple(
-            tuple(int(i) for i in rng.integers(0, len(names), samples_per_rank))
-            for _ in range(ranks_per_node)
-        )
-        for _ in range(n_nodes)
-    )
     n, n_val, world = len(names), len(validation), n_nodes * ranks_per_node
+    rank_files = _draw(n, n_nodes, ranks_per_node, samples_per_rank, seed, check_draw(draw))
     rank_validation = (
         tuple(
             tuple(
@@ -276,6 +309,25 @@ def plan_staging(
         rank_files=rank_files,
         extra=tuple(range(n + n_val, len(everything))),
         rank_validation=rank_validation,
+    )
+
+
+def _draw(n: int, n_nodes: int, per_node: int, samples: int, seed: int, draw: str):
+    """``rank_files`` of :func:`plan_staging`: indices into ``n`` files per node and local rank."""
+    rng = np.random.default_rng(seed)
+    if draw == "shard":
+        order = rng.permutation(n)
+        world = n_nodes * per_node
+        return tuple(
+            tuple(
+                tuple(int(i) for i in order[node * per_node + r :: world][:samples])
+                for r in range(per_node)
+            )
+            for node in range(n_nodes)
+        )
+    return tuple(
+        tuple(tuple(int(i) for i in rng.integers(0, n, samples)) for _ in range(per_node))
+        for _ in range(n_nodes)
     )
 
 
@@ -347,6 +399,7 @@ def stage(
         samples_per_rank=config.samples_per_rank,
         seed=config.seed,
         extra=[r[0:3:2] for r in source.extra],
+        draw=config.draw,
         validation=[r[0:3:2] for r in source.validation],
     )
     made = _new_folders(config, mine)

@@ -85,6 +85,29 @@ def test_foreign_chunked_file_takes_the_h5py_path(files, stats, tmp_path):
     np.testing.assert_array_equal(w[0], ew)
 
 
+def test_reader_sees_a_file_replaced_between_epochs(files, stats, tmp_path):
+    """A reader remembers what it found in each file (training builds one every epoch) only
+    while the file is unchanged: a file replaced by another (a rename over it) or rewritten
+    in place is inspected again, and its new layout read."""
+    path = tmp_path / files[0].name
+    path.write_bytes(files[0].read_bytes())
+    first = SampleReader([path], stats)
+    assert SampleReader([path], stats).infos[0] == first.infos[0]  # remembered
+    data, labels = read_sample(files[1])
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as f:  # the same sample, stored chunked: other offsets
+        f.create_dataset("climate/data", data=data, chunks=(8, 8, 16), compression="gzip")
+        f.create_dataset("climate/labels_0", data=labels.astype(np.float32))
+    other.replace(path)
+    again = SampleReader([path], stats, class_weights=WEIGHTS)
+    assert again.infos[0].data_offset is None and first.infos[0].data_offset is not None
+    np.testing.assert_allclose(again.read([0])[0][0], expected(files[1], stats)[0], atol=2e-6)
+    with h5py.File(path, "r+") as f:  # rewritten in place: no labels any more
+        del f["climate/labels_0"]
+    with pytest.raises(SampleError, match="no dataset climate/labels_0"):
+        SampleReader([path], stats)
+
+
 def test_reader_errors(files, stats, tmp_path):
     with pytest.raises(SampleError, match="no sample files"):
         SampleReader([], stats)

@@ -22,6 +22,7 @@ from climnb.io.stats import compute_stats, write_stats
 from climnb.staging import (
     StagingConfig,
     _read_shared,
+    files_per_rank,
     plan_staging,
     stage,
     stage_on_engines,
@@ -105,6 +106,36 @@ def test_plan_draws_with_replacement_per_rank():
     assert len({r for r in lists}) == 6  # each rank its own shuffled draw
     with pytest.raises(ValueError, match="samples_per_rank"):
         plan_staging(names, [1] * 4, n_nodes=1, ranks_per_node=1, samples_per_rank=0)
+
+
+def test_shard_deals_every_file_to_one_rank():
+    names = [f"f{i}" for i in range(11)]
+    kw = dict(n_nodes=2, ranks_per_node=2, seed=4, draw="shard")
+    plan = plan_staging(names, [1] * 11, samples_per_rank=250, **kw)
+    lists = [r for node in plan.rank_files for r in node]
+    assert sorted(i for r in lists for i in r) == list(range(11))  # each file once
+    assert [len(r) for r in lists] == files_per_rank(11, 4, 250, "shard") == [3, 3, 3, 2]
+    assert plan != plan_staging(names, [1] * 11, samples_per_rank=250, **{**kw, "seed": 5})
+    assert lists[0] != [0, 4, 8]  # dealt from a seeded permutation, not in name order
+    capped = plan_staging(names, [1] * 11, samples_per_rank=2, **kw)
+    flat = [i for node in capped.rank_files for r in node for i in r]
+    assert len(flat) == len(set(flat)) == 8  # at most samples_per_rank each, still no repeats
+    with pytest.raises(ValueError, match="draw .*'replacement', 'shard'.*'random'"):
+        StagingConfig(source="s", dest="d", draw="random")
+
+
+def test_shard_staging_covers_the_training_split(shared, tmp_path):
+    """Staged with draw="shard", the ranks' files are the shared training files, each once:
+    with the paper's draws, 2 x 4 random files of these 8 leave some out."""
+    names = sorted(p.name for p in shared.glob("data-*.h5"))
+    cfg = config(shared, tmp_path, n_nodes=2, ranks_per_node=1, draw="shard")
+    stage(cfg)
+    got = [p.name for node in range(2) for p in staged_files(cfg.node_dir(node))]
+    assert sorted(got) == names
+    paper = config(shared, tmp_path / "paper", n_nodes=2, ranks_per_node=1, samples_per_rank=4)
+    stage(paper)
+    drawn = {p.name for node in range(2) for p in staged_files(paper.node_dir(node))}
+    assert drawn < set(names)
 
 
 def test_each_file_read_at_most_once(shared, tmp_path):

@@ -19,6 +19,8 @@ from _training import TINY
 from climnb.io.sampleset import StagedSet, write_sample_set
 from climnb.staging import StagingConfig, stage
 from climnb.synthetic import make_dataset
+from climnb.train.config import TrainConfig
+from climnb.train.loop import plan
 
 # each rank: record every path opened (open() and os.open both raise the "open" audit event)
 RANK = textwrap.dedent(
@@ -77,6 +79,22 @@ def test_two_nodes_train_from_their_staged_copies_only(tmp_path, mpi_env):
         assert not [p for p in samples if p.startswith(other)], "read another node's copies"
 
 
+def test_plan_counts_what_staging_will_deal_out(tmp_path):
+    """Before anything is staged, the progress bar's plan counts each rank's files as the
+    draw will give them: with ``draw="shard"`` the training split shared out, not
+    ``samples_per_rank`` each."""
+    ds, _ = make_dataset(n_time=40, seed=9)
+    sset = write_sample_set(ds, "truth", tmp_path / "shared")
+    n = len(sset.files("train"))
+    kw = dict(data_dir=str(sset.root), staged_dir=str(tmp_path / "n{node}"), stage_first=True)
+    shard = plan(TrainConfig(**kw, draw="shard", batch_size=2), 2)
+    assert shard["train_files"] == n and shard["steps_per_epoch"] == (n // 2) // 2
+    paper = plan(TrainConfig(**kw, samples_per_rank=6, batch_size=2), 2)
+    assert paper == {"train_files": 12, "steps_per_epoch": 3, "total_steps": 3 * 4}
+    with pytest.raises(ValueError, match="draw must be one of"):
+        TrainConfig(**kw, draw="partition")
+
+
 @pytest.mark.mpi
 @pytest.mark.horovod
 def test_stage_first_then_train_in_one_command(tmp_path, mpi_env):
@@ -89,7 +107,8 @@ def test_stage_first_then_train_in_one_command(tmp_path, mpi_env):
     pattern = str(local / "node{node}")
     (tmp_path / "run.json").write_text(json.dumps({"model_overrides": TINY}))
     argv = ["train", "--data", str(shared), "--staged", pattern, "--ranks-per-node", "1"]
-    argv += ["--stage-first", "--samples-per-rank", "4", "--out", str(out), "--epochs", "1"]
+    argv += ["--stage-first", "--samples-per-rank", "4", "--draw", "shard"]
+    argv += ["--out", str(out), "--epochs", "1"]
     argv += ["--batch-size", "2", "--threads", "1", "--config", str(tmp_path / "run.json")]
     # each rank's stdout in its own file: mpirun's merged stdout may interleave the ranks' lines
     logs = tmp_path / "logs"
@@ -104,6 +123,8 @@ def test_stage_first_then_train_in_one_command(tmp_path, mpi_env):
     assert proc.returncode == 0, proc.stderr[-3000:]
     staged = [StagedSet.open(pattern, node=n) for n in (0, 1)]
     assert [len(s.files("train")) for s in staged] == [4, 4]
+    names = [f.name for s in staged for f in s.files("train")]
+    assert len(set(names)) == 8  # dealt out: no file twice, on one rank or across the two
     staged[0].verify()  # the copies match the source manifest's digests
     assert len((out / "history.csv").read_text().splitlines()) == 1 + 2  # 4 files, batch 2
     stdout = "\n".join(f.read_text() for f in sorted(logs.glob("*/rank.*/stdout")))

@@ -28,6 +28,14 @@ def add_arguments(parser):
         default=250,
         help="files drawn with replacement per rank (default 250)",
     )
+    parser.add_argument(
+        "--draw",
+        choices=["replacement", "shard"],
+        default="replacement",
+        help="replacement (default, the paper's): each rank draws --samples-per-rank files at "
+        "random, so some files go to no rank; shard: a seeded permutation dealt out over the "
+        "ranks, each file to one rank (at most --samples-per-rank each)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stats", help="stats.h5 to stage too (default: found beside SOURCE)")
     parser.add_argument(
@@ -61,6 +69,7 @@ def run(args) -> int:
         ranks_per_node=args.ranks_per_node,
         samples_per_rank=args.samples_per_rank,
         seed=args.seed,
+        draw=args.draw,
         verify=args.verify,
         stats=args.stats,
     )

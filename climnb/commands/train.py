@@ -26,6 +26,7 @@ _FIELDS = {
     "ranks_per_node": "ranks_per_node",
     "stage_first": "stage_first",
     "samples_per_rank": "samples_per_rank",
+    "draw": "draw",
     "out": "out_dir",
     "model": "model",
     "preset": "preset",
@@ -69,6 +70,13 @@ def add_arguments(parser):
         help="stage --data into --staged at the start (one reader per node, over MPI)",
     )
     add("--samples-per-rank", type=int, default=d, help="files drawn per rank when staging")
+    add(
+        "--draw",
+        default=d,
+        choices=["replacement", "shard"],
+        help="how --stage-first gives ranks their files: replacement (default, the paper's "
+        "random draws) or shard (each training file to one rank, once)",
+    )
     add("--out", default=d, help="run folder (checkpoints, model bundle)")
     add("--model", default=d, choices=["tiramisu", "deeplab"])
     add("--preset", default=d, help="toy, small or paper")

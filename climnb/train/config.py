@@ -14,6 +14,7 @@ from typing import Any
 
 from climnb.models.precision import resolve_precision
 from climnb.models.presets import get_config
+from climnb.staging import DRAWS
 
 __all__ = ["TrainConfig", "OptimizerConfig", "SCHEDULES", "LARC_MODES"]
 
@@ -108,6 +109,9 @@ class TrainConfig:
         themselves (one process per node reads, over MPI; :func:`climnb.staging.stage`), then
         train from the staged copies. A rerun restages only what changed.
     samples_per_rank : training files drawn (with replacement) per rank when staging first.
+    draw : how staging first gives the ranks their files (:class:`climnb.staging.StagingConfig`):
+        ``"replacement"`` (the paper's random draws) or ``"shard"`` (every training file to one
+        rank, once: the whole training split is trained on).
     out_dir : run folder: checkpoints, ``history.csv``, the trained model bundle ``model/``,
         and the ``STOP`` file that ends training cleanly after the current step.
     model, preset, model_overrides : network (``"tiramisu"`` or ``"deeplab"``), its preset
@@ -163,6 +167,7 @@ class TrainConfig:
     ranks_per_node: int | None = None
     stage_first: bool = False
     samples_per_rank: int = 250
+    draw: str = "replacement"
     out_dir: str = "runs/toy"
     model: str = "tiramisu"
     preset: str = "toy"
@@ -218,6 +223,7 @@ class TrainConfig:
         _choice("lr_decay", self.lr_decay, ("linear", "none"))
         _choice("split_method", self.split_method, ("blocks", "random"))
         _choice("class_weighting", self.class_weighting, CLASS_WEIGHTINGS)
+        _choice("draw", self.draw, DRAWS)
         if self.dice_weight < 0:
             raise ValueError(f"dice_weight must be 0 or more, got {self.dice_weight!r}")
         if len(self.split) != 3 or min(self.split) < 0 or not 0.99 < sum(self.split) < 1.01:

@@ -47,7 +47,7 @@ from climnb.models.losses import (
 from climnb.models.metrics import ConfusionMatrix
 from climnb.models.presets import resolve_poleward
 from climnb.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
-from climnb.staging import StagingConfig, stage
+from climnb.staging import StagingConfig, files_per_rank, stage
 from climnb.train import optim
 from climnb.train.checkpoint import (
     latest,
@@ -233,6 +233,7 @@ def _stage_first(config: TrainConfig, hvd, rank: int, size: int, local_size: int
         ranks_per_node=per_node,
         samples_per_rank=config.samples_per_rank,
         seed=config.seed,
+        draw=config.draw,
     )
     if size == 1:
         stage(staging)
@@ -293,10 +294,12 @@ def plan(config: TrainConfig, size: int, local_size: int | None = None) -> dict[
 
     ``local_size``: ranks per node (default ``config.ranks_per_node``, else all on one node).
     """
-    if config.stage_first:  # nothing staged yet: every rank will get samples_per_rank files
-        steps = _steps_per_epoch([config.samples_per_rank] * size, config.batch_size)
+    if config.stage_first:  # nothing staged yet: what each rank will get from data_dir
+        n_files = len(SampleSet(config.data_dir).files("train")) if config.draw == "shard" else 0
+        counts = files_per_rank(n_files, size, config.samples_per_rank, config.draw)
+        steps = _steps_per_epoch(counts, config.batch_size)
         return {
-            "train_files": config.samples_per_rank * size,
+            "train_files": sum(counts),
             "steps_per_epoch": steps,
             "total_steps": _total_steps(config, steps),
         }
@@ -553,6 +556,13 @@ class _Run:
         self.early_stopped = False
         self._resume_and_broadcast()
         self._step_fn = self._compile_step()
+        # validation's forward pass, compiled once (the last batch may trace a second shape):
+        # called eagerly it took 2-5 s of every epoch's turnover on the toy demo
+        self._predict = tf.function(
+            lambda x: tf.argmax(self.model(x, training=False), axis=-1),
+            autograph=False,
+            reduce_retracing=True,
+        )
         self._last_time = None
 
     # --- start ---------------------------------------------------------------------------------
@@ -756,7 +766,7 @@ class _Run:
         if self.data.validation:
             batches = _batches(self.data.validation, self.data.stats, self.config, 0, shuffle=False)
             for x, y, _ in _reading(batches, tf):
-                pred = tf.argmax(self.model(x, training=False), axis=-1)
+                pred = self._predict(x)
                 cm.update(y, pred)
                 if sample is None and self.rank == 0:
                     sample = {
