@@ -110,9 +110,9 @@ def larc_factor(grad, variable, learning_rate, eta=0.002, mode="clip", epsilon=1
     >>> round(float(larc_factor(g, v, 0.1, mode="scale")), 6)
     0.01
     """
-    grad = ops.cast(grad, "float32")
-    v_norm = ops.sqrt(ops.sum(ops.square(ops.cast(variable, "float32"))))
-    g_norm = ops.sqrt(ops.sum(ops.square(grad)))
+    # tf.nn.l2_loss (sum of squares / 2) is one pass over the weights; square-then-sum is two
+    v_norm = tf.sqrt(2.0 * tf.nn.l2_loss(tf.cast(variable, tf.float32)))
+    g_norm = tf.sqrt(2.0 * tf.nn.l2_loss(tf.cast(grad, tf.float32)))
     ok = ops.logical_and(v_norm > 0.0, g_norm > 0.0)
     local = ops.where(ok, eta * v_norm / ops.where(ok, g_norm, 1.0), epsilon)
     if mode == "scale":
