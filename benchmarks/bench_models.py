@@ -774,8 +774,8 @@ def print_speedup(args) -> None:
 
 
 #: Dense-block convolutions of the paper Tiramisu at 192 x 288 (``--wgrad``): (h, w, in, out,
-#: k); the first four are 57 % of its convolution FLOP (the up path's last block, the first
-#: block and the up path's second-last).
+#: k); the first four are 56 % of its convolution FLOP (the up path's last block, the first
+#: block and the up path's second-last), then one of each coarser resolution.
 WGRAD_SHAPES = (
     (192, 288, 224, 32, 5),
     (192, 288, 192, 32, 5),
@@ -783,6 +783,7 @@ WGRAD_SHAPES = (
     (96, 144, 288, 32, 5),
     (48, 72, 416, 32, 5),
     (24, 36, 608, 32, 5),
+    (12, 18, 512, 32, 5),
 )
 
 
