@@ -36,7 +36,10 @@ Prints:
    bfloat16) ``mixed_bfloat16``: oneDNN's primitives by kind, implementation and type from
    its verbose log (and primitives made during the step: cache misses), then TensorFlow's op
    types by time from ``tf.profiler`` (what ran outside oneDNN: casts, concatenation,
-   dropout, the loss, the optimiser).
+   dropout, the loss, the optimiser);
+9. ``--wgrad``: the bfloat16 weight gradient of the paper Tiramisu's dense-block
+   convolutions, oneDNN's primitive against TensorFlow matmul formulations (per kernel tap;
+   im2col of the output gradient or of the input; NCHW), timed in turn, with their errors.
 
 Rows marked ``keras`` in the BN column are the step as it was before climnb's fused batch
 norm (Keras 3's unfused layer); ``fused`` is the default now.
@@ -51,6 +54,7 @@ Usage::
     python benchmarks/bench_models.py --knobs --knob-processes --models tiramisu
     python benchmarks/bench_models.py --speedup --models tiramisu [--knob-cases toy,paper]
     python benchmarks/bench_models.py --profile 192x288 --models tiramisu [--precision ...]
+    python benchmarks/bench_models.py --wgrad --batch 1 --steps 5
 """
 
 from __future__ import annotations
@@ -769,6 +773,127 @@ def print_speedup(args) -> None:
     print(f"# load at the end {os.getloadavg()[0]:.1f}")
 
 
+#: Dense-block convolutions of the paper Tiramisu at 192 x 288 (``--wgrad``): (h, w, in, out,
+#: k); the first four are 56 % of its convolution FLOP (the up path's last block, the first
+#: block and the up path's second-last), then one of each coarser resolution.
+WGRAD_SHAPES = (
+    (192, 288, 224, 32, 5),
+    (192, 288, 192, 32, 5),
+    (192, 288, 96, 32, 5),
+    (96, 144, 288, 32, 5),
+    (48, 72, 416, 32, 5),
+    (24, 36, 608, 32, 5),
+    (12, 18, 512, 32, 5),
+)
+
+
+def wgrad_methods():
+    """Ways to compute a 'same', stride-1 convolution's weight gradient ``(k, k, in, out)``
+    from its input ``x`` (NHWC) and output gradient ``dy`` with TensorFlow's ops."""
+    import tensorflow as tf
+
+    def stock(x, dy, k):  # oneDNN's weight-gradient primitive (what tf.nn.conv2d's gradient is)
+        shape = [k, k, x.shape[-1], dy.shape[-1]]
+        return tf.raw_ops.Conv2DBackpropFilter(
+            input=x, filter_sizes=shape, out_backprop=dy, strides=[1] * 4, padding="SAME"
+        )
+
+    def taps(x, dy, k):  # per kernel tap: shifted input (NHW x in)^T @ dy (NHW x out)
+        _, h, w, cin = x.shape
+        p = k // 2
+        xp = tf.pad(x, [[0, 0], [p, p], [p, p], [0, 0]])
+        d = tf.reshape(dy, [-1, dy.shape[-1]])
+        out = [
+            tf.matmul(tf.reshape(xp[:, i : i + h, j : j + w], [-1, cin]), d, transpose_a=True)
+            for i in range(k)
+            for j in range(k)
+        ]
+        return tf.reshape(tf.stack(out), [k, k, cin, -1])
+
+    def dy_columns(x, dy, k):  # im2col of the narrow dy (k*k*out x NHW) @ x (NHW x in)
+        _, h, w, cin = x.shape
+        cout, p = dy.shape[-1], k // 2
+        dyt = tf.pad(tf.transpose(dy, [3, 0, 1, 2]), [[0, 0], [0, 0], [p, p], [p, p]])
+        cols = tf.stack(
+            [
+                dyt[:, :, k - 1 - i : k - 1 - i + h, k - 1 - j : k - 1 - j + w]
+                for i in range(k)
+                for j in range(k)
+            ]
+        )
+        g = tf.matmul(tf.reshape(cols, [k * k * cout, -1]), tf.reshape(x, [-1, cin]))
+        return tf.transpose(tf.reshape(g, [k, k, cout, cin]), [0, 1, 3, 2])
+
+    def x_columns(x, dy, k):  # im2col of x (extract_patches: NHW x k*k*in)^T @ dy
+        patches = tf.image.extract_patches(x, [1, k, k, 1], [1] * 4, [1] * 4, "SAME")
+        d = tf.reshape(dy, [-1, dy.shape[-1]])
+        g = tf.matmul(tf.reshape(patches, [-1, k * k * x.shape[-1]]), d, transpose_a=True)
+        return tf.reshape(g, [k, k, x.shape[-1], -1])
+
+    def nchw(x, dy, k):  # the stock op on NCHW activations
+        shape = [k, k, x.shape[-1], dy.shape[-1]]
+        return tf.raw_ops.Conv2DBackpropFilter(
+            input=tf.transpose(x, [0, 3, 1, 2]),
+            filter_sizes=shape,
+            out_backprop=tf.transpose(dy, [0, 3, 1, 2]),
+            strides=[1] * 4,
+            padding="SAME",
+            data_format="NCHW",
+        )
+
+    return {
+        "stock": stock,
+        "taps": taps,
+        "dy-im2col": dy_columns,
+        "x-im2col": x_columns,
+        "NCHW": nchw,
+    }
+
+
+def print_wgrad(args) -> None:
+    """``--wgrad``: bfloat16 weight gradients of the paper Tiramisu's convolutions, oneDNN's
+    primitive against matmul formulations (and the same shape's forward convolution), timed
+    in turn; GFLOP/s and the largest error against the float32 gradient, over its largest
+    entry."""
+    import tensorflow as tf
+
+    methods = wgrad_methods()
+    rounds = args.steps
+    print(f"# weight gradients, bfloat16: load {os.getloadavg()[0]:.1f}; medians of {rounds}")
+    print("shape (h x w, in -> out, k x k), batch | forward | " + " | ".join(methods))
+    rng = np.random.default_rng(0)
+    for h, w, cin, cout, k in WGRAD_SHAPES:
+        x32 = tf.constant(rng.standard_normal((args.batch, h, w, cin), dtype=np.float32))
+        dy32 = tf.constant(rng.standard_normal((args.batch, h, w, cout), dtype=np.float32))
+        x, dy = tf.cast(x32, tf.bfloat16), tf.cast(dy32, tf.bfloat16)
+        exact = methods["stock"](tf.cast(x, tf.float32), tf.cast(dy, tf.float32), k).numpy()
+        kernel = tf.cast(tf.fill([k, k, cin, cout], 0.01), tf.bfloat16)
+        variants = {
+            "forward": (
+                tf.function(
+                    lambda x, kr: tf.cast(tf.nn.conv2d(x, kr, 1, "SAME")[0, 0, 0, 0], "float32")
+                ),
+                (x, kernel),
+            )
+        }
+        for name, fn in methods.items():
+            # the timed function returns one float32 number (the sum): no large fetch
+            variants[name] = (
+                tf.function(
+                    lambda x, dy, fn=fn, k=k: tf.reduce_sum(tf.cast(fn(x, dy, k), "float32"))
+                ),
+                (x, dy),
+            )
+        t = _interleaved(variants, rounds)
+        flop = 2.0 * args.batch * h * w * k * k * cin * cout
+        cells = [f"{flop / t['forward'] / 1e9:6.0f}"]
+        for name in methods:
+            err = np.abs(tf.cast(methods[name](x, dy, k), tf.float32).numpy() - exact).max()
+            cells.append(f"{flop / t[name] / 1e9:6.0f} ({err / np.abs(exact).max():.0e})")
+        print(f"{h}x{w}, {cin} -> {cout}, {k}x{k}, batch {args.batch} | " + " | ".join(cells))
+    print(f"# load at the end {os.getloadavg()[0]:.1f}")
+
+
 def print_knobs(args) -> None:
     """``--knobs``: each knob against the default, timed in turn in the same run."""
     rounds = args.steps
@@ -941,6 +1066,12 @@ def main(argv=None) -> None:
         "with single convolutions' bf16 rates timed in the same rounds",
     )
     parser.add_argument(
+        "--wgrad",
+        action="store_true",
+        help="instead: bfloat16 weight gradients of the paper Tiramisu's convolutions, oneDNN's "
+        "against matmul formulations (--batch, --steps rounds)",
+    )
+    parser.add_argument(
         "--knob-cases", default="toy,paper", help="toy (96x144) and/or paper (192x288)"
     )
     parser.add_argument(
@@ -966,6 +1097,8 @@ def main(argv=None) -> None:
         return print_knobs(args)
     if args.speedup:
         return print_speedup(args)
+    if args.wgrad:
+        return print_wgrad(args)
 
     import tensorflow as tf
 

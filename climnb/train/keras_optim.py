@@ -110,9 +110,9 @@ def larc_factor(grad, variable, learning_rate, eta=0.002, mode="clip", epsilon=1
     >>> round(float(larc_factor(g, v, 0.1, mode="scale")), 6)
     0.01
     """
-    grad = ops.cast(grad, "float32")
-    v_norm = ops.sqrt(ops.sum(ops.square(ops.cast(variable, "float32"))))
-    g_norm = ops.sqrt(ops.sum(ops.square(grad)))
+    # tf.nn.l2_loss (sum of squares / 2) is one pass over the weights; square-then-sum is two
+    v_norm = tf.sqrt(2.0 * tf.nn.l2_loss(tf.cast(variable, tf.float32)))
+    g_norm = tf.sqrt(2.0 * tf.nn.l2_loss(tf.cast(grad, tf.float32)))
     ok = ops.logical_and(v_norm > 0.0, g_norm > 0.0)
     local = ops.where(ok, eta * v_norm / ops.where(ok, g_norm, 1.0), epsilon)
     if mode == "scale":
@@ -171,6 +171,45 @@ class LarcAdam(keras.optimizers.Adam):
             out.append(ops.copy(slot.value))
             slot.assign(ops.cast(g, slot.dtype))
         return out
+
+    #: take the Adam step with TensorFlow's fused ``ResourceApplyAdam`` kernel (see
+    #: :meth:`update_step`); ``False`` for Keras' own element-wise ops (the same update)
+    fused = True
+
+    def update_step(self, gradient, variable, learning_rate):
+        """Adam's step of one variable; through ``ResourceApplyAdam`` where it applies.
+
+        Keras 3 writes the step as ~12 element-wise TensorFlow ops a variable (each a pass
+        over the variable's memory); TensorFlow's ``ResourceApplyAdam`` kernel is the same
+        update (``m += (g - m)(1 - b1)``, ``v += (g^2 - v)(1 - b2)``, ``var -= m alpha /
+        (sqrt(v) + eps)``, ``alpha = lr sqrt(1 - b2^t) / (1 - b1^t)``) in one pass. It is
+        used for dense float32 gradients of TensorFlow variables without AMSGrad; anything
+        else takes Keras' own code.
+        """
+        if not (
+            self.fused
+            and not self.amsgrad
+            and isinstance(variable, tf.Variable)
+            and not isinstance(gradient, tf.IndexedSlices)
+            and variable.dtype == tf.float32
+        ):
+            return super().update_step(gradient, variable, learning_rate)
+        dtype = variable.dtype
+        index = self._get_variable_index(variable)
+        local_step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle,
+            m=self._momentums[index].value.handle,
+            v=self._velocities[index].value.handle,
+            beta1_power=tf.pow(beta_1, local_step),
+            beta2_power=tf.pow(beta_2, local_step),
+            lr=tf.cast(learning_rate, dtype),
+            beta1=beta_1,
+            beta2=beta_2,
+            epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(gradient, dtype),
+        )
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         if self.gradient_lag:
