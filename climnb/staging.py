@@ -132,8 +132,8 @@ class StagingConfig:
         with ``draw="shard"`` the most any rank gets.
     seed : seed of the draw.
     draw : ``"replacement"`` (the paper's: each rank draws its files at random, so a file may
-        go to several ranks and, with few draws, many files to none: 250 draws per rank
-        from 370 files leave ~40 % of them out of 2 ranks' training) or ``"shard"`` (a seeded
+        go to several ranks and, with few draws, many files to none: 185 draws per rank
+        from 370 files leave ~37 % of them out of 2 ranks' training) or ``"shard"`` (a seeded
         permutation of the files dealt out over all ranks: each file to one rank, once;
         every rank gets ``n // ranks`` or one more, at most ``samples_per_rank``).
     verify : on a re-run, hash the files already staged (else trust the journal's digests).

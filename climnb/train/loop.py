@@ -295,7 +295,8 @@ def plan(config: TrainConfig, size: int, local_size: int | None = None) -> dict[
     ``local_size``: ranks per node (default ``config.ranks_per_node``, else all on one node).
     """
     if config.stage_first:  # nothing staged yet: what each rank will get from data_dir
-        n_files = len(SampleSet(config.data_dir).files("train")) if config.draw == "shard" else 0
+        shard = config.draw == "shard"  # a flat folder: all its files are training files
+        n_files = len(SampleSet.open(config.data_dir).files("train")) if shard else 0
         counts = files_per_rank(n_files, size, config.samples_per_rank, config.draw)
         steps = _steps_per_epoch(counts, config.batch_size)
         return {
