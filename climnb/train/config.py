@@ -14,7 +14,6 @@ from typing import Any
 
 from climnb.models.precision import resolve_precision
 from climnb.models.presets import get_config
-from climnb.staging import DRAWS
 
 __all__ = ["TrainConfig", "OptimizerConfig", "SCHEDULES", "LARC_MODES"]
 
@@ -223,6 +222,8 @@ class TrainConfig:
         _choice("lr_decay", self.lr_decay, ("linear", "none"))
         _choice("split_method", self.split_method, ("blocks", "random"))
         _choice("class_weighting", self.class_weighting, CLASS_WEIGHTINGS)
+        from climnb.staging import DRAWS  # here: climnb.staging loads h5py, the CLI stays light
+
         _choice("draw", self.draw, DRAWS)
         if self.dice_weight < 0:
             raise ValueError(f"dice_weight must be 0 or more, got {self.dice_weight!r}")
