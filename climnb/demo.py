@@ -75,9 +75,10 @@ WORKFLOW: dict[str, dict] = {
         "draw": "shard",  # the 370 training files dealt out, 185 to each rank
         "samples_per_rank": 250,  # the most a rank gets
         "epochs": 12,  # of 92 steps of 2 ranks x 2 samples: 1104 steps
-        # TMQ x V850 x sign(latitude) as a 17th input: the quantity of the teacher's poleward
-        # rule (3 seeds: independent AR vs teacher 0.743 -> 0.787 worst; docs/network_quality.md)
-        "model_overrides": {"poleward_channel": True},
+        # two transport inputs computed in the network: TMQ x V850 x sign(latitude), the
+        # quantity of the teacher's poleward rule, and TMQ x |wind850|, the one it thresholds
+        # (3 seeds, held-out block AR vs teacher worst 0.737 -> 0.840; docs/network_quality.md)
+        "model_overrides": {"poleward_channel": True, "ivt_channel": True},
         "heldout_from": "data/toy/labelled.nc",  # the test block for notebook 05
     },
     "05": {"model_path": "runs/toy/model", "data_path": "data/toy/heldout.nc"},

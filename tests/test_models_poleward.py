@@ -1,6 +1,6 @@
-"""The poleward-transport input channel (TMQ x V850 x sign(latitude) from normalised inputs)
-and the soft-Dice loss term: against numpy, through a model.keras bundle in a fresh process,
-and in the training settings."""
+"""The transport input channels (poleward TMQ x V850 x sign(latitude) and the magnitude
+TMQ x |wind850|, from normalised inputs) and the soft-Dice loss term: against numpy, through
+a model.keras bundle in a fresh process, and in the training settings."""
 
 from __future__ import annotations
 
@@ -15,14 +15,19 @@ pytest.importorskip("tensorflow", reason="the models need TensorFlow: pip instal
 
 from climnb.models import build_model  # noqa: E402
 from climnb.models.losses import soft_dice_loss, weighted_cross_entropy  # noqa: E402
-from climnb.models.presets import POLEWARD_SCALE, get_config, resolve_poleward  # noqa: E402
+from climnb.models.presets import (  # noqa: E402
+    POLEWARD_SCALE,
+    get_config,
+    resolve_channels,
+    resolve_poleward,
+)
 
 CHANNELS = ["TMQ", "U850", "V850"]
 MINVAL, MAXVAL = np.array([2.0, -30.0, -25.0]), np.array([70.0, 30.0, 35.0])
 
 
-def _overrides():
-    return resolve_poleward({"poleward_channel": True}, CHANNELS, MINVAL, MAXVAL)
+def _overrides(**more):
+    return resolve_poleward({"poleward_channel": True, **more}, CHANNELS, MINVAL, MAXVAL)
 
 
 def test_resolve_poleward_takes_the_two_channels_statistics():
@@ -43,11 +48,36 @@ def test_resolve_poleward_takes_the_two_channels_statistics():
         get_config("tiramisu", "toy", poleward_channel={"tmq": 0, "v850": 2, "minval": [0, 0]})
 
 
+def test_ivt_channel_is_the_transport_the_teacher_thresholds():
+    from climnb.labels.ar import ivt_magnitude
+
+    overrides = resolve_channels({"ivt_channel": True}, CHANNELS, MINVAL, MAXVAL)
+    assert overrides["ivt_channel"] == {
+        "tmq": 0,
+        "v850": 2,
+        "u850": 1,
+        "minval": [2.0, -25.0, -30.0],
+        "maxval": [70.0, 35.0, 30.0],
+        "scale": POLEWARD_SCALE,
+    }
+    with pytest.raises(ValueError, match="U850 not among channels"):
+        resolve_channels({"ivt_channel": True}, ["TMQ", "V850"], MINVAL, MAXVAL)
+    with pytest.raises(ValueError, match="ivt_channel needs .*missing u850"):
+        settings = {k: v for k, v in overrides["ivt_channel"].items() if k != "u850"}
+        get_config("tiramisu", "toy", ivt_channel=settings)
+    model = build_model("tiramisu", (32, 48, 3), preset="toy", **overrides)
+    x = np.random.default_rng(1).random((2, 32, 48, 3)).astype(np.float32)
+    out = np.asarray(model.get_layer("transport")(x))
+    np.testing.assert_array_equal(out[..., :3], x)
+    fields = {"TMQ": x[..., 0] * 68 + 2, "U850": x[..., 1] * 60 - 30, "V850": x[..., 2] * 60 - 25}
+    np.testing.assert_allclose(out[..., 3], ivt_magnitude(fields) / POLEWARD_SCALE, rtol=1e-5)
+
+
 def test_poleward_channel_is_the_physical_transport_towards_the_pole(tmp_path):
     from climnb.bundle import load_bundle, save_bundle
 
-    model = build_model("tiramisu", (32, 48, 3), preset="toy", **_overrides())
-    assert model.get_layer("stem_conv").kernel.shape[-2] == 4  # the stem sees 3 + 1
+    model = build_model("tiramisu", (32, 48, 3), preset="toy", **_overrides(ivt_channel=True))
+    assert model.get_layer("stem_conv").kernel.shape[-2] == 5  # the stem sees 3 + 2
     rng = np.random.default_rng(0)
     x = rng.random((2, 32, 48, 3)).astype(np.float32)  # min-max normalised fields
     out = np.asarray(model.get_layer("poleward")(x))
@@ -70,7 +100,7 @@ def test_poleward_channel_is_the_physical_transport_towards_the_pole(tmp_path):
         maxval=MAXVAL,
         name="tiramisu",
         preset="toy",
-        overrides=_overrides(),
+        overrides=_overrides(ivt_channel=True),
     )
     expected = np.asarray(model(x))
     np.save(tmp_path / "x.npy", x)
@@ -88,6 +118,7 @@ def test_poleward_channel_is_the_physical_transport_towards_the_pole(tmp_path):
                                    atol=1e-5)
         big = b.model(64, 96)
         assert big.get_layer("poleward").output.shape[-1] == 4
+        assert big.get_layer("transport").output.shape[-1] == 5
         print("ok")
         """
     )

@@ -15,6 +15,7 @@ __all__ = [
     "latitude_channel_layer",
     "mask_dropout_layer",
     "poleward_channel_layer",
+    "ivt_channel_layer",
     "register_layers",
 ]
 
@@ -219,12 +220,46 @@ def poleward_channel_layer():
     return PolewardTransport
 
 
+@cache
+def ivt_channel_layer():
+    """A Keras layer that appends the moisture transport's magnitude as one more input channel.
+
+    The channel is ``TMQ x |(U850, V850)| / scale`` (kg m-1 s-1 over ``scale``, 1 at the
+    atmospheric-river teacher's threshold): the proxy IVT that the teacher's transport method
+    thresholds (:func:`climnb.labels.ar.ivt_magnitude`), which a network otherwise has to
+    form as a product of three normalised inputs. Like :func:`poleward_channel_layer`, whose
+    normalisation it shares, it undoes the min-max normalisation of ``TMQ``, ``V850`` and
+    ``U850`` (``minval``/``maxval`` in that order) and keeps its settings in ``model.keras``
+    files. Registered as ``climnb>TransportMagnitude``.
+    """
+    keras = import_keras()
+    ops = keras.ops
+
+    @keras.saving.register_keras_serializable(package="climnb")
+    class TransportMagnitude(poleward_channel_layer()):
+        def __init__(self, tmq, v850, u850, minval, maxval, scale=POLEWARD_SCALE, **kwargs):
+            super().__init__(tmq, v850, minval, maxval, scale, **kwargs)
+            self.u850 = int(u850)
+
+        def get_config(self):
+            return {**super().get_config(), "u850": self.u850}
+
+        def call(self, inputs):
+            tmq = self._physical(inputs, self.tmq, 0)
+            v850, u850 = self._physical(inputs, self.v850, 1), self._physical(inputs, self.u850, 2)
+            plane = tmq * ops.sqrt(u850 * u850 + v850 * v850) / self.scale
+            return ops.concatenate([inputs, ops.cast(plane, inputs.dtype)], axis=-1)
+
+    return TransportMagnitude
+
+
 def register_layers() -> None:
     """Register climnb's own Keras layers, so that ``model.keras`` files holding them load."""
     fused_batch_norm_layer()
     mask_dropout_layer()
     latitude_channel_layer()
     poleward_channel_layer()
+    ivt_channel_layer()
 
 
 class LayerFactory:

@@ -37,12 +37,18 @@ __all__ = [
     "get_config",
     "check_input_shape",
     "resolve_poleward",
+    "resolve_channels",
     "POLEWARD_SCALE",
 ]
 
 #: the poleward channel's unit: the atmospheric-river teacher's threshold on TMQ x |V850|
 POLEWARD_SCALE = ARConfig.proxy_threshold
 POLEWARD_KEYS = ("tmq", "v850", "minval", "maxval")
+#: the settings of each transport channel, and the input channels it is computed from
+CHANNEL_KEYS = {
+    "poleward_channel": (POLEWARD_KEYS, ("TMQ", "V850")),
+    "ivt_channel": ((*POLEWARD_KEYS, "u850"), ("TMQ", "V850", "U850")),
+}
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,9 @@ class TiramisuConfig:
         network is built from the normalisation it undoes, a mapping made by
         :func:`resolve_poleward` from the sample set's statistics (training does this, and the
         bundle records the mapping).
+    ivt_channel : append the moisture transport's magnitude ``TMQ x |(U850, V850)|`` (the proxy
+        IVT the atmospheric-river teacher thresholds) as one more input channel
+        (:func:`climnb.models.layers.ivt_channel_layer`); resolved like ``poleward_channel``.
     """
 
     blocks: tuple[int, ...] = (2, 2, 2, 4, 5)
@@ -89,14 +98,16 @@ class TiramisuConfig:
     batch_norm_momentum: float = 0.99
     latitude_channel: bool = False
     poleward_channel: bool | Mapping[str, Any] = False
+    ivt_channel: bool | Mapping[str, Any] = False
 
     def __post_init__(self):
-        if isinstance(self.poleward_channel, Mapping):
-            missing = sorted(set(POLEWARD_KEYS) - set(self.poleward_channel))
+        for name, (keys, _) in CHANNEL_KEYS.items():
+            settings = getattr(self, name)
+            missing = sorted(set(keys) - set(settings)) if isinstance(settings, Mapping) else []
             if missing:
                 raise ValueError(
-                    f"poleward_channel needs {', '.join(POLEWARD_KEYS)}; missing "
-                    f"{', '.join(missing)} (make it with resolve_poleward)"
+                    f"{name} needs {', '.join(keys)}; missing "
+                    f"{', '.join(missing)} (make it with resolve_channels)"
                 )
         if len(self.blocks) < 2 or min(self.blocks) < 1:
             raise ValueError(f"blocks needs at least two positive entries, got {self.blocks}")
@@ -256,40 +267,45 @@ def get_config(name: str, preset: str = "paper", **overrides) -> ModelConfig:
     return dataclasses.replace(config, **overrides)
 
 
-def resolve_poleward(
+def resolve_channels(
     overrides: Mapping[str, Any],
     channels: Sequence[str],
     minval: Sequence[float],
     maxval: Sequence[float],
 ) -> dict:
-    """``overrides`` with ``poleward_channel=True`` replaced by what the layer needs: the
-    indices of ``TMQ`` and ``V850`` among the network's input ``channels`` and their min-max
-    normalisation (``minval``, ``maxval``, per channel in the order of ``channels``, from
-    ``stats.h5``). Other overrides, and a mapping already resolved, pass unchanged.
+    """``overrides`` with ``poleward_channel=True`` and ``ivt_channel=True`` replaced by what
+    their layers need: the indices of ``TMQ``, ``V850`` (and ``U850``) among the network's
+    input ``channels`` and their min-max normalisation (``minval``, ``maxval``, per channel in
+    the order of ``channels``, from ``stats.h5``). Other overrides, and mappings already
+    resolved, pass unchanged.
 
-    >>> resolve_poleward({"poleward_channel": True}, ["TMQ", "U850", "V850"], [0, -9, -20],
+    >>> resolve_channels({"poleward_channel": True}, ["TMQ", "U850", "V850"], [0, -9, -20],
     ...                  [70, 9, 20])["poleward_channel"]["v850"]
     2
     """
     out = dict(overrides)
-    if out.get("poleward_channel") is not True:
-        return out
     channels = list(channels)
-    missing = [c for c in ("TMQ", "V850") if c not in channels]
-    if missing:
-        raise ValueError(
-            f"model_overrides: poleward_channel needs the input channels TMQ and V850; "
-            f"{', '.join(missing)} not among channels {channels}"
-        )
-    index = [channels.index("TMQ"), channels.index("V850")]
-    out["poleward_channel"] = {
-        "tmq": index[0],
-        "v850": index[1],
-        "minval": [float(minval[i]) for i in index],
-        "maxval": [float(maxval[i]) for i in index],
-        "scale": POLEWARD_SCALE,
-    }
+    for name, (_, needs) in CHANNEL_KEYS.items():
+        if out.get(name) is not True:
+            continue
+        missing = [c for c in needs if c not in channels]
+        if missing:
+            raise ValueError(
+                f"model_overrides: {name} needs the input channels {' and '.join(needs)}; "
+                f"{', '.join(missing)} not among channels {channels}"
+            )
+        index = [channels.index(c) for c in needs]
+        out[name] = {
+            **{c.lower(): i for c, i in zip(needs, index, strict=True)},
+            "minval": [float(minval[i]) for i in index],
+            "maxval": [float(maxval[i]) for i in index],
+            "scale": POLEWARD_SCALE,
+        }
     return out
+
+
+#: the name of session 10, when only the poleward channel existed
+resolve_poleward = resolve_channels
 
 
 def _nearest_multiples(size: int, stride: int) -> list[int]:

@@ -27,7 +27,12 @@ Examples
 
 from __future__ import annotations
 
-from climnb.models.layers import LayerFactory, latitude_channel_layer, poleward_channel_layer
+from climnb.models.layers import (
+    LayerFactory,
+    ivt_channel_layer,
+    latitude_channel_layer,
+    poleward_channel_layer,
+)
 from climnb.models.presets import TiramisuConfig, check_input_shape
 
 __all__ = ["build_tiramisu"]
@@ -84,14 +89,18 @@ def build_tiramisu(
     x = inputs
     if config.latitude_channel:
         x = latitude_channel_layer()(name="latitude", dtype=mk.policy)(x)
-    if config.poleward_channel is True:
-        raise ValueError(
-            "poleward_channel=True needs the normalisation of TMQ and V850 to undo: pass "
-            "climnb.models.presets.resolve_poleward(overrides, channels, minval, maxval)"
-        )
+    for name in ("poleward_channel", "ivt_channel"):
+        if getattr(config, name) is True:
+            raise ValueError(
+                f"{name}=True needs the normalisation of its input channels to undo: pass "
+                "climnb.models.presets.resolve_channels(overrides, channels, minval, maxval)"
+            )
     if config.poleward_channel:
         settings = dict(config.poleward_channel)
         x = poleward_channel_layer()(name="poleward", dtype=mk.policy, **settings)(x)
+    if config.ivt_channel:
+        settings = dict(config.ivt_channel)
+        x = ivt_channel_layer()(name="transport", dtype=mk.policy, **settings)(x)
     x = mk.conv_bn_relu(x, config.initial_filters, config.kernel_size, name="stem")
 
     skips = []

@@ -45,7 +45,7 @@ from climnb.models.losses import (
     weighted_cross_entropy,
 )
 from climnb.models.metrics import ConfusionMatrix
-from climnb.models.presets import resolve_poleward
+from climnb.models.presets import resolve_channels
 from climnb.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
 from climnb.staging import StagingConfig, files_per_rank, stage
 from climnb.train import optim
@@ -529,7 +529,7 @@ class _Run:
             )
         if self.rank == 0:
             log.info("precision %s (%s)", config.precision, config.precision_reason)
-        self.model_overrides = self._model_overrides()  # poleward_channel from the stats
+        self.model_overrides = self._model_overrides()  # transport channels from the stats
         self.model = build_model(
             config.model,
             data.shape,
@@ -914,7 +914,7 @@ class _Run:
 
     def _model_overrides(self) -> dict:
         channels, chosen = self._input_stats()
-        return resolve_poleward(self.config.model_overrides, channels, chosen.minval, chosen.maxval)
+        return resolve_channels(self.config.model_overrides, channels, chosen.minval, chosen.maxval)
 
     def _save_bundle(self, weights_step: int) -> str:
         channels, chosen = self._input_stats()
