@@ -37,7 +37,6 @@ Examples
 from __future__ import annotations
 
 import logging
-from dataclasses import fields as dataclass_fields
 
 import numpy as np
 import xarray as xr
@@ -45,10 +44,10 @@ import xarray as xr
 from climnb.grid import to_caller_grid
 from climnb.io.netcdf import normalize
 from climnb.labels.ar import rule_classes, rule_variables
-from climnb.labels.config import ARConfig
+from climnb.labels.config import ARConfig, LabelConfig
 from climnb.labels.sphere import is_periodic
 
-__all__ = ["apply_river_rules", "river_config", "describe_rules"]
+__all__ = ["apply_river_rules", "river_config", "teacher_config", "describe_rules"]
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +57,22 @@ def river_config(bundle) -> tuple[ARConfig, str]:
 
     The teacher's :class:`~climnb.labels.ARConfig` when the bundle records it
     (``bundle.extra["label_config"]["ar"]``, a :meth:`climnb.labels.LabelConfig.to_dict`),
-    else ``ARConfig()``: the labeller's defaults, the demo's teacher. Bundles that
-    ``climnb train`` writes record no label settings (the sample files do not carry them).
+    else ``ARConfig()``: the labeller's defaults, the demo's teacher. Training records them
+    when the sample set's ``stats.h5`` does (sets written from labels that
+    :func:`climnb.labels.label_dataset` or ``climnb label`` made); older sets and expert
+    labels carry none.
     """
-    recorded = (bundle.extra.get("label_config") or {}).get("ar")
-    if not recorded:
+    recorded = teacher_config(bundle)
+    if recorded is None:
         return ARConfig(), "ARConfig() defaults (the bundle records no teacher settings)"
-    known = {f.name for f in dataclass_fields(ARConfig)}
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items() if k in known}
-    return ARConfig(**values), "the teacher's ARConfig recorded in the bundle"
+    return recorded.ar, "the teacher's ARConfig recorded in the bundle"
+
+
+def teacher_config(bundle) -> LabelConfig | None:
+    """The :class:`~climnb.labels.LabelConfig` the bundle's training labels were made with
+    (``bundle.extra["label_config"]``), or None where it records none."""
+    recorded = bundle.extra.get("label_config")
+    return LabelConfig.from_dict(recorded) if recorded else None
 
 
 def describe_rules(config: ARConfig, variables: tuple[str, ...] = ("TMQ", "V850")) -> str:

@@ -3,6 +3,7 @@ rivers (climnb.labels.ar.river_rules, climnb.postprocess.apply_river_rules)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import dask.array as dsa
@@ -138,4 +139,36 @@ def test_bundle_records_the_teachers_settings_or_defaults():
     assert river_config(Bundle())[0] == ARConfig()
     Bundle.extra = {"label_config": LabelConfig(ar=ARConfig(ivt_lat_band=(25.0, 70.0))).to_dict()}
     config, where = river_config(Bundle())
+    assert config.ivt_lat_band == (25.0, 70.0) and "recorded" in where
+
+
+def test_the_teachers_settings_travel_from_labels_to_the_model_bundle(toy, tmp_path):
+    """label_dataset records its settings on the labels; the sample set keeps them in
+    stats.h5 (which staging copies); training writes them into the bundle, whose river rules
+    then use them rather than the defaults."""
+    pytest.importorskip("keras", reason="training needs TensorFlow/Keras")
+    from _training import config_file
+
+    from climnb.bundle import load_bundle
+    from climnb.cli import main
+    from climnb.io.sampleset import write_sample_set
+    from climnb.io.stats import read_stats
+    from climnb.labels import save_labelled
+
+    ds, _ = toy
+    teacher = LabelConfig(ar=ARConfig(ivt_lat_band=(25.0, 70.0)))
+    labels, events = compute(*label_dataset(ds, teacher))
+    path = save_labelled(ds, labels, events, tmp_path / "labelled.nc")
+    with xr.open_dataset(path) as labelled:
+        sset = write_sample_set(labelled, "labels", tmp_path / "set", method="random", seed=1)
+    recorded = read_stats(sset.stats_path).label_config
+    # what was used: the settings given, with "auto" resolved for these fields
+    assert recorded["ar"]["ivt_lat_band"] == [25.0, 70.0]
+    assert recorded["ar"]["method"] == "transport" and teacher.ar.method == "auto"
+    assert recorded["tc"] == json.loads(json.dumps(teacher.to_dict()["tc"]))
+    argv = ["train", "--data", str(tmp_path / "set"), "--out", str(tmp_path / "run"),
+            "--config", str(config_file(tmp_path / "config.json")), "--max-steps", "1",
+            "--batch-size", "2", "--threads", "1", "--epochs", "1"]  # fmt: skip
+    assert main(argv) == 0
+    config, where = river_config(load_bundle(tmp_path / "run" / "model"))
     assert config.ivt_lat_band == (25.0, 70.0) and "recorded" in where

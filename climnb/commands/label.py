@@ -9,7 +9,6 @@ never overwritten; a missing parent folder is created.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from pathlib import Path
 
@@ -142,7 +141,6 @@ def run(args) -> int:
         )
     except ValueError as err:
         raise ValueError(f"{_describe(files)}: {err}") from None
-    labels.attrs["climnb_config"] = json.dumps(config.to_dict())
     if args.scheduler and out.suffix == ".zarr":
         raise ValueError(f"--out {out}: --scheduler writes NetCDF only; give a .nc name")
     # the client first: the NetCDF writer then takes a lock the workers can share

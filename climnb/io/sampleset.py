@@ -621,7 +621,10 @@ def write_sample_set(
     ds : xarray.Dataset with the channels on (time, lat, lon) (may be lazy). Its ``time``
         may repeat (one sample per labeller of a step, :mod:`climnb.labels.expert`): the
         split works on the distinct times, so all samples of a step go to one set.
-    labels : (time, lat, lon) class indices, or the name of a variable of ``ds``.
+    labels : (time, lat, lon) class indices, or the name of a variable of ``ds``. Its
+        attribute ``climnb_config`` (the labeller's settings as JSON, which
+        :func:`climnb.labels.label_dataset` sets) is recorded in ``stats.h5``, whence training
+        copies it into the model bundle.
     out : the set's folder. A non-empty ``out`` is refused unless ``overwrite``; either way the
         set is written into a folder beside it and swapped in at the end, so a reader never
         sees a half-written or mixed set, and an interrupted run leaves ``out`` as it was.
@@ -711,7 +714,7 @@ def write_sample_set(
                 )
         written = SampleSet(tmp)
         written.check_disjoint()  # no step in two sets, whatever the options
-        _write_stats(written, progress)
+        _write_stats(written, progress, _label_config(labels))
     except ValueError:  # bad input (SampleError, a damaged Zarr chunk, ...): a rerun cannot
         # succeed with it, nothing worth keeping
         shutil.rmtree(tmp, ignore_errors=True)
@@ -832,13 +835,24 @@ def _recorded(folder: Path, field: str):
         return None  # removed just before the swap, or cut short: the name identifies it
 
 
-def _write_stats(ss: SampleSet, progress: Progress | None) -> None:
+def _label_config(labels) -> dict | None:
+    """The labeller's settings recorded on ``labels`` (attribute ``climnb_config``), if any."""
+    text = labels.attrs.get("climnb_config")
+    try:
+        config = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        log.warning("%s: attribute climnb_config is not JSON: not recorded", source_of(labels))
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _write_stats(ss: SampleSet, progress: Progress | None, label_config=None) -> None:
     files = ss.files("train")
     if not files:
         raise SampleError(f"{ss.root}: no training files to compute statistics from")
     digest = ss.digest("train")
     stats = compute_stats(files, progress=progress)
-    path = write_stats(stats, ss.stats_path, summarises=digest)
+    path = write_stats(stats, ss.stats_path, summarises=digest, label_config=label_config)
     m = ss.manifest("train")
     entry = Entry(bytes=path.stat().st_size, sha256=sha256_file(path))
     m.with_files({}, stats=(f"../{STATS_NAME}", entry)).write(ss.folder("train"))

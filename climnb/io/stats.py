@@ -4,9 +4,11 @@ The layout is DeepCAM's: ``climate/minval``, ``climate/maxval``, ``climate/mean`
 ``climate/sqmean`` (mean of squares; the sum of squares is ``sqmean * count``) and
 ``climate/count``, one value per channel. climnb adds ``climate/class_counts`` (pixels of
 each class, so that loss weights can come from the data), the channel names (attribute
-``channels``) and the digest of the files summarised (attribute ``summarises``: see
+``channels``), the digest of the files summarised (attribute ``summarises``: see
 :meth:`climnb.io.manifest.Manifest.digest`), so a reader can check that the statistics belong
-to its files. All three are optional on read, so DeepCAM's own ``stats.h5`` reads too,
+to its files, and the settings of the labeller that made the files' labels (attribute
+``label_config``, JSON of :meth:`climnb.labels.LabelConfig.to_dict`), which training copies
+into the model bundle. All are optional on read, so DeepCAM's own ``stats.h5`` reads too,
 including its ``climate/count`` written as ONE integer (the number of files summarised).
 Statistics holding NaN or infinite values are refused on read, naming file, statistic and
 channel.
@@ -29,9 +31,10 @@ Examples
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +72,8 @@ class Stats:
     count : pixels per channel (for DeepCAM's own files: the number of files, per channel).
     class_counts : pixels of each class (length 3), or ``None`` when the file lacks them.
     summarises : digest of the files the statistics were computed from (``None``: unknown).
+    label_config : the labeller's settings the files' labels were made with (a
+        :meth:`climnb.labels.LabelConfig.to_dict`; ``None``: not recorded, e.g. expert labels).
     """
 
     channels: tuple[str, ...]
@@ -79,6 +84,7 @@ class Stats:
     count: np.ndarray
     class_counts: np.ndarray | None = None
     summarises: str | None = None
+    label_config: dict | None = None
 
     @property
     def std(self) -> np.ndarray:
@@ -104,6 +110,7 @@ class Stats:
             self.count[idx],
             self.class_counts,
             self.summarises,
+            self.label_config,
         )
 
     def check_channels(self, channels: Sequence[str], where: str = "") -> None:
@@ -229,11 +236,19 @@ def _merge(parts: list[_Partial]) -> _Partial | None:
     return out
 
 
-def write_stats(stats: Stats, path: PathLike, *, summarises: str | None = None) -> Path:
+def write_stats(
+    stats: Stats,
+    path: PathLike,
+    *,
+    summarises: str | None = None,
+    label_config: Mapping | None = None,
+) -> Path:
     """Write ``stats.h5`` (atomically); ``summarises``: digest of the files summarised
-    (default: ``stats.summarises``)."""
+    (default: ``stats.summarises``); ``label_config``: the labeller's settings (default:
+    ``stats.label_config``)."""
     path = Path(path)
     summarises = summarises or stats.summarises
+    label_config = label_config or stats.label_config
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         g = f.create_group("climate")
         for name in ("minval", "maxval", "mean", "sqmean"):
@@ -247,6 +262,8 @@ def write_stats(stats: Stats, path: PathLike, *, summarises: str | None = None) 
         g.attrs["channels"] = np.array(list(stats.channels), dtype=h5py.string_dtype())
         if summarises:
             g.attrs["summarises"] = summarises
+        if label_config:
+            g.attrs["label_config"] = json.dumps(label_config)
     return path
 
 
@@ -291,11 +308,22 @@ def _read(path: Path, f: h5py.File) -> Stats:
                 "statistics must be finite (recompute stats.h5)"
             )
     classes = f["climate/class_counts"][...].astype(np.int64) if "class_counts" in g else None
-    summarises = g.attrs.get("summarises")
+    summarises, labelled = (_text(g.attrs.get(k)) for k in ("summarises", "label_config"))
+    try:
+        label_config = json.loads(labelled) if labelled else None
+    except ValueError:
+        raise SampleError(
+            f"{path}: attribute label_config is not JSON: {labelled[:80]!r}"
+        ) from None
     return Stats(
         channels,
         *(arrays[n].astype(np.float64) for n in names[:4]),
         arrays["count"].astype(np.int64),
         classes,
-        summarises.decode() if isinstance(summarises, bytes) else summarises,
+        summarises,
+        label_config if isinstance(label_config, dict) else None,
     )
+
+
+def _text(value) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value

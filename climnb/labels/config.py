@@ -289,6 +289,32 @@ class LabelConfig:
         """A plain nested dict (for NetCDF attributes and logs)."""
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> LabelConfig:
+        """The settings :meth:`to_dict` wrote (as read back from JSON: lists for tuples);
+        keys this version does not know are left out, missing ones take the defaults.
+
+        >>> LabelConfig.from_dict(LabelConfig.paper().to_dict()) == LabelConfig.paper()
+        True
+        """
+        parts = {"ar": ARConfig, "tc": TCConfig}
+        values = {}
+        for f in fields(cls):
+            if f.name not in d:
+                continue
+            value = d[f.name]
+            if f.name in parts:
+                known = {g.name for g in fields(parts[f.name])}
+                value = parts[f.name](
+                    **{k: _tuples(v) for k, v in dict(value).items() if k in known}
+                )
+            values[f.name] = value
+        return cls(**values)
+
+
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
 
 def _plain(value):
     if hasattr(value, "__dataclass_fields__"):

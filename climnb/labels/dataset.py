@@ -21,6 +21,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import threading
@@ -608,6 +609,8 @@ def label_dataset(
             "classes": " ".join(plan.classes),
             "notes": "; ".join(notes),
             "storm_checks": "; ".join(plan.storm_checks),
+            # the settings used, as JSON: sample sets and model bundles carry them on
+            "climnb_config": json.dumps(config.to_dict()),
         },
     )
     events = dask.delayed(_concat, pure=True)(

@@ -923,6 +923,8 @@ class _Run:
         if self.best:
             extra["best_validation"] = self.best
         extra["early_stopped"] = self.early_stopped
+        if self.data.stats.label_config:  # the teacher's settings, from stats.h5
+            extra["label_config"] = self.data.stats.label_config
         bundle = save_bundle(
             self.model,
             Path(self.config.out_dir) / "model",

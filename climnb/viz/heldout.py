@@ -36,7 +36,7 @@ from climnb import synthetic
 from climnb.bundle import load_bundle
 from climnb.io.netcdf import open_dataset
 from climnb.labels.scores import class_iou, confusion_table, network_teacher_truth
-from climnb.postprocess import apply_river_rules
+from climnb.postprocess import apply_river_rules, teacher_config
 
 __all__ = [
     "Segmentation",
@@ -168,7 +168,8 @@ def independent_scores(
     """The network's IoU per class against its teacher and against the truth, and the teacher's
     own against the truth, on an independent series: ``n_time`` synthetic steps of generator
     ``seed`` on an ``n_lat`` x ``n_lon`` grid, labelled by the teacher (:mod:`climnb.labels`
-    with ``config``, default :class:`~climnb.labels.LabelConfig`, notebook 01's default); and
+    with ``config``, default the teacher's settings the bundle records, else
+    :class:`~climnb.labels.LabelConfig`, notebook 01's default); and
     the same for the network's segmentation put through the teacher's river rules
     (:func:`climnb.postprocess.apply_river_rules` with ``config.ar``: the predicted rivers that
     the river definition rejects become background).
@@ -194,10 +195,11 @@ def independent_scores(
     if not Path(model_path, "climnb.json").exists():
         log.info("no model bundle at %s: no independent scores", model_path)
         return None
-    config = config or LabelConfig()
+    bundle = load_bundle(model_path)
+    config = config or teacher_config(bundle) or LabelConfig()
     ds, _ = synthetic.make_dataset(n_time=n_time, seed=seed, n_lat=n_lat, n_lon=n_lon)
     teacher, _ = compute(*label_dataset(ds, config))
-    prediction = ds.climnb.predict(load_bundle(model_path), batch_size=batch_size).load()
+    prediction = ds.climnb.predict(bundle, batch_size=batch_size).load()
     ruled = apply_river_rules(prediction, ds, config.ar).values
     rows = network_teacher_truth(prediction.values, teacher.values, ds.truth.values, ruled)
     record = {"n_time": n_time, "seed": seed, "grid": [n_lat, n_lon], "iou": rows}
