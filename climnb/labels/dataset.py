@@ -318,6 +318,11 @@ class StepInputs:
     it: with processes, the fields never travel through the scheduler, and each process reads
     outside the other processes' HDF5 lock. For a file-backed input the graph holds the file's
     lazy array wrappers (path, variable, index), not the data; pickled it is a few kB.
+
+    That needs input chunks of the label tasks' steps: a full-size field opens so
+    (:func:`climnb.io.netcdf.open_dataset`, one step a chunk). A small grid opens tens of steps
+    a chunk, which the tasks of those steps share: its steps are read once in this process and
+    passed in (:func:`_step_inputs` gives None), a few tens of kB each.
     """
 
     def __init__(self, graph: dict, keys: list):
