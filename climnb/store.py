@@ -73,7 +73,7 @@ def open_fields(
     paths: PathLike | Sequence[PathLike], *, required: Iterable[str] | None = None, **options
 ) -> xr.Dataset:
     """NetCDF files, Zarr stores or GRIB files as one lazy Dataset on the canonical grid (joined
-    along time, one time step per chunk): :func:`climnb.io.netcdf.open_dataset`, whose keyword
+    along time, whole steps a chunk): :func:`climnb.io.netcdf.open_dataset`, whose keyword
     arguments (``variables``, ``units``, ``regrid``, ``canonical``) ``options`` pass on. Errors
     name the file."""
     return open_dataset(paths, required=required, **options)

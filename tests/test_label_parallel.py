@@ -1,6 +1,7 @@
 """Labelling in parallel (climnb.labels.dataset): each label task reads its own time step, so
 the same labels come out of one worker or two, threads or processes, and a file-backed task
-carries the file's address, not its fields."""
+carries the file's address, not its fields (one step a chunk, as a full-size field opens;
+a toy file opens in chunks of many steps, which the tasks then share)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.io import netcdf
 from climnb.io.netcdf import open_dataset
-from climnb.labels import compute, label_dataset
+from climnb.labels import compute, label_dataset, save_labelled
 from climnb.labels.dataset import StepInputs, worker_processes
 from climnb.synthetic import make_dataset
 
 STEPS = 6
+ONE_STEP = {"time": 1}  # the chunks a full-size field (768 x 1152) gets by default
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +59,7 @@ def _same(result, labels, events):
 @pytest.mark.parametrize("source", ["nc", "zarr"])
 def test_file_backed_tasks_carry_the_address_not_the_fields(series, source):
     inputs, labels, _ = series
-    opened = open_dataset(inputs[source], canonical=False)
+    opened = open_dataset(inputs[source], canonical=False, chunks=ONE_STEP)
     lazy, _ = label_dataset(opened)
     tasks = _label_tasks(lazy)
     assert len(tasks) == STEPS
@@ -111,7 +114,7 @@ def test_shared_reads_are_not_repeated(tmp_path, series):
     )
 
 
-def test_open_gives_one_chunk_per_step_without_splitting_stored_chunks(tmp_path, series):
+def test_open_chunks_whole_steps_by_size_without_splitting_stored_chunks(tmp_path, series):
     ds = series[0]["ds"]
     contiguous, compressed = tmp_path / "contiguous.nc", tmp_path / "compressed.nc"
     ds.to_netcdf(contiguous)
@@ -119,10 +122,50 @@ def test_open_gives_one_chunk_per_step_without_splitting_stored_chunks(tmp_path,
     ds.to_netcdf(compressed, encoding=encoding)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "chunks separate the stored chunks" warning
-        assert open_dataset(str(contiguous)).TMQ.chunks[0] == (1,) * STEPS
-        stored = open_dataset(str(compressed)).TMQ.data
+        assert open_dataset(str(contiguous)).TMQ.chunks[0] == (STEPS,)  # toy: all in one
+        assert open_dataset(str(contiguous), chunks=ONE_STEP).TMQ.chunks[0] == (1,) * STEPS
+        stored = open_dataset(str(compressed), chunks=ONE_STEP).TMQ.data
     # stored chunks of three steps are read whole, then split
     assert any("rechunk" in str(k) for k in dict(stored.__dask_graph__()))
+
+
+@pytest.mark.parametrize(
+    "grid,steps,chunks",
+    [((768, 1152), 3, (1, 1, 1)), ((96, 144), 100, (50, 50)), ((96, 144), 480, (69,) * 6 + (66,))],
+    ids=["full-size", "toy-100", "toy-480"],
+)
+def test_default_chunks_hold_whole_steps_up_to_a_few_mib(tmp_path, grid, steps, chunks):
+    """A full-size field (3.4 MiB a step) opens one step a chunk, as its label tasks read it;
+    a toy one (54 KiB) tens of steps a chunk, evened out (not one step a chunk: dask's
+    overhead per task outweighed reading a toy step thousands of times over)."""
+    path = tmp_path / "f.nc"
+    field = np.zeros((steps, *grid), np.float32)
+    time = pd.date_range("2000-01-01", periods=steps, freq="3h")
+    lat, lon = np.linspace(-90, 90, grid[0]), np.arange(grid[1]) * 360.0 / grid[1]
+    xr.Dataset(
+        {"TMQ": (("time", "lat", "lon"), field)}, coords={"time": time, "lat": lat, "lon": lon}
+    ).to_netcdf(path)
+    assert open_dataset(str(path)).TMQ.chunks[0] == chunks
+    assert open_dataset(str(path), chunks={"time": 2}).TMQ.chunks[0][0] == 2  # as asked
+
+
+def test_chunks_of_several_steps_give_the_same_labels_and_file(tmp_path, series, monkeypatch):
+    """Chunks of two steps (as a toy file opens, here cut by one-step label tasks and the
+    percentile threshold's pass) give the labels, events and saved file of one step a chunk."""
+    inputs, labels, events = series
+    path = tmp_path / "whole.nc"
+    inputs["ds"].to_netcdf(path)
+    monkeypatch.setattr(netcdf, "CHUNK_BYTES", 2 * inputs["ds"].TMQ[0].nbytes)
+    several = open_dataset(str(path), canonical=False)
+    assert several.TMQ.chunks[0] == (2, 2, 2)
+    one = open_dataset(str(path), canonical=False, chunks=ONE_STEP)
+    saved = []
+    for opened in (several, one):
+        got = compute(*label_dataset(opened), scheduler="threads", num_workers=2)
+        _same(got, labels, events)
+        saved.append(save_labelled(opened, got[0], got[1], tmp_path / f"{len(saved)}.nc"))
+    with xr.open_dataset(saved[0]) as a, xr.open_dataset(saved[1]) as b:
+        xr.testing.assert_identical(a.load(), b.load())
 
 
 def test_cli_workers_give_the_same_files(tmp_path, series):
@@ -193,7 +236,7 @@ def test_flipped_file_in_processes_matches_memory(tmp_path, series):
     path = tmp_path / "flipped.nc"
     flipped.to_netcdf(path)
     expected, expected_events = compute(*label_dataset(flipped), scheduler="sync")
-    opened = open_dataset(str(path), canonical=False)
+    opened = open_dataset(str(path), canonical=False, chunks=ONE_STEP)
     lazy = label_dataset(opened)
     assert all(any(isinstance(a, StepInputs) for a in t.args) for t in _label_tasks(lazy[0]))
     got, events = compute(*lazy, scheduler="processes", num_workers=2)
@@ -213,7 +256,7 @@ def test_a_worker_keeps_the_files_it_reads_open(series):
     from climnb.labels import dataset
 
     path = series[0]["nc"][1]
-    opened = open_dataset(path, canonical=False)
+    opened = open_dataset(path, canonical=False, chunks=ONE_STEP)
     blob = pickle.dumps(
         [a for a in _label_tasks(label_dataset(opened)[0])[0].args if isinstance(a, StepInputs)]
     )

@@ -360,6 +360,20 @@ def test_resume_keeps_verified_files_and_rewrites_changed_ones(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.nc", "out"]
 
 
+def test_sets_are_the_same_whatever_the_chunks(long_toy, tmp_path, monkeypatch):
+    """Chunks of several steps (as a toy file opens; here 7, cut by the split's blocks and
+    its 24 h gaps) write the very files that one step a chunk writes."""
+    from climnb.io import netcdf
+
+    src = _fields(long_toy, tmp_path / "f.nc")
+    monkeypatch.setattr(netcdf, "CHUNK_BYTES", 7 * long_toy.TMQ[0].nbytes)
+    several = netcdf.open_dataset(src)
+    assert several.TMQ.chunks[0] == (7, 7, 7, 7, 7, 5)
+    write_sample_set(several, "truth", tmp_path / "several")
+    write_sample_set(netcdf.open_dataset(src, chunks={"time": 1}), "truth", tmp_path / "one")
+    assert tree_digests(tmp_path / "several") == tree_digests(tmp_path / "one")
+
+
 def test_bad_input_leaves_nothing_beside(long_toy, tmp_path):
     bad = long_toy.copy(deep=True)
     bad["TMQ"][39, 5, 5] = np.nan  # the last step: the other files were written before it

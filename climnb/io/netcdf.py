@@ -3,8 +3,9 @@
 Canonical form: dimensions ``(time, lat, lon)``, latitude ascending (-90..90), longitude in
 0..360 ascending, missing values as NaN, variables under climnb's (CAM5's) names in the
 channels' units. :func:`normalize` brings a Dataset there and checks it; :func:`open_dataset`
-opens one or many files lazily (dask, one time step per chunk); :func:`input_grid` remembers a
-Dataset's own grid so that results can be put back on it (:meth:`InputGrid.restore`).
+opens one or many files lazily (dask, as many whole time steps a chunk as fit
+:data:`CHUNK_BYTES`); :func:`input_grid` remembers a Dataset's own grid so that results can be
+put back on it (:meth:`InputGrid.restore`).
 
 * latitude, longitude and time are found from CF attributes (``standard_name``, ``units``,
   ``axis``, through cf-xarray), then by name (:data:`COORD_ALIASES`); 2-D (curvilinear)
@@ -39,6 +40,7 @@ from __future__ import annotations
 import errno
 import glob
 import logging
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -60,6 +62,8 @@ __all__ = [
     "expand_paths",
     "coord_names",
     "time_steps",
+    "time_chunk",
+    "CHUNK_BYTES",
     "missing_message",
     "is_zarr",
     "DIMS",
@@ -87,6 +91,13 @@ _CF_KEYS = {"lat": "latitude", "lon": "longitude", "time": "time"}
 FILL_LIMIT = 1e30
 _FILL_LIMIT = FILL_LIMIT
 _TOL_DEG = 1e-6  # coordinates closer than this are the same (reanalysis rounding)
+#: The most bytes of one variable's dask chunk that :func:`open_dataset` makes by default: it
+#: puts as many whole time steps in a chunk as fit (at least one). A full-size CAM5 field
+#: (768 x 1152 float32, 3.4 MiB a step) stays at one step a chunk, which each label task then
+#: reads alone (:class:`climnb.labels.dataset.StepInputs`); a toy field (96 x 144, 54 KiB a
+#: step) gets some 70 steps a chunk, where one step a chunk cost dask's overhead per task
+#: thousands of times (notebook 01 saving its 480 toy steps: 11-15 s -> about 1 s).
+CHUNK_BYTES = 4 * 2**20
 
 
 def coord_names(ds: xr.Dataset | xr.DataArray) -> dict[str, str]:
@@ -115,6 +126,30 @@ def time_steps(ds: xr.Dataset | xr.DataArray) -> int:
     """The number of time steps of ``ds`` (1 without a time dimension), whatever its name."""
     name = coord_names(ds).get("time")
     return int(ds.sizes[name]) if name in ds.dims else 1
+
+
+def time_chunk(ds: xr.Dataset, time: str = "time", target: int | None = None) -> int:
+    """Time steps per dask chunk for ``ds``: as many whole steps as fit ``target`` bytes
+    (default :data:`CHUNK_BYTES`) in its largest variable along ``time`` (at least 1), evened
+    out over the series (480 steps of up to 75 a chunk: 7 chunks of 69 or fewer, not 6 of 75
+    and one of 30). Reads no data.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> toy = xr.Dataset({"TMQ": (("time", "lat", "lon"), np.zeros((480, 96, 144), "f4"))})
+    >>> time_chunk(toy), time_chunk(toy.isel(lat=slice(0, 1), lon=slice(0, 1)))
+    (69, 480)
+    """
+    n = int(ds.sizes.get(time, 0))
+    step = max(  # from the shape and type: no backend is asked (or read)
+        (v.size // n * v.dtype.itemsize for v in ds.data_vars.values() if time in v.dims and n),
+        default=0,
+    )
+    if n < 2 or step == 0:
+        return max(n, 1)
+    fit = min(max((CHUNK_BYTES if target is None else target) // step, 1), n)
+    return math.ceil(n / math.ceil(n / fit))  # the same steps in as few chunks, evened out
 
 
 def _curvilinear(ds: xr.Dataset, names: Mapping[str, str]) -> bool:
@@ -435,13 +470,15 @@ def _open_one(path: str, chunks) -> xr.Dataset:
         if zarr:  # a chunk whose bytes are damaged is named when it is read
             return guard_reads(xr.open_zarr(path, consolidated=False, chunks=chunks or {}), path)
         # the engine named: guessing it loads every backend, cfgrib's imports ecCodes (~0.2 s)
-        ds = xr.open_dataset(path, chunks=chunks or {}, engine="netcdf4")
+        ds = xr.open_dataset(path, chunks={}, engine="netcdf4")
         time = coord_names(ds).get("time")
-        if chunks is None and time in ds.dims and _steps_apart(ds, time):
-            # one dask chunk per step straight from the file (not the file's whole contiguous
-            # variable split afterwards): each step is then read by a task of its own
+        if time in ds.dims and _steps_apart(ds, time):
+            # the chunks straight from the file (not the file's whole contiguous variable split
+            # afterwards): each chunk of steps is then read by a task of its own; stored chunks
+            # of several steps are read whole and split or joined by open_dataset
+            wanted = chunks or {time: time_chunk(ds, time)}
             ds.close()
-            ds = xr.open_dataset(path, chunks={time: 1}, engine="netcdf4")
+            ds = xr.open_dataset(path, chunks=wanted, engine="netcdf4")
         return ds
     except Exception as err:  # backends raise many kinds (OSError, ValueError, ...)
         kind = "a Zarr store" if zarr else "NetCDF"
@@ -468,7 +505,7 @@ def _check_zarr(path: str) -> None:
 
 
 def _steps_apart(ds: xr.Dataset, time: str) -> bool:
-    """Whether one step of every variable along ``time`` can be read alone without reading
+    """Whether any steps of every variable along ``time`` can be read alone without reading
     more of the file: stored contiguously or in chunks of one step (compressed chunks of
     several steps are better read whole)."""
     for var in ds.data_vars.values():
@@ -498,7 +535,10 @@ def open_dataset(
     paths : a file, a glob pattern, or a list of them; several files are joined along time.
         They must share one grid (within 1e-6 degrees) and must not repeat a time.
     required : variables that must be present (see :func:`normalize`).
-    chunks : dask chunks; default one time step per chunk and whole lat/lon fields.
+    chunks : dask chunks, e.g. ``{"time": 1}``; default whole lat/lon fields and as many whole
+        time steps a chunk as fit :data:`CHUNK_BYTES` in the largest variable
+        (:func:`time_chunk`): one step of a full-size 768 x 1152 field, tens of steps of a toy
+        one. Stored chunks of several steps (compressed) are read whole, then split or joined.
     variables : extra mapping from the files' variable names to climnb's.
     units : units to take instead of the files' ``units`` attributes (see :func:`normalize`).
     canonical : False returns the files joined along time as they are (names, grid, units),
@@ -519,7 +559,7 @@ def open_dataset(
     for f in files:
         ds = _open_one(f, chunks)
         time = coord_names(ds).get("time", "time")
-        ds = ds.chunk(chunks or ({time: 1} if time in ds.dims else {}))
+        ds = ds.chunk(chunks or ({time: time_chunk(ds, time)} if time in ds.dims else {}))
         try:
             part = normalize(ds, required=required, variables=variables, units=units, regrid=regrid)
         except ValueError as err:

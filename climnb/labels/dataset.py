@@ -21,6 +21,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -318,6 +319,11 @@ class StepInputs:
     it: with processes, the fields never travel through the scheduler, and each process reads
     outside the other processes' HDF5 lock. For a file-backed input the graph holds the file's
     lazy array wrappers (path, variable, index), not the data; pickled it is a few kB.
+
+    That needs input chunks of the label tasks' steps: a full-size field opens so
+    (:func:`climnb.io.netcdf.open_dataset`, one step a chunk). A small grid opens tens of steps
+    a chunk, which the tasks of those steps share: its steps are read once in this process and
+    passed in (:func:`_step_inputs` gives None), a few tens of kB each.
     """
 
     def __init__(self, graph: dict, keys: list):
@@ -578,21 +584,17 @@ def label_dataset(
             ]
             for i in range(len(ds.chunks["time"]))
         ]
+    # what every task shares, bound once: dask.delayed looks through each argument for
+    # collections (the settings' fields, the threshold's graph) at every call otherwise
+    shared = functools.partial(_label_block, names, lat, lon, config, plan.classes)
+    label = dask.delayed(shared, pure=True)
+    if threshold is not None:
+        threshold = dask.delayed(threshold, pure=True)
     blocks, tables, start = [], [], 0
     for i, size in enumerate(ds.chunks["time"]):
         times = ds.time.values[start : start + size]
         parts = [inputs[i]] if inputs is not None else chunks[i]
-        result = dask.delayed(_label_block, pure=True)(
-            names,
-            lat,
-            lon,
-            config,
-            plan.classes,
-            times,
-            threshold,
-            *parts,
-            dask_key_name=f"label-step-{token}-{start}",
-        )
+        result = label(times, threshold, *parts, dask_key_name=f"label-step-{token}-{start}")
         blocks.append(da.from_delayed(result[0], (size, lat.size, lon.size), np.uint8))
         tables.append(result[1])
         start += size
@@ -613,8 +615,10 @@ def label_dataset(
             "climnb_config": json.dumps(config.to_dict()),
         },
     )
+    # the tables as arguments of their own: a list of them is optimised and culled table by
+    # table (each through the threshold's whole graph), seconds for a few hundred steps
     events = dask.delayed(_concat, pure=True)(
-        tables, own is not None and float(np.nanmin(own.lon)) < 0
+        own is not None and float(np.nanmin(own.lon)) < 0, *tables
     )
     if own is not None:
         labels = own.restore(labels)
@@ -665,7 +669,7 @@ def compute(*collections, **kwargs):
     return dask.compute(*collections, optimize_graph=False, **kwargs)
 
 
-def _concat(tables: list[pd.DataFrame], signed_lon: bool = False) -> pd.DataFrame:
+def _concat(signed_lon: bool, *tables: pd.DataFrame) -> pd.DataFrame:
     out = conform(pd.concat(tables, ignore_index=True), EVENT_COLUMNS)
     if signed_lon:  # the input's convention: -180..180
         out["lon"] = (out.lon + 180.0) % 360.0 - 180.0
