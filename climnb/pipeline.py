@@ -65,6 +65,8 @@ __all__ = [
     "SampleReader",
     "epoch_order",
     "make_dataset",
+    "mirror_batch",
+    "mirror_flags",
     "roll_batch",
     "roll_shifts",
     "shard_files",
@@ -74,7 +76,10 @@ __all__ = [
 PathLike = str | os.PathLike
 
 #: Augmentations :class:`PipelineConfig` knows (``None``: none).
-AUGMENTS = ("roll",)
+AUGMENTS = ("roll", "mirror", "roll+mirror")
+
+#: Channels whose sign a north-south mirror flips: the meridional (northward) components.
+MERIDIONAL = ("V850", "VBOT", "V200", "V500", "IVTV")
 
 #: What ``y`` holds (:class:`PipelineConfig` ``targets``).
 TARGETS = ("auto", "classes", "soft")
@@ -102,7 +107,11 @@ class PipelineConfig:
         of longitude columns, seeded (:func:`roll_shifts`). Exact only on a periodic global
         grid (longitudes covering 0-360, the last column next to the first). For training
         batches only: it needs ``shuffle``, so validation batches (read in file order) are
-        never augmented.
+        never augmented. ``"mirror"``: mirror half the samples (seeded, :func:`mirror_flags`)
+        north to south, with the meridional channels (:data:`MERIDIONAL`) negated: the same
+        weather in the other hemisphere. Exact for labels that follow the hemisphere (storms'
+        vorticity sign, rivers' poleward transport: climnb's labeller) on a grid symmetric
+        about the equator. ``"roll+mirror"``: both.
     targets : what ``y`` holds. ``"classes"``: class ids (B, H, W) int32. ``"soft"``: per-class
         shares (B, H, W, classes) float32: a file's soft target (expert labellers' mean), or
         the one-hot of its class ids; ``w`` is then each pixel's mean class weight under the
@@ -192,6 +201,42 @@ def roll_batch(arrays: Sequence[np.ndarray], shifts: np.ndarray) -> list[np.ndar
             rolled[i, :, s:] = a[i, :, : width - s]
             rolled[i, :, :s] = a[i, :, width - s :]
         out.append(rolled)
+    return out
+
+
+def mirror_flags(n: int, *, seed: int, epoch: int, batch: int) -> np.ndarray:
+    """Which of the ``n`` samples of one batch are mirrored north to south (about half),
+    seeded like :func:`roll_shifts` but drawn apart from the shifts.
+
+    >>> mirror_flags(4, seed=0, epoch=0, batch=0).dtype
+    dtype('bool')
+    """
+    return np.random.default_rng([seed, epoch, batch, 1]).random(n) < 0.5
+
+
+def mirror_batch(
+    arrays: Sequence[np.ndarray], flips: np.ndarray, negate: dict[int, float]
+) -> list[np.ndarray]:
+    """``arrays`` (B, H, W, ...) with the samples where ``flips`` is set mirrored along H
+    (rows); in the first array (the fields, min-max scaled), channel ``k`` of ``negate``
+    becomes ``negate[k] - x`` (the field negated, in the same scaling). Flipped samples are
+    copied; the arrays are changed in place otherwise never.
+
+    >>> x = np.arange(4, dtype=np.float32).reshape(1, 2, 1, 2)
+    >>> mirror_batch([x], np.array([True]), {1: 1.0})[0][0, :, 0].tolist()
+    [[2.0, -2.0], [0.0, 0.0]]
+    """
+    if not flips.any():
+        return list(arrays)
+    out = []
+    for j, a in enumerate(arrays):
+        mirrored = aligned_empty(a.shape, a.dtype)  # handed to TensorFlow without a copy
+        mirrored[...] = a
+        mirrored[flips] = a[flips, ::-1]
+        if j == 0:
+            for k, c in negate.items():
+                mirrored[flips, ..., k] = c - mirrored[flips, ..., k]
+        out.append(mirrored)
     return out
 
 
@@ -298,14 +343,23 @@ def make_dataset(
     def read(e, b):
         e, b = int(e), int(b)
         views = loader.get((e, b), plan.indices(e, b), plan.after(e, b))
-        if cfg.augment == "roll":
+        if cfg.augment in ("roll", "roll+mirror"):
             shifts = roll_shifts(len(views[0]), w, seed=cfg.seed, epoch=e, batch=b)
             views = roll_batch(views, shifts)
+        if cfg.augment in ("mirror", "roll+mirror"):
+            flips = mirror_flags(len(views[0]), seed=cfg.seed, epoch=e, batch=b)
+            views = mirror_batch(views, flips, negate)
         if plan.is_last(e, b):
             loader.close()
         return [tf.experimental.dlpack.from_dlpack(v.__dlpack__()) for v in views]
 
     (h, w), c = reader.shape, len(reader.index)
+    # a negated field in min-max units: -(x * span + lo) -> c - x with c = -2 lo / span
+    negate = {
+        k: float(-2.0 * reader.offset[k] * reader.scale[k])
+        for k, name in enumerate(reader.channels)
+        if name in MERIDIONAL
+    }
     y_type = tf.float32 if reader.soft else tf.int32
     y_shape = [None, h, w, reader.class_weights.size] if reader.soft else [None, h, w]
 

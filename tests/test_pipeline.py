@@ -250,6 +250,35 @@ def test_roll_augmentation_rolls_data_and_labels_together(files, stats, tf):
     assert not np.array_equal(roll_shifts(3, 144, seed=5, epoch=0, batch=0), first)
 
 
+def test_mirror_augmentation_is_the_other_hemisphere(files, stats, tf):
+    """Mirrored samples are reversed north to south, labels and weights with them, and their
+    meridional winds are negated in physical units; the others pass unchanged."""
+    from climnb.pipeline import make_dataset, mirror_flags
+
+    plain = PipelineConfig(batch_size=3, seed=4, workers=0)
+    mirrored = PipelineConfig(batch_size=3, seed=4, workers=2, augment="mirror")
+    kwargs = {"class_weights": WEIGHTS, "epochs": 2}
+    a = list(make_dataset(files, stats, config=plain, **kwargs))
+    b = list(make_dataset(files, stats, config=mirrored, **kwargs))
+    lo, span = stats.minval, stats.maxval - stats.minval
+    sign = np.array([-1.0 if c in ("V850", "VBOT") else 1.0 for c in CHANNEL_NAMES])
+    counts = [0, 0]
+    for n, ((x, y, w), (mx, my, mw)) in enumerate(zip(a, b, strict=True)):
+        flips = mirror_flags(int(x.shape[0]), seed=4, epoch=n // 3, batch=n % 3)
+        for i, flip in enumerate(flips):
+            counts[int(flip)] += 1
+            if not flip:
+                np.testing.assert_array_equal(mx[i].numpy(), x[i].numpy())
+                continue
+            physical = x[i].numpy().astype(np.float64) * span + lo
+            np.testing.assert_allclose(
+                mx[i].numpy() * span + lo, sign * physical[::-1], rtol=1e-5, atol=1e-3
+            )
+            np.testing.assert_array_equal(my[i].numpy(), y[i].numpy()[::-1])
+            np.testing.assert_array_equal(mw[i].numpy(), w[i].numpy()[::-1])
+    assert min(counts) > 0, counts  # some samples mirrored, some not
+
+
 def test_roll_augmentation_is_for_training_batches_only():
     with pytest.raises(ValueError, match="never augmented"):
         PipelineConfig(shuffle=False, augment="roll")

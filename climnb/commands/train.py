@@ -98,9 +98,10 @@ def add_arguments(parser):
     )
     add(
         "--augment",
-        choices=["roll"],
+        choices=["roll", "mirror", "roll+mirror"],  # climnb.pipeline.AUGMENTS (h5py: not here)
         default=d,
-        help="roll training samples by a random number of longitude columns (global grids)",
+        help="roll training samples by a random number of longitude columns (global grids); "
+        "mirror half of them north to south, meridional winds negated; or both",
     )
     add(
         "--class-weighting",

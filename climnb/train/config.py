@@ -157,7 +157,8 @@ class TrainConfig:
     patience : stop after this many validations in a row without a better one (early
         stopping); ``None``: run all epochs.
     augment : ``"roll"``: roll each training sample (fields and labels together) by a random
-        number of longitude columns, exact on a periodic global grid
+        number of longitude columns, exact on a periodic global grid; ``"mirror"``: mirror half
+        the samples north to south with the meridional winds negated; ``"roll+mirror"``: both
         (:class:`climnb.pipeline.PipelineConfig`); validation is never augmented. ``None``: off.
     """
 
@@ -222,7 +223,8 @@ class TrainConfig:
         _choice("lr_decay", self.lr_decay, ("linear", "none"))
         _choice("split_method", self.split_method, ("blocks", "random"))
         _choice("class_weighting", self.class_weighting, CLASS_WEIGHTINGS)
-        from climnb.staging import DRAWS  # here: climnb.staging loads h5py, the CLI stays light
+        from climnb.pipeline import AUGMENTS  # here: these load h5py, the CLI stays light
+        from climnb.staging import DRAWS
 
         _choice("draw", self.draw, DRAWS)
         if self.dice_weight < 0:
@@ -234,8 +236,10 @@ class TrainConfig:
             get_config(self.model, self.preset, **self.model_overrides)
         except TypeError as err:
             raise ValueError(f"model_overrides: {err}") from err
-        if self.augment not in (None, "roll"):
-            raise ValueError(f"augment must be 'roll' or null, got {self.augment!r}")
+        if self.augment not in (None, *AUGMENTS):
+            raise ValueError(
+                f"augment must be one of {', '.join(AUGMENTS)} or null, got {self.augment!r}"
+            )
         auto = str(self.precision).lower() == "auto"
         precision, why = resolve_precision(self.precision)
         scaled = self.optimizer.mixed_precision
