@@ -425,14 +425,13 @@ def independent_figures(path: str | os.PathLike) -> dict[str, float]:
 def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
     """The network's held-out IoU per class against its teacher and against the truth, the
     teacher's against the truth, and the network's with the teacher's river rules on its
-    rivers (:func:`climnb.postprocess.apply_river_rules`, default :class:`LabelConfig`'s, as
-    the teacher made here) against both (see :func:`headlines`); empty without notebook 05's
-    files.
+    rivers (:func:`climnb.postprocess.apply_river_rules` with the teacher's settings the
+    model bundle records, else :class:`LabelConfig`'s) against both (see :func:`headlines`);
+    empty without notebook 05's files.
     """
     import numpy as np
     import xarray as xr
 
-    from climnb.labels import LabelConfig
     from climnb.labels.scores import network_teacher_truth
     from climnb.postprocess import apply_river_rules
 
@@ -446,13 +445,24 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
             log.warning("%s and %s share no time step: no held-out scores", fields, predicted)
             return {}
         ds, prediction = ds.sel(time=common).load(), pred.prediction.sel(time=common).load()
-    teacher = _teacher(root / HELDOUT_TEACHER, ds)
-    ruled = apply_river_rules(prediction, ds, LabelConfig().ar).values
+    config = _teacher_config(root / WORKFLOW["05"]["model_path"])
+    teacher = _teacher(root / HELDOUT_TEACHER, ds, config)
+    ruled = apply_river_rules(prediction, ds, config.ar).values
     rows = network_teacher_truth(prediction.values, teacher, ds.truth.values, ruled)
     return headline_figures(rows, "held-out")
 
 
-def _teacher(path: Path, ds: xr.Dataset) -> np.ndarray:
+def _teacher_config(model: Path):
+    """The teacher's settings the model bundle records, else the labeller's defaults."""
+    from climnb.bundle import load_bundle
+    from climnb.labels import LabelConfig
+    from climnb.postprocess import teacher_config
+
+    recorded = teacher_config(load_bundle(model)) if (model / "climnb.json").exists() else None
+    return recorded or LabelConfig()
+
+
+def _teacher(path: Path, ds: xr.Dataset, config) -> np.ndarray:
     import xarray as xr
 
     import climnb.labels
@@ -460,7 +470,6 @@ def _teacher(path: Path, ds: xr.Dataset) -> np.ndarray:
     if path.exists():
         with xr.open_dataset(path) as lab:
             return lab.labels.sel(time=ds.time.values).values
-    config = climnb.labels.LabelConfig()
     labels, _ = climnb.labels.compute(*climnb.labels.label_dataset(ds, config))
     return labels.values
 
