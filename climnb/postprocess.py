@@ -72,7 +72,16 @@ def teacher_config(bundle) -> LabelConfig | None:
     """The :class:`~climnb.labels.LabelConfig` the bundle's training labels were made with
     (``bundle.extra["label_config"]``), or None where it records none."""
     recorded = bundle.extra.get("label_config")
-    return LabelConfig.from_dict(recorded) if recorded else None
+    if not recorded:
+        return None
+    try:
+        return LabelConfig.from_dict(recorded)
+    except (TypeError, ValueError, AttributeError) as err:
+        where = getattr(bundle, "path", "the model bundle")
+        raise ValueError(
+            f"{where}: the teacher's settings it records (extra label_config) are not "
+            f"a LabelConfig: {err}"
+        ) from None
 
 
 def describe_rules(config: ARConfig, variables: tuple[str, ...] = ("TMQ", "V850")) -> str:

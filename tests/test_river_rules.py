@@ -140,6 +140,10 @@ def test_bundle_records_the_teachers_settings_or_defaults():
     Bundle.extra = {"label_config": LabelConfig(ar=ARConfig(ivt_lat_band=(25.0, 70.0))).to_dict()}
     config, where = river_config(Bundle())
     assert config.ivt_lat_band == (25.0, 70.0) and "recorded" in where
+    Bundle.path = "runs/x/model"
+    Bundle.extra = {"label_config": {"ar": {"method": "sideways"}}}
+    with pytest.raises(ValueError, match="runs/x/model: the teacher's settings it records"):
+        river_config(Bundle())
 
 
 def test_the_teachers_settings_travel_from_labels_to_the_model_bundle(toy, tmp_path):

@@ -209,7 +209,14 @@ def test_stats_file_round_trip_and_foreign(samples, tmp_path):
     back = read_stats(write_stats(stats, tmp_path / "stats.h5"))
     for name in ("minval", "maxval", "mean", "sqmean", "count", "class_counts"):
         np.testing.assert_array_equal(getattr(back, name), getattr(stats, name))
-    assert back.channels == CHANNEL_NAMES
+    assert back.channels == CHANNEL_NAMES and back.label_config is None
+    teacher = {"ar": {"method": "transport", "ivt_lat_band": [25.0, 70.0]}}
+    path = write_stats(stats, tmp_path / "labelled.h5", label_config=teacher)
+    assert read_stats(path).label_config == teacher  # the teacher's settings kept
+    with h5py.File(path, "a") as f:
+        f["climate"].attrs["label_config"] = "{ar: transport"
+    with pytest.raises(SampleError, match="labelled.h5: attribute label_config is not JSON"):
+        read_stats(path)
     with h5py.File(tmp_path / "deepcam.h5", "w") as f:  # DeepCAM's: no class counts, no names
         for name in ("minval", "maxval", "mean", "sqmean", "count"):
             f[f"climate/{name}"] = getattr(stats, name).astype(np.float32)
