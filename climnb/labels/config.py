@@ -294,7 +294,9 @@ class LabelConfig:
         """The settings :meth:`to_dict` wrote (as read back from JSON: lists for tuples);
         keys this version does not know are left out, missing ones take the defaults.
 
-        >>> LabelConfig.from_dict(LabelConfig.paper().to_dict()) == LabelConfig.paper()
+        >>> import json
+        >>> text = json.dumps(LabelConfig.paper().to_dict())  # as stats.h5 and bundles keep it
+        >>> LabelConfig.from_dict(json.loads(text)) == LabelConfig.paper()
         True
         """
         parts = {"ar": ARConfig, "tc": TCConfig}
