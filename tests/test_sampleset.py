@@ -382,32 +382,39 @@ def test_bad_input_leaves_nothing_beside(long_toy, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+# ``climnb samples`` that kills itself with SIGKILL right after the K-th file of the training
+# split is journalled: a kill at an exact point. (Polling the journal from outside raced: the
+# writer got fast enough to finish between two polls.)
+_KILLED_AFTER = """
+import os, signal, sys
+from climnb.cli import main
+from climnb.io.manifest import Manifest
+k, written, append = int(sys.argv.pop(1)), [], Manifest.append
+def killing_append(folder, name, entry):
+    append(folder, name, entry)
+    if os.path.basename(folder) == "train":
+        written.append(name)
+    if len(written) >= k:
+        os.kill(os.getpid(), signal.SIGKILL)
+Manifest.append = staticmethod(killing_append)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 @pytest.mark.slow
 def test_samples_killed_then_same_command_resumes(long_toy, clean, tmp_path):
-    """kill -9 at a seeded point (after K files of the training split are journalled); the
-    same command run again keeps those files (verified by digest, same inodes), writes the
+    """kill -9 at a seeded point (right after K files of the training split are journalled);
+    the same command run again keeps those files (verified by digest, same inodes), writes the
     rest and ends byte-identical to an uninterrupted run."""
     src = _fields(long_toy, tmp_path / "f.nc")
-
-    def cmd(out):
-        args = ["samples", "--input", src, "--out", str(out), "--no-progress"]
-        return [sys.executable, "-m", "climnb", *args]
-
     out = tmp_path / "out"
     k = int(np.random.default_rng(7).integers(3, 15))
-    p = subprocess.Popen(cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    journal = []
-    while len(journal) < k and p.poll() is None and time.monotonic() < deadline:
-        journal = [
-            j
-            for f in tmp_path.glob(".out.*.partial/train/.manifest.jsonl")
-            for j in f.read_text().splitlines()
-        ]
-        time.sleep(0.02)
-    p.kill()
-    p.wait()
-    assert p.returncode == -9 and len(journal) >= k and not out.exists()
+    args = ["samples", "--input", src, "--out", str(out), "--no-progress"]
+    p = subprocess.run([sys.executable, "-c", _KILLED_AFTER, str(k), *args], timeout=300)
+    assert p.returncode == -9 and not out.exists()
+    (journal,) = tmp_path.glob(".out.*.partial/train/.manifest.jsonl")
+    journal = journal.read_text().splitlines()
+    assert len(journal) == k
     (partial,) = tmp_path.glob(".out.*.partial")
     names = [json.loads(j)["file"] for j in journal]
     inodes = {n: (partial / "train" / n).stat().st_ino for n in names}
