@@ -14,27 +14,50 @@ import pytest
 
 from climnb.synthetic import make_dataset
 
+# ``climnb samples`` that, right after the first file of the training split is journalled,
+# says so (a file ``written`` beside its output) and waits there for the Ctrl-C. (Waiting for
+# that file from outside raced: the writer got fast enough to finish in between.)
+_WAITS_AFTER_ONE = """
+import os, sys, time
+from pathlib import Path
+from climnb.cli import main
+from climnb.io.manifest import Manifest
+append = Manifest.append
+def waiting_append(folder, name, entry):
+    append(folder, name, entry)
+    if os.path.basename(folder) == "train":
+        Path("written").touch()
+        time.sleep(120)
+Manifest.append = staticmethod(waiting_append)
+sys.exit(main(sys.argv[1:]))
+"""
+
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
 def test_ctrl_c_in_samples_is_one_line_and_leaves_no_temporary(tmp_path):
-    ds, _ = make_dataset(n_time=40, seed=1)  # the fewest a split takes: a second of writing left
+    ds, _ = make_dataset(n_time=40, seed=1)  # the fewest a split takes
     ds.to_netcdf(tmp_path / "f.nc")
     env = {**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    argv = [sys.executable, "-m", "climnb", "samples", "--input", "f.nc", "--out", "s"]
+    args = ["samples", "--input", "f.nc", "--out", "s"]
     # as from a terminal: a parent that ignores SIGINT (a background job, nohup, a library
     # in this process) passes that on through exec, and the child would never see Ctrl-C
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         proc = subprocess.Popen(
-            [*argv, "--no-progress"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", _WAITS_AFTER_ONE, *args, "--no-progress"],
+            cwd=tmp_path,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
         )
     finally:
         signal.signal(signal.SIGINT, old)
     deadline = time.monotonic() + 120
-    while not list(tmp_path.glob(".s.*.partial/train/data-*.h5")) and time.monotonic() < deadline:
+    while not (tmp_path / "written").exists() and time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"finished before it could be interrupted: {proc.stderr.read()}")
         time.sleep(0.05)
+    (tmp_path / "written").unlink()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     lines = [ln for ln in err.splitlines() if ln.strip() and " INFO " not in ln]
@@ -43,6 +66,7 @@ def test_ctrl_c_in_samples_is_one_line_and_leaves_no_temporary(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("climnb samples: interrupted"), err
     assert not [p for p in tmp_path.rglob("*.tmp")], "temporary files left"
     assert not (tmp_path / "s").exists()
+    argv = [sys.executable, "-m", "climnb", *args]
     rerun = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
     assert "resuming" in rerun.stderr
