@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -258,7 +259,12 @@ def test_installed_kernel_starts_with_the_environment_first_on_path(tmp_path, mo
             "print(*os.environ['PATH'].split(os.pathsep)[:2], sep='\\n')"
         )
     ]
-    nbclient.NotebookClient(nb, kernel_name="climnb-path", timeout=120).execute()
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        nbclient.NotebookClient(nb, kernel_name="climnb-path", timeout=120).execute()
+    finally:  # nbclient's loop.remove_signal_handler leaves Python's defaults, not what was there
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
     lines = nb.cells[0].outputs[0]["text"].split()
     assert lines == [sys.executable, "2", sysconfig.get_path("scripts"), "/opt/site/bin"]
 
