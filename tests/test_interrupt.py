@@ -11,26 +11,9 @@ import sys
 import time
 
 import pytest
+from _stopping import stopping_after
 
 from climnb.synthetic import make_dataset
-
-# ``climnb samples`` that, right after the first file of the training split is journalled,
-# says so (a file ``written`` beside its output) and waits there for the Ctrl-C. (Waiting for
-# that file from outside raced: the writer got fast enough to finish in between.)
-_WAITS_AFTER_ONE = """
-import os, sys, time
-from pathlib import Path
-from climnb.cli import main
-from climnb.io.manifest import Manifest
-append = Manifest.append
-def waiting_append(folder, name, entry):
-    append(folder, name, entry)
-    if os.path.basename(folder) == "train":
-        Path("written").touch()
-        time.sleep(120)
-Manifest.append = staticmethod(waiting_append)
-sys.exit(main(sys.argv[1:]))
-"""
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
@@ -44,7 +27,7 @@ def test_ctrl_c_in_samples_is_one_line_and_leaves_no_temporary(tmp_path):
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _WAITS_AFTER_ONE, *args, "--no-progress"],
+            stopping_after(1, "wait", *args, "--no-progress"),
             cwd=tmp_path,
             env=env,
             stderr=subprocess.PIPE,

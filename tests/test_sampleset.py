@@ -11,6 +11,7 @@ import time
 import h5py
 import numpy as np
 import pytest
+from _stopping import stopping_after
 
 from climnb.channels import CHANNEL_NAMES
 from climnb.cli import main
@@ -382,25 +383,6 @@ def test_bad_input_leaves_nothing_beside(long_toy, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-# ``climnb samples`` that kills itself with SIGKILL right after the K-th file of the training
-# split is journalled: a kill at an exact point. (Polling the journal from outside raced: the
-# writer got fast enough to finish between two polls.)
-_KILLED_AFTER = """
-import os, signal, sys
-from climnb.cli import main
-from climnb.io.manifest import Manifest
-k, written, append = int(sys.argv.pop(1)), [], Manifest.append
-def killing_append(folder, name, entry):
-    append(folder, name, entry)
-    if os.path.basename(folder) == "train":
-        written.append(name)
-    if len(written) >= k:
-        os.kill(os.getpid(), signal.SIGKILL)
-Manifest.append = staticmethod(killing_append)
-sys.exit(main(sys.argv[1:]))
-"""
-
-
 @pytest.mark.slow
 def test_samples_killed_then_same_command_resumes(long_toy, clean, tmp_path):
     """kill -9 at a seeded point (right after K files of the training split are journalled);
@@ -410,7 +392,7 @@ def test_samples_killed_then_same_command_resumes(long_toy, clean, tmp_path):
     out = tmp_path / "out"
     k = int(np.random.default_rng(7).integers(3, 15))
     args = ["samples", "--input", src, "--out", str(out), "--no-progress"]
-    p = subprocess.run([sys.executable, "-c", _KILLED_AFTER, str(k), *args], timeout=300)
+    p = subprocess.run(stopping_after(k, "kill", *args), timeout=300)
     assert p.returncode == -9 and not out.exists()
     (journal,) = tmp_path.glob(".out.*.partial/train/.manifest.jsonl")
     journal = journal.read_text().splitlines()

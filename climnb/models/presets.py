@@ -304,7 +304,7 @@ def resolve_channels(
     return out
 
 
-#: the name of session 10, when only the poleward channel existed
+#: the former name, from when only the poleward channel existed (kept for callers of it)
 resolve_poleward = resolve_channels
 
 
