@@ -195,7 +195,7 @@ def test_cftime_calendars_are_labelled(tmp_path, calendar):
     out = tmp_path / "labels.nc"
     assert main(["label", str(src), "--out", str(out), "--no-progress"]) == 0
     standard, _ = _label(ds.drop_vars("truth"))
-    with xr.open_dataset(out, use_cftime=True) as labels:
+    with xr.open_dataset(out, decode_times=xr.coders.CFDatetimeCoder(use_cftime=True)) as labels:
         assert labels.time.values[1] == times[1]
         assert labels.time.dt.calendar == calendar
         np.testing.assert_array_equal(labels.labels.values, standard.values)
