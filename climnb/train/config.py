@@ -130,7 +130,7 @@ class TrainConfig:
         (:func:`climnb.models.losses.soft_dice_loss`) added to the weighted cross entropy;
         0: the cross entropy alone. The default 1 scored the demo's held-out TC against the
         truth 0.927-0.939 instead of 0.863-0.872 over 3 seeds (docs/network_quality.md,
-        session 7).
+        "a soft-Dice term in the loss").
     split, split_method, split_seed : for a flat ``data_dir`` only: the train/validation/test
         fractions; ``"blocks"`` (contiguous time blocks a day apart, the default) or
         ``"random"`` (seeded with ``split_seed``); see :meth:`climnb.io.sampleset.SampleSet.split`.
