@@ -174,6 +174,7 @@ def run_notebook(
             execution_timeout=timeout,
             progress_bar=False,
             request_save_on_cell_execute=False,
+            config=_kernel_config(),
         )
         executed = nbformat.read(tmp, as_version=4)
         executed.metadata["climnb"] = {"version": __version__}
@@ -189,6 +190,20 @@ def run_notebook(
         tmp.write_text(body)
     log.info("%s ran in %.1f s -> %s", notebook.name, seconds, output)
     return NotebookRun(notebook, output, html, seconds)
+
+
+def _kernel_config():
+    """The kernel talks over Unix sockets beside its connection file (``transport = "ipc"``):
+    the demo's kernel runs on this machine, and over TCP without CurveZMQ keys ipykernel
+    (>= 7) prints a warning about eavesdropping at every start, which the demo printed once a
+    notebook. Over TCP still where the sockets' path would be too long for a Unix socket (a
+    ``TMPDIR`` of more than ~80 characters)."""
+    import tempfile
+
+    from traitlets.config import Config
+
+    socket = os.path.join(tempfile.gettempdir(), "tmpxxxxxxxx-ipc-99")  # mkstemp's name + port
+    return Config({"KernelManager": {"transport": "ipc"}}) if len(socket) < 100 else Config()
 
 
 def _declared_parameters(notebook: Path) -> set[str]:

@@ -162,9 +162,10 @@ def test_demo_outside_a_clone_runs_the_packaged_notebooks_in_the_current_folder(
 
 
 @pytest.mark.notebook
-def test_demo_writes_data_under_its_working_directory(tmp_path):
+def test_demo_writes_data_under_its_working_directory(tmp_path, capfd):
     """The notebook is read from one folder and runs in another: its relative paths land
-    there, as ``climnb demo`` outside a clone runs the packaged notebooks."""
+    there, as ``climnb demo`` outside a clone runs the packaged notebooks. The kernel says
+    nothing on the terminal (over TCP, ipykernel warned of eavesdropping at every start)."""
     notebooks = tmp_path / "packaged"
     notebooks.mkdir()
     nb = nbformat.v4.new_notebook()
@@ -187,6 +188,7 @@ def test_demo_writes_data_under_its_working_directory(tmp_path):
     assert (work / "data/toy/x.txt").read_text() == "1"
     assert not (notebooks / "data").exists()
     assert run.output == work / "reports" / "00_tiny.ipynb" and run.html.exists()
+    assert "[IPKernelApp]" not in capfd.readouterr().err
 
 
 # --- climnb kernel install -------------------------------------------------------------------
