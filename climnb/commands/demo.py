@@ -65,8 +65,8 @@ def run(args) -> int:
     figures = headlines(workdir)
     if figures:
         print("\nheadline results:")
+        width = max(map(len, figures))
         for name, value in figures.items():
-            print(
-                f"  {name:<40} {value:.3f}" if isinstance(value, float) else f"  {name:<40} {value}"
-            )
+            shown = f"{value:.3f}" if isinstance(value, float) else value
+            print(f"  {name:<{width}} {shown}")
     return 0
