@@ -435,9 +435,16 @@ def independent_scores(model: Path, series: list[int] | None = None) -> dict[str
 
     out = {}
     for seed in series or [INDEPENDENT_SEED]:
-        where = "independent" if seed == INDEPENDENT_SEED else f"series {seed}"
-        out.update(headline_figures(score(model, seed=seed).to_dict(orient="index"), where))
+        rows = score(model, seed=seed).to_dict(orient="index")
+        out.update(headline_figures(rows, _series_name(seed)))
     return out
+
+
+def _series_name(seed: int) -> str:
+    """How the figures name the independent series of generator ``seed``."""
+    from climnb.viz.heldout import INDEPENDENT_SEED
+
+    return "independent" if seed == INDEPENDENT_SEED else f"series {seed}"
 
 
 def heldout_run(
@@ -493,9 +500,8 @@ def heldout_run(
 def heldout(work: Path, args) -> None:
     root = work / "heldout"
     data = demo_fields(root, args.n_time)
-    rows = {}
+    rows, settings = {}, json.loads(args.settings or "{}")
     for seed in args.seeds:
-        settings = json.loads(args.settings or "{}")
         rows[seed] = heldout_run(root, data, seed, settings, args.series)
         print(f"  seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in rows[seed].items()))
     table = pd.DataFrame(rows).T
@@ -508,8 +514,7 @@ def heldout(work: Path, args) -> None:
 
     series = {"held-out block": "held-out"}
     for s in args.series or [INDEPENDENT_SEED]:
-        where = "independent" if s == INDEPENDENT_SEED else f"series {s}"
-        series[f"independent series ({INDEPENDENT_STEPS} steps of seed {s})"] = where
+        series[f"independent series ({INDEPENDENT_STEPS} steps of seed {s})"] = _series_name(s)
     for what, where in series.items():
         for name, model in (("network", "model"), ("network + river rules", "model + river rules")):
             print(f"  {name} on the {what}: " + _verdict(table, model, where))

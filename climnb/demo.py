@@ -469,11 +469,11 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
 
 def _teacher_config(model: Path):
     """The teacher's settings the model bundle records, else the labeller's defaults."""
-    from climnb.bundle import load_bundle
+    from climnb.bundle import META_FILE, load_bundle
     from climnb.labels import LabelConfig
     from climnb.postprocess import teacher_config
 
-    recorded = teacher_config(load_bundle(model)) if (model / "climnb.json").exists() else None
+    recorded = teacher_config(load_bundle(model)) if (model / META_FILE).exists() else None
     return recorded or LabelConfig()
 
 

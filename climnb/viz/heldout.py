@@ -33,7 +33,7 @@ import xarray as xr
 
 import climnb.accessor  # noqa: F401  (ds.climnb)
 from climnb import synthetic
-from climnb.bundle import load_bundle
+from climnb.bundle import META_FILE, load_bundle
 from climnb.io.netcdf import open_dataset
 from climnb.labels.scores import class_iou, confusion_table, network_teacher_truth
 from climnb.postprocess import apply_river_rules, teacher_config
@@ -104,7 +104,7 @@ def segment_heldout(
     beside the bundle's folder. Without a bundle at ``model_path`` nothing is predicted: the
     heuristic labels (``ds.climnb.label()``) stand in for the prediction, and the note says so.
     """
-    if not Path(model_path, "climnb.json").exists():
+    if not Path(model_path, META_FILE).exists():
         note = (
             f"NO TRAINED MODEL at {str(model_path)!r}: nothing is predicted. Showing the "
             "heuristic labels (climnb.labels) in place of a prediction, against the synthetic "
@@ -192,7 +192,7 @@ def independent_scores(
 
     if not n_time:
         return None
-    if not Path(model_path, "climnb.json").exists():
+    if not Path(model_path, META_FILE).exists():
         log.info("no model bundle at %s: no independent scores", model_path)
         return None
     bundle = load_bundle(model_path)
