@@ -2,6 +2,8 @@
 
 import sys
 
+from climnb.kernel import DEFAULT_NAME, install_kernel
+
 HELP = "register this environment as a Jupyter kernel, with PATH and quiet TensorFlow logging"
 EXAMPLE = "climnb kernel install --user"
 MISSING = {
@@ -11,8 +13,6 @@ MISSING = {
 
 
 def add_arguments(parser):
-    from climnb.kernel import DEFAULT_NAME
-
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     install = actions.add_parser(
         "install",
@@ -37,8 +37,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from climnb.kernel import install_kernel
-
     done = install_kernel(
         args.name, display_name=args.display_name, user=args.user, prefix=args.prefix
     )

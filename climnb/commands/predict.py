@@ -6,6 +6,8 @@ work (never an input, never a directory, writable). ``--river-rules`` puts the p
 through the river definition's object rules (:mod:`climnb.postprocess`) in the same pass.
 """
 
+from climnb.atomic import remove_leftovers
+
 HELP = "run a trained model over NetCDF, Zarr or DeepCAM sample files, writing NetCDF or Zarr"
 EXAMPLE = (
     "climnb predict --model runs/toy/model data/new/*.nc --out predictions.zarr [--river-rules]"
@@ -62,7 +64,6 @@ def add_arguments(parser):
 def run(args) -> int:
     import xarray as xr
 
-    from climnb.atomic import remove_leftovers
     from climnb.bundle import load_bundle
     from climnb.predict import predict
     from climnb.store import check_output, expand, write

@@ -36,6 +36,7 @@ import pandas as pd
 import xarray as xr
 from dask.delayed import Delayed
 
+from climnb.atomic import atomic_path
 from climnb.channels import CLASS_NAMES
 from climnb.io.netcdf import FILL_LIMIT as _FILL_LIMIT
 from climnb.io.netcdf import input_grid, normalize
@@ -795,8 +796,6 @@ def save_labelled(ds: xr.Dataset, labels: xr.DataArray, events: pd.DataFrame | N
     input of the sample-file step (``climnb samples``, notebook 02).
     """
     from pathlib import Path
-
-    from climnb.atomic import atomic_path
 
     path = Path(path)
     out = ds.assign(labels=labels.astype("uint8"))

@@ -146,10 +146,10 @@ def event_steps(
     regions : regions for landfall.
     source : what to call the mask in messages.
     """
-    mask = _datetime_mask(mask.transpose("time", "lat", "lon"))
+    mask = datetime_mask(mask.transpose("time", "lat", "lon"))
     if fields is not None:
         check_same_grid(mask, fields, (source, "the fields"))
-        fields = _datetime_mask(fields)
+        fields = datetime_mask(fields)
     if obs is None:
         obs = track_events(mask)
     obs = obs.reset_index(drop=True).copy()
@@ -176,11 +176,14 @@ def event_steps(
     return EventSteps(obs, landfalls, names)
 
 
-def _datetime_mask(obj):
+def datetime_mask(obj):
     """``obj`` with numpy datetimes (tracks use them): a noleap or 360-day calendar converted."""
     if obj.time.dtype == object:
         obj = obj.convert_calendar("standard", align_on="year", use_cftime=False)
     return obj
+
+
+_datetime_mask = datetime_mask  # the old private name, for one release
 
 
 _FIELDS = ("UBOT", "VBOT", "U850", "V850", "PSL", "IVT", "IVTU", "IVTV")
