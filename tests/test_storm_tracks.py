@@ -314,3 +314,14 @@ def test_the_verification_table_is_printed(tmp_path, capsys):
 def test_read_best_tracks_from_a_stream():
     text = IBTRACS.read_text()
     assert read_best_tracks(io.StringIO(text)).sid.nunique() == 12
+
+
+def test_the_accessor_verifies_a_mask(season):
+    import climnb.accessor  # noqa: F401
+
+    tmp, _ = season
+    with xr.open_dataset(tmp / "labels.nc") as ds:
+        v = ds.load().climnb.verify("labels", IBTRACS)
+    command = pd.read_csv(tmp / "storms.csv")
+    assert v.scores["storms"] == len(command)
+    assert v.scores["hits"] == int(command.detected.sum())

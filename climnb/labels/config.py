@@ -203,8 +203,10 @@ class TCConfig:
     max_gap_h : a track may go this long without a centre (TempestExtremes: 24 h).
     max_speed_kmh : fastest centre motion linked (TempestExtremes: 8 degrees in 6 h).
     genesis_lat : a track starts between these latitudes (Gray 1968: 5 to 30 degrees).
-    min_ocean_h : a track starts over the ocean and spends at least this long over it
-        (TempestExtremes: 10 six-hourly points over low ground).
+    genesis_over_ocean : a track starts over the ocean (Gray 1968: cyclones form over warm
+        water); heat lows form over land.
+    min_ocean_h : a track spends at least this long over the ocean (TempestExtremes: 10
+        six-hourly points over low ground).
     """
 
     min_vorticity: float = 5.0e-5
@@ -231,6 +233,7 @@ class TCConfig:
     max_gap_h: float = 24.0
     max_speed_kmh: float = 150.0
     genesis_lat: tuple[float, float] = (5.0, 30.0)
+    genesis_over_ocean: bool = True
     min_ocean_h: float = 54.0
 
     def __post_init__(self):
