@@ -19,9 +19,11 @@ joined across the poles.
 * width: area / length, the mean width of a long object.
 
 :func:`split_at_saddles` separates the objects of one mask that touch: each component is cut
-into the basins of its independent maxima of a field (a marker-controlled watershed,
-:func:`scipy.ndimage.watershed_ift`), with a one-pixel cut between basins so that labelling
-the mask again finds the same pieces. A maximum is independent when its topographic
+into the basins of its independent maxima of a field (a marker-controlled watershed, flooded
+level by level with :func:`scipy.ndimage.maximum_filter`, periodic in longitude; scipy's
+``watershed_ift`` does not give the basins of a flooding, whose cost is the path's lowest
+value, and scikit-image is not a dependency), with a one-pixel cut between basins so that
+labelling the mask again finds the same pieces. A maximum is independent when its topographic
 prominence (its height above the highest saddle that joins it to a higher maximum) is at
 least ``min_ratio`` of its height above the component's lowest value, and the region above
 that saddle covers ``min_area_km2`` (IPART's peak partition, Xu et al. 2020, GMD 13, 4639:
@@ -193,7 +195,9 @@ def split_at_saddles(
 
 def _basins(band, values, area, min_ratio, min_area_km2, levels, periodic, structure):
     """Watershed basins (int, 0 outside) of the independent maxima of one component ``band``
-    (a band of rows, all longitudes), or None when it has only one."""
+    (a band of rows, all longitudes), or None when it has only one: from the maxima, the
+    basins grow down the same levels, each level's new pixels taken by the basin next to
+    them (repeatedly, so that a basin floods its whole region of that level)."""
     v = values[band]
     base, top = float(v.min()), float(v.max())
     if not top > base:
@@ -203,19 +207,19 @@ def _basins(band, values, area, min_ratio, min_area_km2, levels, periodic, struc
     )
     if len(seeds) < 2:
         return None
-    # flooding cost: 0 at the component's top, 65534 at its lowest value, 65535 outside
-    cost = np.full(band.shape, 65535, np.uint16)
-    cost[band] = np.round((top - v) / (top - base) * 65534).astype(np.uint16)
-    markers = np.zeros(band.shape, np.int16 if len(seeds) < 32000 else np.int32)
-    for i, (r, c) in enumerate(seeds, start=1):
-        markers[r, c] = i
-    ncol = band.shape[1]
-    if periodic:  # a copy of the band on either side makes the flooding periodic
-        cost, markers = np.tile(cost, 3), np.tile(markers, 3)
-    basins = ndimage.watershed_ift(cost, markers, structure=structure)
-    if periodic:
-        basins = basins[:, ncol : 2 * ncol]
-    return np.where(band, basins, 0)
+    basins = np.zeros(band.shape, np.int32)
+    for i, rc in enumerate(seeds, start=1):
+        basins[rc] = i
+    mode = ("constant", "wrap" if periodic else "constant")
+    for j in range(levels - 1, -1, -1):
+        region = band & (values >= base + (top - base) * j / levels)
+        while True:
+            near = ndimage.maximum_filter(basins, footprint=structure, mode=mode)
+            new = region & (basins == 0) & (near > 0)
+            if not new.any():
+                break
+            basins[new] = near[new]
+    return basins
 
 
 def _independent_maxima(
