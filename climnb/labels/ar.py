@@ -36,12 +36,13 @@ covers ``split_min_area_km2`` (5e5 km2, IPART's least river area;
 one river the transport stays high from its source to its end, while rivers that touch are
 joined by weaker transport between their cores, a saddle deep compared with their heights.
 The length, width, latitude and poleward rules (Guan & Waliser 2015) then apply to each
-part, as to a river found alone, and an object is parted only when two or more of its parts
-pass them: a partition that yields one river or none has separated no rivers (it would only
-trim a bump off a river, or carve a piece out of a subtropical plume that fails the rules
-whole), so such an object is judged whole. A cut of one pixel keeps the parts apart in the
-mask, so tracks and event tables, which label the mask again, see the same rivers. The
-moisture method does not part objects (it has no transport to part them by).
+part, as to a river found alone. An object is parted only when two or more of its parts have
+a river's shape (length, length / width and latitude): a partition that yields one such part
+or none has separated no rivers (it would only trim a bump off a river, or carve a piece out
+of a subtropical plume that fails the rules whole), so such an object is judged whole. A cut
+of one pixel keeps the parts apart in the mask, so tracks and event tables, which label the
+mask again, see the same rivers. The moisture method does not part objects (it has no
+transport to part them by).
 
 **Moisture** (the SC18 paper's route, for inputs without IVT; one time step):
 
@@ -240,9 +241,10 @@ def river_rules(
     return rivers, table
 
 
-def _rules(labels, n, fields, lat, lon, config: ARConfig):
-    """The objects' shapes (those of ``min_area_km2`` or more), which of them pass the rules,
-    and the labelled pixels (flat indices and labels)."""
+def _rules(labels, n, fields, lat, lon, config: ARConfig, *, poleward: bool = True):
+    """The objects' shapes (those of ``min_area_km2`` or more), which of them pass the rules
+    (all, or those of shape and latitude only), and the labelled pixels (flat indices and
+    labels)."""
     # every step touches only the labelled pixels, not the whole grid
     where, idx = label_pixels(labels)
     shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
@@ -252,10 +254,10 @@ def _rules(labels, n, fields, lat, lon, config: ARConfig):
         & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
         & shapes.lat.abs().between(lo, hi)
     ).to_numpy()
-    if config.ivt_min_poleward is not None and keep.any():
-        poleward = _poleward_at(fields, lat, where, labels.shape[1])
-        if poleward is not None:
-            total = np.bincount(idx, weights=poleward, minlength=n + 1)
+    if poleward and config.ivt_min_poleward is not None and keep.any():
+        transport = _poleward_at(fields, lat, where, labels.shape[1])
+        if transport is not None:
+            total = np.bincount(idx, weights=transport, minlength=n + 1)
             mean = total / np.maximum(np.bincount(idx, minlength=n + 1), 1)
             keep = keep & (mean[shapes.label.to_numpy().astype(int)] >= config.ivt_min_poleward)
     return shapes, keep, where, idx
@@ -263,7 +265,8 @@ def _rules(labels, n, fields, lat, lon, config: ARConfig):
 
 def _parted(whole, n_whole, mask, strength, fields, lat, lon, config: ARConfig, periodic):
     """The objects ``whole`` with those parted at deep saddles of ``strength`` whose parts
-    hold two rivers or more (by :func:`_rules`); an object with fewer is left whole."""
+    hold two or more of a river's shape (length, length / width and latitude of
+    :func:`_rules`); an object with fewer is left whole."""
     parts, n_parts = split_at_saddles(
         mask,
         strength,
@@ -277,7 +280,7 @@ def _parted(whole, n_whole, mask, strength, fields, lat, lon, config: ARConfig, 
     )
     if n_parts <= n_whole:
         return whole, n_whole
-    shapes, keep, where, idx = _rules(parts, n_parts, fields, lat, lon, config)
+    shapes, keep, where, idx = _rules(parts, n_parts, fields, lat, lon, config, poleward=False)
     parent = np.zeros(n_parts + 1, np.int64)
     parent[idx] = whole.ravel()[where]
     rivers = np.bincount(parent[shapes.label.to_numpy().astype(int)[keep]], minlength=n_whole + 1)
