@@ -241,10 +241,9 @@ def river_rules(
     return rivers, table
 
 
-def _rules(labels, n, fields, lat, lon, config: ARConfig, *, poleward: bool = True):
-    """The objects' shapes (those of ``min_area_km2`` or more), which of them pass the rules
-    (all, or those of shape and latitude only), and the labelled pixels (flat indices and
-    labels)."""
+def _rules(labels, n, fields, lat, lon, config: ARConfig):
+    """The objects' shapes (those of ``min_area_km2`` or more), which of them pass the rules,
+    and the labelled pixels (flat indices and labels)."""
     # every step touches only the labelled pixels, not the whole grid
     where, idx = label_pixels(labels)
     shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
@@ -254,7 +253,7 @@ def _rules(labels, n, fields, lat, lon, config: ARConfig, *, poleward: bool = Tr
         & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
         & shapes.lat.abs().between(lo, hi)
     ).to_numpy()
-    if poleward and config.ivt_min_poleward is not None and keep.any():
+    if config.ivt_min_poleward is not None and keep.any():
         transport = _poleward_at(fields, lat, where, labels.shape[1])
         if transport is not None:
             total = np.bincount(idx, weights=transport, minlength=n + 1)
@@ -265,7 +264,7 @@ def _rules(labels, n, fields, lat, lon, config: ARConfig, *, poleward: bool = Tr
 
 def _parted(whole, n_whole, mask, strength, fields, lat, lon, config: ARConfig, periodic):
     """The objects ``whole`` with those parted at deep saddles of ``strength`` whose parts
-    hold two or more of a river's shape (length, length / width and latitude of
+    hold two or more of a river's shape (length, length / width and latitude, as in
     :func:`_rules`); an object with fewer is left whole."""
     parts, n_parts = split_at_saddles(
         mask,
@@ -277,21 +276,41 @@ def _parted(whole, n_whole, mask, strength, fields, lat, lon, config: ARConfig, 
         levels=config.split_levels,
         periodic=periodic,
         connectivity=config.connectivity,
+        components=(whole, n_whole),
     )
     if n_parts <= n_whole:
         return whole, n_whole
-    shapes, keep, where, idx = _rules(parts, n_parts, fields, lat, lon, config, poleward=False)
+    where, idx = label_pixels(parts)
     parent = np.zeros(n_parts + 1, np.int64)
     parent[idx] = whole.ravel()[where]
-    rivers = np.bincount(parent[shapes.label.to_numpy().astype(int)[keep]], minlength=n_whole + 1)
-    parted = np.flatnonzero(rivers >= 2)
-    if parted.size == 0:
+    cut = np.bincount(parent[1:], minlength=n_whole + 1) >= 2  # the objects cut in pieces
+    sel = cut[parent[idx]]  # only their parts are measured
+    shapes = measure(
+        parts, n_parts, lat, lon, min_area_km2=config.min_area_km2, pixels=(where[sel], idx[sel])
+    )
+    lo, hi = config.ivt_lat_band
+    shaped = (
+        (shapes.length_km >= config.ivt_min_length_km)
+        & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
+        & shapes.lat.abs().between(lo, hi)
+    ).to_numpy()
+    rivers = np.bincount(parent[shapes.label.to_numpy().astype(int)[shaped]], minlength=n_whole + 1)
+    parted = rivers >= 2
+    if not parted.any():
         return whole, n_whole
-    log.debug("%d objects parted into %s rivers", parted.size, rivers[parted].tolist())
-    inside = np.isin(whole, parted)
-    labels = np.where(inside, np.where(parts > 0, parts + n_whole, 0), whole)
-    used, labels = np.unique(labels, return_inverse=True)  # 0 stays 0: the smallest
-    return labels.reshape(whole.shape).astype(np.int32), int(used.size - 1)
+    log.debug("%d objects parted into %s rivers", parted.sum(), rivers[parted].tolist())
+    # the objects kept whole, then the parts of those parted, numbered in that order
+    lut = np.where(parted, 0, np.arange(n_whole + 1))
+    out = lut[whole]
+    pick = parted[parent[idx]]
+    out.ravel()[where[pick]] = idx[pick] + n_whole
+    present = np.zeros(n_whole + n_parts + 1, bool)
+    present[lut[1:]] = True
+    present[idx[pick] + n_whole] = True
+    present[0] = False
+    number = np.zeros(present.size, np.int32)
+    number[present] = np.arange(1, int(present.sum()) + 1)
+    return number[out], int(present.sum())
 
 
 def rule_variables(available, config: ARConfig) -> tuple[str, ...]:

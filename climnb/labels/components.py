@@ -126,9 +126,10 @@ def split_at_saddles(
     *,
     min_ratio: float,
     min_area_km2: float = 0.0,
-    levels: int = 32,
+    levels: int = 16,
     periodic: bool = True,
     connectivity: int = 8,
+    components: tuple[np.ndarray, int] | None = None,
 ) -> tuple[np.ndarray, int]:
     """Label the components of ``mask``, each cut into the basins of its independent maxima
     of ``values`` (see the module's docstring).
@@ -144,6 +145,7 @@ def split_at_saddles(
     min_area_km2 : least area above its saddle of an independent maximum.
     levels : levels between a component's lowest and highest value the saddles are read on.
     periodic, connectivity : as :func:`label_components`.
+    components : :func:`label_components` of ``mask`` where the caller has it already.
 
     Returns
     -------
@@ -167,37 +169,55 @@ def split_at_saddles(
     >>> split_at_saddles(values > 250, values, lat, lon, min_ratio=0.6)[1]
     1
     """
-    labels, n = label_components(mask, periodic=periodic, connectivity=connectivity)
+    if components is None:
+        components = label_components(mask, periodic=periodic, connectivity=connectivity)
+    labels, n = components
     if n == 0:
         return labels, n
-    values = np.where(mask, np.asarray(values, dtype=float), -np.inf)
+    values = np.asarray(values)
     structure = _STRUCTURES[connectivity]
-    mode = ("constant", "wrap" if periodic else "constant")
-    peaks = (values == ndimage.maximum_filter(values, footprint=structure, mode=mode)) & mask
-    several = np.flatnonzero(np.bincount(labels[peaks], minlength=n + 1) > 1)
-    if several.size == 0:  # every component has a single maximum: nothing to part
-        return labels, n
     area = cell_area_km2(np.asarray(lat, float), np.asarray(lon, float))
+    where, idx = label_pixels(labels)
+    size = np.bincount(idx, weights=area[where // mask.shape[1]], minlength=n + 1)
+    # two independent maxima need twice min_area_km2 above their saddles
+    several = np.flatnonzero(size >= 2 * min_area_km2)
+    several = several[several > 0]
     cut = np.zeros(mask.shape, bool)
-    objects = ndimage.find_objects(labels)
     for k in several:
-        rows = objects[k - 1][0]
-        band = labels[rows] == k
-        basins = _basins(
-            band, values[rows], area[rows], min_ratio, min_area_km2, levels, periodic, structure
-        )
+        inside = where[idx == k] // mask.shape[1]
+        r = np.arange(inside.min(), inside.max() + 1)
+        c, wraps = _columns(labels[r] == k, periodic)
+        box = np.ix_(r, c)
+        band = labels[box] == k
+        v = np.where(band, values[box].astype(float), -np.inf)
+        basins = _basins(band, v, area[r], min_ratio, min_area_km2, levels, wraps, structure)
         if basins is not None:
-            cut[rows] |= _cuts(basins, values[rows], periodic, structure)
+            cut[box] |= _cuts(basins, v, wraps, structure)
     if not cut.any():
         return labels, n
     return label_components(mask & ~cut, periodic=periodic, connectivity=connectivity)
 
 
+def _columns(band: np.ndarray, periodic: bool) -> tuple[np.ndarray, bool]:
+    """The columns of the smallest box that holds the object ``band`` (rows, all columns),
+    in order, across the seam if it is shorter that way, and whether the box still wraps
+    (an object all round the globe)."""
+    ncol = band.shape[1]
+    cols = np.flatnonzero(band.any(axis=0))
+    if not periodic or cols.size == ncol:
+        return np.arange(ncol), periodic
+    gaps = np.diff(np.concatenate([cols, [cols[0] + ncol]]))
+    widest = int(np.argmax(gaps))  # the object lies between the end of the widest gap ...
+    start = cols[(widest + 1) % cols.size]
+    span = ncol - int(gaps[widest]) + 1  # ... and its start, going round
+    return (start + np.arange(span)) % ncol, False
+
+
 def _basins(band, values, area, min_ratio, min_area_km2, levels, periodic, structure):
     """Watershed basins (int, 0 outside) of the independent maxima of one component ``band``
-    (a band of rows, all longitudes), or None when it has only one: from the maxima, the
-    basins grow down the same levels, each level's new pixels taken by the basin next to
-    them (repeatedly, so that a basin floods its whole region of that level)."""
+    (its box), or None when it has only one: from the maxima, the basins grow down the same
+    levels; at each level a region that meets one basin joins it whole, and where a region
+    meets several, its new pixels are taken by the basin next to them, step by step."""
     v = values[band]
     base, top = float(v.min()), float(v.max())
     if not top > base:
@@ -211,11 +231,26 @@ def _basins(band, values, area, min_ratio, min_area_km2, levels, periodic, struc
     for i, rc in enumerate(seeds, start=1):
         basins[rc] = i
     mode = ("constant", "wrap" if periodic else "constant")
+    connectivity = 8 if structure.all() else 4
     for j in range(levels - 1, -1, -1):
-        region = band & (values >= base + (top - base) * j / levels)
+        region, n = label_components(
+            band & (values >= base + (top - base) * j / levels),
+            periodic=periodic,
+            connectivity=connectivity,
+        )
+        owner = np.zeros(n + 1, np.int64)  # the one basin a region meets; -1: several
+        seen = basins > 0
+        pairs = np.unique(np.stack([region[seen], basins[seen]]), axis=1)
+        pairs = pairs[:, pairs[0] > 0]  # a lower seed is not in this level's regions yet
+        counts = np.bincount(pairs[0], minlength=n + 1)
+        owner[pairs[0]] = pairs[1]
+        owner[counts > 1] = -1
+        one = (owner[region] > 0) & ~seen
+        basins[one] = owner[region][one]
+        contested = (owner[region] < 0) & (region > 0)
         while True:
             near = ndimage.maximum_filter(basins, footprint=structure, mode=mode)
-            new = region & (basins == 0) & (near > 0)
+            new = contested & (basins == 0) & (near > 0)
             if not new.any():
                 break
             basins[new] = near[new]
@@ -230,9 +265,12 @@ def _independent_maxima(
     first. Saddles are read on the levels ``base + (top - base) * j / levels``."""
     height = top - base
     previous = None
+    flat = np.flatnonzero(band)
+    order = flat[np.argsort(values.ravel()[flat])[::-1]]  # the object's pixels, highest first
     alive = {}  # the peaks not yet joined to a higher one: (row, col) -> peak value
     found = []
-    for j in range(levels - 1, -1, -1):
+    # a maximum joined above base + (1 - min_ratio) * height is not independent: start there
+    for j in range(min(levels - 1, int(np.floor((1.0 - min_ratio) * levels))), -1, -1):
         level = base + height * j / levels
         above, n = label_components(
             band & (values >= level), periodic=periodic, connectivity=8 if structure.all() else 4
@@ -240,18 +278,22 @@ def _independent_maxima(
         groups: dict[int, list] = {}
         for rc, peak in alive.items():
             groups.setdefault(int(above[rc]), []).append((peak, rc))
-        new = np.setdiff1d(np.arange(1, n + 1), list(groups))
+        has = np.zeros(n + 1, bool)
+        has[list(groups)] = True
+        new = np.flatnonzero(~has[1:]) + 1
         if new.size:
-            where = ndimage.maximum_position(values, above, new)
-            for lab, rc in zip(new.tolist(), where, strict=True):
-                groups[lab] = [(float(values[rc]), tuple(int(i) for i in rc))]
+            first = np.zeros(n + 1, np.int64)  # each region's highest pixel: the first met
+            first[above.ravel()[order[::-1]]] = order[::-1]
+            for lab in new.tolist():
+                rc = np.unravel_index(first[lab], band.shape)
+                rc = (int(rc[0]), int(rc[1]))
+                groups[lab] = [(float(values[rc]), rc)]
         alive = {}
         for members in groups.values():
             members.sort(reverse=True)
             alive[members[0][1]] = members[0][0]
             for peak, rc in members[1:]:  # joined to a higher peak at this level's saddle
-                region = previous == previous[rc]
-                size = float(area[np.nonzero(region)[0]].sum())
+                size = float((area[:, None] * (previous == previous[rc])).sum())
                 if (peak - level) >= min_ratio * (peak - base) and size >= min_area_km2:
                     found.append(rc)
         previous = above

@@ -98,7 +98,7 @@ class ARConfig:
         km2, IPART's ``min_area``, its least area of a river: a bump smaller than a river
         is part of the river it sits on).
     split_levels : levels between an object's edge and its highest IVT on which the saddles
-        are read (32: a saddle's depth to 1/32 of the object's height).
+        are read (16: a saddle's depth to 1/16 of the object's height).
     storm_buffer_km : with the transport method, no river pixel within this distance of a
         storm's mask (a cyclone's circulation carries strong transport of its own).
     exclude_tropics_deg : no river pixel within this latitude of the equator (both methods).
@@ -139,7 +139,7 @@ class ARConfig:
     ivt_lat_band: tuple[float, float] = (20.0, 80.0)
     split_ratio: float | None = 0.6
     split_min_area_km2: float = 5.0e5
-    split_levels: int = 32
+    split_levels: int = 16
     exclude_tropics_deg: float = 15.0
     field: Literal["ivt", "tmq"] = "ivt"
     tropics_sigma_deg: float = 19.0
