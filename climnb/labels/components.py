@@ -20,15 +20,17 @@ joined across the poles.
 
 :func:`split_at_saddles` separates the objects of one mask that touch: each component is cut
 into the basins of its independent maxima of a field (a marker-controlled watershed, flooded
-level by level with :func:`scipy.ndimage.maximum_filter`, periodic in longitude; scipy's
-``watershed_ift`` does not give the basins of a flooding, whose cost is the path's lowest
-value, and scikit-image is not a dependency), with a one-pixel cut between basins so that
-labelling the mask again finds the same pieces. A maximum is independent when its topographic
-prominence (its height above the highest saddle that joins it to a higher maximum) is at
-least ``min_ratio`` of its height above the component's lowest value, and the region above
-that saddle covers ``min_area_km2`` (IPART's peak partition, Xu et al. 2020, GMD 13, 4639:
-``single_dome`` with ``max_ph_ratio`` 0.6). The saddles are found on ``levels`` equally
-spaced levels between each component's lowest and highest value.
+level by level with :func:`scipy.ndimage.label` and :func:`scipy.ndimage.maximum_filter`,
+periodic in longitude: :func:`scipy.ndimage.watershed_ift` gives other basins than a flooding
+even on two parallel ridges, and scikit-image, whose watershed floods, is not a dependency),
+with a one-pixel cut between basins so that labelling the mask again finds the same pieces.
+A maximum is independent when its topographic prominence (its height above the highest
+saddle that joins it to a higher maximum) is at least ``min_ratio`` of its height above the
+component's lowest value, and the region above that saddle covers ``min_area_km2`` (IPART's
+peak partition, Xu et al. 2020, GMD 13, 4639: ``single_dome`` with ``max_ph_ratio`` 0.6).
+The saddles are read on ``levels`` equally spaced levels between each component's lowest
+and highest value, from ``1 - min_ratio`` of its height down (a maximum joined higher up is
+not independent).
 
 Examples
 --------
@@ -248,8 +250,10 @@ def _basins(band, values, area, min_ratio, min_area_km2, levels, periodic, struc
         one = (owner[region] > 0) & ~seen
         basins[one] = owner[region][one]
         contested = (owner[region] < 0) & (region > 0)
-        while True:
-            near = ndimage.maximum_filter(basins, footprint=structure, mode=mode)
+        while True:  # only from the region's own pixels (a lower seed lies outside it)
+            near = ndimage.maximum_filter(
+                np.where(region > 0, basins, 0), footprint=structure, mode=mode
+            )
             new = contested & (basins == 0) & (near > 0)
             if not new.any():
                 break
