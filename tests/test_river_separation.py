@@ -59,6 +59,28 @@ def test_two_rivers_end_to_end_part_at_their_saddle_one_river_stays_whole(start)
     assert n == 1
 
 
+def test_a_band_round_the_globe_of_four_rivers_comes_apart_into_four():
+    """Four rivers of the southern storm track joined end to end all round the globe (as a
+    reanalysis can show them): four objects, each a quarter of the band."""
+    phase = np.arange(LON.size) * 2 * np.pi / LON.size * 4 + 0.3  # four crests, none at 0
+    axis = 575.0 + 225.0 * np.cos(phase)  # 800 on the crests, 350 in the saddles
+    ivt = np.full((LAT.size, LON.size), 100.0)
+    row = int(np.argmin(np.abs(LAT + 45.0)))
+    ivt[row - 1 : row + 2] = axis * np.array([[0.6], [1.0], [0.6]])
+    heading = np.radians(30.0)
+    fields = {"IVT": ivt, "IVTU": ivt * np.cos(heading), "IVTV": -ivt * np.sin(heading)}
+    ring, n = label_components(ivt >= 250)
+    assert n == 1 and (ring[row] > 0).all()  # one object round the globe ...
+    _, n = _rivers(fields, replace(_TRANSPORT, split_ratio=None))
+    assert n == 0  # ... whose centroid is at the pole: whole, it is no river at all
+    labels, n = _rivers(fields)
+    assert n == 4
+    sizes = np.bincount(labels[labels > 0])[1:]
+    assert sizes.min() >= 0.8 * sizes.max()
+    crests = np.flatnonzero(np.diff(np.sign(np.diff(np.r_[axis[-1], axis, axis[0]]))) < 0)
+    assert len({int(labels[row, c]) for c in crests}) == 4
+
+
 def test_split_at_saddles_cuts_so_that_the_parts_stay_apart():
     ivt = _band(300.0, start=130)["IVT"]
     labels, n = split_at_saddles(ivt >= 250, ivt, LAT, LON, min_ratio=0.6)
