@@ -111,7 +111,8 @@ LANDFALL_COLUMNS = ("region", "year", "class_name", "landfalling_events", "landf
 class EventSteps:
     """What :func:`event_steps` returns: ``obs`` (the tracks' rows with ``max_wind``,
     ``min_psl``, ``max_ivt``, ``mean_ivt``), ``landfalls`` (one row per track, step and
-    region where it is over land there) and the region names."""
+    region where it makes landfall there; see the module's docstring) and the region
+    names."""
 
     obs: pd.DataFrame
     landfalls: pd.DataFrame
