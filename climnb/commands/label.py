@@ -1,9 +1,11 @@
 """``climnb label``: heuristic TC/AR labels for NetCDF files as they come (CAM5, ERA5, MERRA-2).
 
-Output paths are checked before any work by the output rule of :mod:`climnb.store`: an output
+Output paths are checked before any work by the output rule of :mod:`climnb.outputs`: an output
 equal to an input, the event table equal to the output, an output that is a directory, under a
 file or cannot be written are refused with a one-line error (exit status 2), so an input is
-never overwritten; a missing parent folder is created.
+never overwritten; a missing parent folder is created. Then the run takes the exclusive claim
+on both outputs (:func:`climnb.atomic.claims`): a second run into the same ``--out`` started
+at the same moment is refused with one line, never writing over the first's result.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ import contextlib
 import logging
 from pathlib import Path
 
-from climnb.atomic import remove_leftovers
+from climnb.atomic import claims, remove_leftovers
 from climnb.labels.config import LabelConfig
-from climnb.outputs import check_output
+from climnb.outputs import check_outputs
 from climnb.scheduler import dask_client
 
 HELP = "label tropical cyclones and atmospheric rivers in NetCDF files (CAM5, ERA5, MERRA-2, ...)"
@@ -112,23 +114,29 @@ def _describe(files: list[str]) -> str:
 
 def _check_outputs(sources, out, events) -> None:
     """Refuse, before any work, outputs that would overwrite an input or cannot be written
-    (the output rule of :func:`climnb.store.check_output`)."""
-    check_output(out, sources)
-    check_output(events, sources, option="--events", others={"--out": out})
+    (the output rule of :func:`climnb.outputs.check_outputs`)."""
+    check_outputs({"--out": out, "--events": events}, sources)
 
 
 def run(args) -> int:
-    # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
-    from climnb.io.netcdf import expand_paths, open_dataset, time_steps
-    from climnb.labels.dataset import StepError, label_dataset
-    from climnb.labels.writer import write_labels
-
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    from climnb.io.netcdf import expand_paths
+
     files = expand_paths(args.inputs)  # once: the globs as they are now
     out = Path(args.out)
     events_path = Path(args.events) if args.events else out.with_suffix(".events.csv")
     _check_outputs(files, out, events_path)
+    with claims([out, events_path]):  # one run at a time into these outputs
+        return _run(args, files, out, events_path)
+
+
+def _run(args, files, out, events_path) -> int:
+    # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
+    from climnb.io.netcdf import open_dataset, time_steps
+    from climnb.labels.dataset import StepError, label_dataset
+    from climnb.labels.writer import write_labels
+
     for path in (out, events_path):  # what a killed earlier run of this output left
         remove_leftovers(path.parent, path.name)
     config = LabelConfig.recipe(args.recipe, ar_percentile=args.ar_percentile)

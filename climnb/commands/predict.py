@@ -60,19 +60,29 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import xarray as xr
-
-    from climnb.atomic import remove_leftovers
-    from climnb.bundle import load_bundle
-    from climnb.predict import predict
-    from climnb.store import check_output, expand, write
+    from climnb.atomic import claims
+    from climnb.outputs import check_outputs
+    from climnb.store import expand
 
     for option in ("batch_size", "workers"):
         if getattr(args, option) < 1:
             flag = "--" + option.replace("_", "-")
             raise ValueError(f"{flag} must be at least 1, got {getattr(args, option)}")
     inputs = expand(args.inputs)
-    out = check_output(args.out, inputs)  # before any work: nothing is read or written yet
+    # before any work, against every input (the model bundle too): nothing is read yet
+    out = check_outputs({"--out": args.out}, [*inputs, args.model])["--out"]
+    with claims([out]):  # one run at a time into this output
+        return _run(args, inputs, out)
+
+
+def _run(args, inputs, out) -> int:
+    import xarray as xr
+
+    from climnb.atomic import remove_leftovers
+    from climnb.bundle import load_bundle
+    from climnb.predict import predict
+    from climnb.store import write
+
     remove_leftovers(out.parent, out.name)  # what a killed earlier run of this output left
     bundle = load_bundle(args.model)
     result = predict(

@@ -46,7 +46,7 @@ from climnb.stats.groups import SEASONS
 from climnb.stats.masks import check_same_grid
 from climnb.stats.regions import Region, land_mask, region_masks
 from climnb.steps import iter_steps
-from climnb.tracks import track_events
+from climnb.tracks import track_events, track_times
 
 __all__ = [
     "EventSteps",
@@ -55,6 +55,7 @@ __all__ = [
     "event_counts",
     "landfall_table",
     "events_to_dataset",
+    "calendar_of",
     "saffir_simpson",
     "ralph_category",
     "SAFFIR_SIMPSON",
@@ -146,10 +147,10 @@ def event_steps(
     regions : regions for landfall.
     source : what to call the mask in messages.
     """
-    mask = _datetime_mask(mask.transpose("time", "lat", "lon"))
+    mask = mask.transpose("time", "lat", "lon")
     if fields is not None:
         check_same_grid(mask, fields, (source, "the fields"))
-        fields = _datetime_mask(fields)
+        _check_same_calendar(mask, fields, source)
     if obs is None:
         obs = track_events(mask)
     obs = obs.reset_index(drop=True).copy()
@@ -160,14 +161,25 @@ def event_steps(
         where_land = region_masks(list(regions), lat, lon, source=source).values & land
     extra = {c: np.full(len(obs), np.nan) for c in ("max_wind", "min_psl", "max_ivt", "mean_ivt")}
     landfalls = []
-    by_time = obs.groupby("time").indices
-    times = pd.DatetimeIndex(mask.time.values)
+    times = track_times(mask.time.values)  # cftime dates of a model calendar stay so
+    obs["time"] = _same_times(obs.time, times, source)
+    by_time = obs.groupby("time", sort=False).indices
     steps = [t for t, time in enumerate(times) if time in by_time]
-    for t, (values, step) in iter_steps([mask, _fields_at(fields, times)], steps):
+    unmatched: list[int] = []
+    for t, (values, step) in iter_steps([mask, _fields_at(fields, mask.time.values)], steps):
         rows = by_time[times[t]]
         step = _step_fields(step)
         for k in (1, 2):
-            _one_class(values == k, k, obs, rows, step, lat, lon, extra, where_land, landfalls)
+            _one_class(
+                values == k, k, obs, rows, step, lat, lon, extra, where_land, landfalls, unmatched
+            )
+    if unmatched:
+        r = unmatched[0]
+        raise ValueError(
+            f"--tracks: {len(unmatched)} of {len(obs)} track steps match no region of "
+            f"{source} (first: track {obs.track_id.iat[r]} at {obs.time.iat[r]}); give the "
+            f"tracks of these masks (climnb tracks {source}), or leave out --tracks"
+        )
     for c, v in extra.items():
         obs[c] = v
     names = tuple(r.name for r in regions)
@@ -176,11 +188,52 @@ def event_steps(
     return EventSteps(obs, landfalls, names)
 
 
-def _datetime_mask(obj):
-    """``obj`` with numpy datetimes (tracks use them): a noleap or 360-day calendar converted."""
-    if obj.time.dtype == object:
-        obj = obj.convert_calendar("standard", align_on="year", use_cftime=False)
-    return obj
+def calendar_of(time) -> str:
+    """The calendar of a time coordinate's values: a cftime date's own (``noleap``,
+    ``360_day``, ``all_leap``, ...), else ``standard``."""
+    values = np.asarray(getattr(time, "values", time))
+    first = values.flat[0] if values.size else None
+    return str(getattr(first, "calendar", None) or "standard")
+
+
+def _check_same_calendar(mask, fields, source: str) -> None:
+    a, b = calendar_of(mask.time), calendar_of(fields.time)
+    if _standard(a) != _standard(b):
+        raise ValueError(
+            f"{source}: its time is in the {a} calendar, the fields' in the {b} calendar; give "
+            "fields of the same run (--fields)"
+        )
+
+
+def _standard(calendar: str) -> str:
+    return "standard" if calendar in ("standard", "gregorian", "proleptic_gregorian") else calendar
+
+
+def _same_times(times: pd.Series, mask_times: list, source: str) -> pd.Series:
+    """The tracks' times as the mask's (cftime dates of its calendar, or Timestamps); a track
+    time the mask does not have (tracks of another run or period) is refused."""
+    if times.empty:
+        return pd.Series(np.array([], dtype=object), index=times.index, name="time")
+    known = {_key(t): t for t in mask_times}
+    out, missing = [], []
+    for t in times:
+        found = known.get(_key(t))
+        (missing.append(t) if found is None else out.append(found))
+    if missing:
+        raise ValueError(
+            f"--tracks: {len(missing)} of {len(times)} track steps are at times {source} does "
+            f"not have (first: {missing[0]}); give the tracks of these masks (climnb tracks "
+            f"{source}), or leave out --tracks to track here"
+        )
+    if all(isinstance(t, pd.Timestamp) for t in out):  # the standard calendar: datetimes
+        return pd.Series(pd.DatetimeIndex(out), index=times.index, name="time")
+    return pd.Series(np.array(out, dtype=object), index=times.index, name="time")
+
+
+def _key(t) -> tuple:
+    """A time as (year, month, day, hour, minute, second), whatever its type or calendar."""
+    t = pd.Timestamp(t) if isinstance(t, (np.datetime64, str)) else t
+    return (t.year, t.month, t.day, t.hour, t.minute, t.second)
 
 
 _FIELDS = ("UBOT", "VBOT", "U850", "V850", "PSL", "IVT", "IVTU", "IVTV")
@@ -190,7 +243,10 @@ def _fields_at(fields: xr.Dataset | None, times) -> xr.Dataset | None:
     """The variables of ``fields`` that :func:`_step_fields` uses, at the mask's ``times``."""
     if fields is None:
         return None
-    return fields[[v for v in _FIELDS if v in fields]].sel(time=times).transpose("time", ...)
+    keep = fields[[v for v in _FIELDS if v in fields]]
+    where = {_key(t): i for i, t in enumerate(track_times(keep.time.values))}
+    index = [where[_key(t)] for t in track_times(times)]  # the same dates, any time type
+    return keep.isel(time=index).transpose("time", ...)
 
 
 def _step_fields(ds: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
@@ -211,10 +267,14 @@ def _step_fields(ds: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
     return out
 
 
-def _one_class(binary, k, obs, rows, step, lat, lon, extra, where_land, landfalls):
-    """Match the class-``k`` components of one step to the tracks' rows and measure them."""
+def _one_class(binary, k, obs, rows, step, lat, lon, extra, where_land, landfalls, unmatched):
+    """Match the class-``k`` components of one step to the tracks' rows and measure them;
+    rows with no component of their area (tracks of other masks) go to ``unmatched``."""
     rows = [r for r in rows if obs.class_id.iat[r] == k]
-    if not rows or not binary.any():
+    if not rows:
+        return
+    if not binary.any():
+        unmatched += rows
         return
     labels, n = label_components(binary, periodic=is_periodic(lon))
     where, idx = label_pixels(labels)
@@ -228,7 +288,10 @@ def _one_class(binary, k, obs, rows, step, lat, lon, extra, where_land, landfall
     for r in rows:
         d = np.hypot(t_lat - obs.lat.iat[r], (t_lon - obs.lon.iat[r] + 180) % 360 - 180)
         area = obs.area_km2.iat[r]
-        d = d + 1e3 * (np.abs(t_area - area) > 1e-6 * area)  # the same region first
+        d = d + 1e3 * (np.abs(t_area - area) > 1e-4 * area)  # the same region first
+        if d.min() >= 1e3:  # no region of this area at this step: not these masks' track
+            unmatched.append(r)
+            continue
         label = int(t_label[int(np.argmin(d))])
         pixels = where[order[bounds[label] : bounds[label + 1]]]
         _measure_fields(step, pixels, coslat[pixels // lon.size], r, k, extra)
@@ -257,7 +320,7 @@ def event_table(steps: EventSteps) -> pd.DataFrame:
         return pd.DataFrame(columns=list(EVENT_STATS_COLUMNS))
     g = obs.groupby("track_id", sort=True)
     first, last = g.first(), g.last()
-    hours = (last.time - first.time).dt.total_seconds() / 3600.0
+    hours = _hours(first.time, last.time)  # in the calendar's own arithmetic (cftime)
     step_h = _step_hours(obs)
     duration = hours + step_h  # the time covered: a one-step event lasts one step
     max_wind, max_ivt = g.max_wind.max(), g.max_ivt.max()
@@ -267,8 +330,8 @@ def event_table(steps: EventSteps) -> pd.DataFrame:
         {
             "track_id": first.index,
             "class_name": first.class_name,
-            "year": first.time.dt.year,
-            "season": [SEASONS[(m % 12) // 3] for m in first.time.dt.month],
+            "year": [int(t.year) for t in first.time],
+            "season": [SEASONS[(t.month % 12) // 3] for t in first.time],
             "start": first.time,
             "end": last.time,
             "steps": g.size(),
@@ -288,8 +351,26 @@ def event_table(steps: EventSteps) -> pd.DataFrame:
 
 
 def _step_hours(obs: pd.DataFrame) -> float:
-    times = np.unique(obs.time.to_numpy())
-    return float(np.median(np.diff(times)) / np.timedelta64(1, "h")) if times.size > 1 else 0.0
+    times = sorted(set(obs.time))
+    if len(times) < 2:
+        return 0.0
+    return float(
+        np.median([(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]) / 3600
+    )
+
+
+def _hours(first: pd.Series, last: pd.Series) -> pd.Series:
+    """Hours from ``first`` to ``last``, each pair subtracted in its own calendar."""
+    return pd.Series(
+        [(b - a).total_seconds() / 3600.0 for a, b in zip(first, last, strict=True)],
+        index=first.index,
+        dtype=float,
+    )
+
+
+def _years(times) -> list[int]:
+    """The year of each time (Timestamps, numpy datetimes or cftime dates)."""
+    return [int(t.year) for t in track_times(np.asarray(list(times), dtype=object))]
 
 
 def event_counts(table: pd.DataFrame, by: str = "year") -> pd.DataFrame:
@@ -306,7 +387,7 @@ def landfall_table(steps: EventSteps, *, classes=(1, 2)) -> pd.DataFrame:
     """Landfalling events and landfall steps per region, year and class (every region and
     class of the period, zeros included)."""
     lf = steps.landfalls
-    years = sorted(pd.DatetimeIndex(steps.obs.time).year.unique()) if len(steps.obs) else []
+    years = sorted(set(_years(steps.obs.time))) if len(steps.obs) else []
     index = pd.MultiIndex.from_product(
         [list(steps.regions), years, [CLASS_NAMES[k] for k in classes]],
         names=["region", "year", "class_name"],
@@ -314,7 +395,7 @@ def landfall_table(steps: EventSteps, *, classes=(1, 2)) -> pd.DataFrame:
     if lf.empty:
         out = pd.DataFrame(0, index=index, columns=["landfalling_events", "landfall_steps"])
         return out.reset_index()
-    lf = lf.assign(year=pd.DatetimeIndex(lf.time).year)
+    lf = lf.assign(year=_years(lf.time))
     first = lf.sort_values("time").drop_duplicates(["track_id", "region"])  # year of 1st landfall
     events = first.groupby(["region", "year", "class_name"]).size()
     stepsn = (

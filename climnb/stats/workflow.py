@@ -25,7 +25,8 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
-from climnb.atomic import atomic_path
+from climnb.atomic import atomic_path, claims
+from climnb.outputs import check_outputs
 from climnb.stats.change import CompareConfig, Comparison, compare
 from climnb.stats.change_tables import compare_events, compare_precip
 from climnb.stats.events import event_steps, event_table, events_to_dataset, landfall_table
@@ -33,7 +34,7 @@ from climnb.stats.frequency import frequency, write_frequency
 from climnb.stats.masks import check_same_grid, class_mask
 from climnb.stats.precip import attributed_precipitation, precipitation
 from climnb.stats.regions import BUILTIN, Region
-from climnb.store import check_output, expand, open_fields
+from climnb.store import expand, open_fields
 from climnb.tracks import read_tracks
 
 __all__ = ["StatsRequest", "summarize", "compare_files", "open_mask"]
@@ -87,6 +88,11 @@ def summarize(req: StatsRequest) -> str:
     outputs = _check_outputs(req, files)
     if not outputs:
         raise ValueError("nothing to do: give --out, --events, --landfall or --precip")
+    with claims(outputs.values()):  # one run at a time into these outputs
+        return _summarize(req, mask, files, ds)
+
+
+def _summarize(req: StatsRequest, mask, files, ds) -> str:
     regions = list(req.regions) or [BUILTIN["california"], BUILTIN["us_west_coast"]]
     fields = _fields(req, ds, mask, files)
     lines = []
@@ -123,17 +129,11 @@ def summarize(req: StatsRequest) -> str:
 
 
 def _check_outputs(req: StatsRequest, files: list[Path]) -> dict[str, Path]:
-    outputs, seen = {}, {}
-    for option, path in (
-        ("--out", req.out),
-        ("--events", req.events),
-        ("--landfall", req.landfall),
-        ("--precip", req.precip),
-    ):
-        if path is not None:
-            outputs[option] = check_output(path, files, option=option, others=dict(seen))
-            seen[option] = outputs[option]
-    return outputs
+    """Every output checked against every input (masks, ``--fields``, ``--tracks``) and the
+    other outputs (:func:`climnb.outputs.check_outputs`), before any work."""
+    outputs = {"--out": req.out, "--events": req.events, "--landfall": req.landfall}
+    inputs = [*files, *req.fields, *([req.tracks] if req.tracks else [])]
+    return check_outputs({**outputs, "--precip": req.precip}, inputs)
 
 
 def _fields(req, ds, mask, files):
@@ -205,15 +205,13 @@ def compare_files(
     """
     ma, fa, da_ = open_mask(a, variable)
     mb, fb, db = open_mask(b, variable)
-    seen = {}
-    for option, path in (
-        ("--out", out),
-        ("--csv", csv),
-        ("--events", events),
-        ("--precip", precip),
-    ):
-        if path is not None:
-            seen[option] = check_output(path, fa + fb, option=option, others=dict(seen))
+    asked = {"--out": out, "--csv": csv, "--events": events, "--precip": precip}
+    inputs = [*fa, *fb, *(p for f in fields or () for p in _listed(f))]
+    with claims(check_outputs(asked, inputs).values()):  # one run at a time into them
+        return _compare(ma, mb, fa, fb, da_, db, config, regions, out, csv, events, precip, fields)
+
+
+def _compare(ma, mb, fa, fb, da_, db, config, regions, out, csv, events, precip, fields):
     names = (str(fa[0]), str(fb[0]))
     field_sets, field_names = (da_, db), names
     if fields is not None:
@@ -242,6 +240,10 @@ def compare_files(
         if path is not None:
             _write_table(table, path, _change_dataset)
     return result
+
+
+def _listed(paths) -> list:
+    return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
 
 
 def _check_fields(mask, fields, name, fields_name) -> None:
