@@ -52,7 +52,9 @@ def test_lifetimes_and_dates_are_those_of_the_files_calendar(toy, calendar):
     # the same steps: the same lifetimes, 3 h a step, whatever days the calendar has
     assert table.lifetime_h.tolist() == reference.lifetime_h.tolist()
     assert (table.lifetime_h == 3.0 * (table.steps - 1)).all()
-    crossing = table[[(s.month, e.month) == (2, 3) for s, e in zip(table.start, table.end)]]
+    crossing = table[
+        [(s.month, e.month) == (2, 3) for s, e in zip(table.start, table.end, strict=True)]
+    ]
     assert len(crossing) > 0  # some events run over the end of February
     times = list(ds.time.values)
     assert set(table.start) | set(table.end) <= set(times)  # dated as the data are

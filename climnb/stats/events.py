@@ -43,7 +43,7 @@ from climnb.channels import CLASS_NAMES
 from climnb.labels.components import label_components, label_pixels, measure
 from climnb.labels.sphere import is_periodic
 from climnb.stats.groups import SEASONS
-from climnb.stats.masks import check_same_grid
+from climnb.stats.masks import MISSING, check_same_grid
 from climnb.stats.regions import Region, land_mask, region_masks
 from climnb.steps import iter_steps
 from climnb.tracks import track_events, track_times
@@ -151,8 +151,8 @@ def event_steps(
     if fields is not None:
         check_same_grid(mask, fields, (source, "the fields"))
         _check_same_calendar(mask, fields, source)
-    if obs is None:
-        obs = track_events(mask)
+    if obs is None:  # a missing value (MISSING) holds no object to track
+        obs = track_events(mask.where(mask != MISSING, 0))
     obs = obs.reset_index(drop=True).copy()
     lat, lon = mask.lat.values.astype(float), mask.lon.values.astype(float)
     where_land = None

@@ -31,7 +31,7 @@ from climnb.stats.change import CompareConfig, Comparison, compare
 from climnb.stats.change_tables import compare_events, compare_precip
 from climnb.stats.events import event_steps, event_table, events_to_dataset, landfall_table
 from climnb.stats.frequency import frequency, write_frequency
-from climnb.stats.masks import check_same_grid, class_mask
+from climnb.stats.masks import check_missing, check_same_grid, class_mask
 from climnb.stats.precip import attributed_precipitation, precipitation
 from climnb.stats.regions import BUILTIN, Region
 from climnb.store import expand, open_fields
@@ -95,7 +95,7 @@ def summarize(req: StatsRequest) -> str:
 def _summarize(req: StatsRequest, mask, files, ds) -> str:
     regions = list(req.regions) or [BUILTIN["california"], BUILTIN["us_west_coast"]]
     fields = _fields(req, ds, mask, files)
-    lines = []
+    lines = [note] if (note := _missing(mask, ds, files)) else []
     freq = frequency(mask, req.by) if req.out else None
     steps = table = landfalls = precip = None
     if req.events or req.landfall:
@@ -125,6 +125,8 @@ def _summarize(req: StatsRequest, mask, files, ds) -> str:
     if precip is not None:
         _write_table(precip, req.precip)
         lines.append(f"attributed precipitation ({len(precip)} rows) -> {req.precip}")
+        if precip.attrs.get("missing"):
+            lines.append(f"  {_fields_name(req, files)}: {precip.attrs['missing']}")
     return "\n".join(lines)
 
 
@@ -134,6 +136,16 @@ def _check_outputs(req: StatsRequest, files: list[Path]) -> dict[str, Path]:
     outputs = {"--out": req.out, "--events": req.events, "--landfall": req.landfall}
     inputs = [*files, *req.fields, *([req.tracks] if req.tracks else [])]
     return check_outputs({**outputs, "--precip": req.precip}, inputs)
+
+
+def _missing(mask, ds, files) -> str:
+    """Refuse a mask with too many missing values (NaN in a float mask); the note of how many
+    were left out, naming the file (empty: none, or an integer mask, which has none)."""
+    source = ds[mask.name] if mask.name in ds.data_vars else None
+    if source is None or source.dtype.kind != "f":
+        return ""
+    note = check_missing(mask, source=str(files[0]))
+    return f"{files[0]}: {note}" if note else ""
 
 
 def _fields(req, ds, mask, files):
@@ -205,6 +217,8 @@ def compare_files(
     """
     ma, fa, da_ = open_mask(a, variable)
     mb, fb, db = open_mask(b, variable)
+    for m, f, d in ((ma, fa, da_), (mb, fb, db)):
+        _missing(m, d, f)  # more than a few missing values refused; the rest left out
     asked = {"--out": out, "--csv": csv, "--events": events, "--precip": precip}
     inputs = [*fa, *fb, *(p for f in fields or () for p in _listed(f))]
     with claims(check_outputs(asked, inputs).values()):  # one run at a time into them
