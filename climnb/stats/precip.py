@@ -33,6 +33,7 @@ import xarray as xr
 
 from climnb.channels import CLASS_NAMES
 from climnb.io.netcdf import normalize
+from climnb.io.plausible import check_plausible
 from climnb.stats.groups import CLASS_IDS, group_index
 from climnb.stats.masks import MISSING, check_missing, check_same_grid
 from climnb.stats.regions import BUILTIN, Region, region_masks
@@ -58,12 +59,15 @@ def precipitation(ds: xr.Dataset, *, source: str = "fields") -> xr.DataArray:
     Raises
     ------
     ValueError
-        Naming ``source``: no precipitation, or units that do not convert to m s-1.
+        Naming ``source``: no precipitation, units that do not convert to m s-1, or a rate
+        outside 0..2000 mm/day after them (:func:`climnb.io.plausible.check_plausible`).
     """
     try:
-        return normalize(ds, required=["PRECT"]).PRECT
+        rain = normalize(ds, required=["PRECT"]).PRECT
     except ValueError as err:
         raise ValueError(f"{source}: {err}") from None
+    check_plausible(rain, source=source)  # 0..2000 mm/day: else the units are wrong
+    return rain
 
 
 def attributed_precipitation(

@@ -26,6 +26,7 @@ import pandas as pd
 import xarray as xr
 
 from climnb.atomic import atomic_path, claims
+from climnb.io.plausible import check_plausible
 from climnb.outputs import check_outputs
 from climnb.stats.change import CompareConfig, Comparison, compare
 from climnb.stats.change_tables import compare_events, compare_precip
@@ -150,10 +151,17 @@ def _missing(mask, ds, files) -> str:
 
 def _fields(req, ds, mask, files):
     if not req.fields:
+        if req.events or req.landfall:  # intensities from the mask file's own fields
+            check_plausible(ds, source=str(files[0]), names=_INTENSITY)
         return ds
     fields = open_fields(expand(req.fields))
     _check_fields(mask, fields, str(files[0]), str(expand(req.fields)[0]))
+    if req.events or req.landfall:
+        check_plausible(fields, source=str(expand(req.fields)[0]), names=_INTENSITY)
     return fields
+
+
+_INTENSITY = ("PSL", "IVT", "TMQ")  # the fields events are measured on
 
 
 def _fields_name(req, files) -> str:
