@@ -27,6 +27,8 @@ EXAMPLE = (
 
 log = logging.getLogger(__name__)
 
+MAX_REGRID = 10.0  # degrees: coarser grids hold no storm (and pyresample fails on them)
+
 
 def add_arguments(parser):
     parser.add_argument(
@@ -121,6 +123,11 @@ def _check_outputs(sources, out, events) -> None:
 def run(args) -> int:
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    if args.regrid is not None and not 0 < args.regrid <= MAX_REGRID:  # NaN fails it too
+        raise ValueError(
+            f"--regrid takes the spacing of the regular grid in degrees, more than 0 and at "
+            f"most {MAX_REGRID:g} (e.g. 0.25 or 1), got {args.regrid:g}"
+        )
     from climnb.io.netcdf import expand_paths
 
     files = expand_paths(args.inputs)  # once: the globs as they are now

@@ -241,9 +241,10 @@ _FIELDS = ("UBOT", "VBOT", "U850", "V850", "PSL", "IVT", "IVTU", "IVTV")
 
 def _fields_at(fields: xr.Dataset | None, times) -> xr.Dataset | None:
     """The variables of ``fields`` that :func:`_step_fields` uses, at the mask's ``times``."""
-    if fields is None:
+    names = [v for v in _FIELDS if v in fields] if fields is not None else []
+    if not names:  # a mask-only file: no intensities
         return None
-    keep = fields[[v for v in _FIELDS if v in fields]]
+    keep = fields[names]
     where = {_key(t): i for i, t in enumerate(track_times(keep.time.values))}
     index = [where[_key(t)] for t in track_times(times)]  # the same dates, any time type
     return keep.isel(time=index).transpose("time", ...)

@@ -227,6 +227,7 @@ def compare_files(
     mb, fb, db = open_mask(b, variable)
     for m, f, d in ((ma, fa, da_), (mb, fb, db)):
         _missing(m, d, f)  # more than a few missing values refused; the rest left out
+    _warn_overlap(ma, mb, (str(fa[0]), str(fb[0])))
     asked = {"--out": out, "--csv": csv, "--events": events, "--precip": precip}
     inputs = [*fa, *fb, *(p for f in fields or () for p in _listed(f))]
     with claims(check_outputs(asked, inputs).values()):  # one run at a time into them
@@ -262,6 +263,23 @@ def _compare(ma, mb, fa, fb, da_, db, config, regions, out, csv, events, precip,
         if path is not None:
             _write_table(table, path, _change_dataset)
     return result
+
+
+def _warn_overlap(a, b, names) -> None:
+    """Say so when the two periods share time steps: the test takes them as independent."""
+    from climnb.tracks import track_times
+
+    shared = set(track_times(a.time.values)) & set(track_times(b.time.values))
+    if shared:
+        log.warning(
+            "%s and %s share %d of their time steps (%d and %d): the permutation test and the "
+            "bootstrap take the periods as independent, so the p-values are too small; compare "
+            "periods that do not overlap",
+            *names,
+            len(shared),
+            a.sizes["time"],
+            b.sizes["time"],
+        )
 
 
 def _listed(paths) -> list:
