@@ -1829,6 +1829,94 @@ def _(c):
     return ["kernel", "install", "--prefix", c.p("prefix"), "--name", "bad name/../x"]
 
 
+# --- outputs, claims, units and names: every output against every input, one run an output ---
+
+
+@case("score-csv-is-an-expert-file", "lead", ("--csv", "data-2000-01-01-00-1_1.nc"), SAME)
+def _(c):
+    expert = _expert(c, "expert/data-2000-01-01-00-1_1.nc")
+    return ["score", c.fields(), "--expert", str(c.d / "expert"), "--csv", expert]
+
+
+@case("score-csv-is-a-member-of-the-expert-glob", "lead", ("--csv", "data-2000"), SAME)
+def _(c):
+    expert = _expert(c, "data-2000-01-01-00-1_1.nc")
+    pattern = c.p("data-*.nc")
+    return ["score", c.fields(), "--expert", pattern, "--variable", "truth", "--csv", expert]
+
+
+@case("predict-out-inside-the-model", "lead", ("--out", "model"), r"inside the input")
+def _(c):
+    model = c.d / "model"
+    shutil.copytree(c.g.bundle, model)
+    return ["predict", "--model", str(model), c.fields(), "--out", str(model / "pred.nc")]
+
+
+@case("synth-events-is-out", "lead", ("--events", "f.nc"), SAME)
+def _(c):
+    return ["synth", "--n-time", "2", "--out", c.p("f.nc"), "--events", c.p("f.nc")]
+
+
+@case("label-out-claimed-by-a-live-run", "lead", ("labels.nc",), r"another run.*writing it")
+def _(c):
+    from climnb.atomic import claim_path
+
+    out = c.d / "labels.nc"
+    record = {"pid": os.getpid(), "host": __import__("socket").gethostname(), "token": "t"}
+    claim_path(out).write_text(json.dumps(record))  # this process: alive
+    return _label(c, c.fields(), "--out", str(out))
+
+
+@case("label-units-psl-hpa-on-pa", "lead", ("fields.nc", "PSL", "--units PSL="), r"plausible")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--units", "PSL=hPa")
+
+
+@case("label-units-tmq-in-metres", "lead", ("fields.nc", "TMQ", "--units TMQ="), r"plausible")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--units", "TMQ=m")
+
+
+@case("label-rename-onto-a-variable-it-has", "lead", ("--rename TMQ=PSL",), r"already")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--rename", "TMQ=PSL")
+
+
+@case("label-rename-then-units-as-advised", "lead", ("fields.nc", "PSL"), r"plausible")
+def _(c):  # TMQ's values as PSL under units Pa: the plausibility check, not 0 storms
+    def psl_from_tmq(ds):
+        ds["PSL"] = ds["TMQ"].assign_attrs(units="kg m-2")
+        return ds
+
+    f = c.fields("fields.nc", psl_from_tmq)
+    return _label(c, f, "--out", c.p("l.nc"), "--units", "PSL=Pa")
+
+
+@case("label-regrid-100", "lead", "--regrid", r"degrees")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--regrid", "100")
+
+
+@case("label-regrid-inf", "lead", "--regrid", r"degrees")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--regrid", "inf")
+
+
+@case("label-regrid-zero", "lead", "--regrid", r"degrees")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--regrid", "0")
+
+
+@case("kernel-empty-name", "lead", "--name", r"empty")
+def _(c):
+    return ["kernel", "install", "--prefix", c.p("prefix"), "--name", ""]
+
+
+@case("kernel-name-python3", "lead", "--name", r"standard Python kernel")
+def _(c):
+    return ["kernel", "install", "--prefix", c.p("prefix"), "--name", "python3"]
+
+
 # --- stats (issue 23): the cases live in tests/bad_input_stats.py ---------------------------------
 from bad_input_stats import STATS_CASES  # noqa: E402
 

@@ -236,6 +236,10 @@ def _key(t) -> tuple:
     return (t.year, t.month, t.day, t.hour, t.minute, t.second)
 
 
+#: How far (degrees) a track's centre may lie from the centre of its region in the mask: the
+#: tracks of these masks put it on the region's own centre (to the rounding of the file).
+_SAME_PLACE_DEG = 0.5
+
 _FIELDS = ("UBOT", "VBOT", "U850", "V850", "PSL", "IVT", "IVTU", "IVTV")
 
 
@@ -290,7 +294,7 @@ def _one_class(binary, k, obs, rows, step, lat, lon, extra, where_land, landfall
         d = np.hypot(t_lat - obs.lat.iat[r], (t_lon - obs.lon.iat[r] + 180) % 360 - 180)
         area = obs.area_km2.iat[r]
         d = d + 1e3 * (np.abs(t_area - area) > 1e-4 * area)  # the same region first
-        if d.min() >= 1e3:  # no region of this area at this step: not these masks' track
+        if d.min() > _SAME_PLACE_DEG:  # no region of its area and place: another mask's track
             unmatched.append(r)
             continue
         label = int(t_label[int(np.argmin(d))])
