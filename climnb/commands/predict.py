@@ -69,8 +69,8 @@ def run(args) -> int:
             flag = "--" + option.replace("_", "-")
             raise ValueError(f"{flag} must be at least 1, got {getattr(args, option)}")
     inputs = expand(args.inputs)
-    # before any work, against every input (the model bundle too): nothing is read yet
-    out = check_outputs({"--out": args.out}, [*inputs, args.model])["--out"]
+    # before any work, against every input (the model bundle's files too): nothing is read yet
+    out = check_outputs({"--out": args.out}, [*inputs, *_files(args.model)])["--out"]
     with claims([out]):  # one run at a time into this output
         return _run(args, inputs, out)
 
@@ -118,6 +118,18 @@ def _run(args, inputs, out) -> int:
         f"-> {out}\n  {shares}{rules}"
     )
     return 0
+
+
+def _files(model) -> list:
+    """The files of a model bundle (none of a folder that is not one: loading it says so)."""
+    from pathlib import Path
+
+    from climnb.bundle import META_FILE
+
+    model = Path(model)
+    if not (model / META_FILE).is_file():
+        return []
+    return [p for p in model.rglob("*") if p.is_file()]
 
 
 def _class_counts(path, n_classes: int) -> list[int]:

@@ -27,10 +27,10 @@ ZBOT        m                 ZBOT
 Units are read from each variable's ``units`` attribute and converted with pint (UDUNITS
 spellings through cf-xarray's registry): Pa/hPa, kg m-2/mm of water, m s-1/mm day-1/kg m-2 s-1
 (water density 1000 kg m-3), geopotential m2 s-2 divided by g = 9.80665, and precipitation
-given as an amount (ERA5 ``tp``, metres over the step; ``kg m-2`` over a model's step) divided
-by the period it accumulated over: the file's own time step (one hour, ERA5's, for a file of a
-single step), which the log states. A variable without ``units`` is taken to be in the
-channel's units, and the log says so.
+given as an amount (ERA5 ``tp``, metres over the hour; ``kg m-2`` over a model's step) divided
+by the period it accumulated over: ERA5's hour for ``tp`` (however the file samples the hours),
+else the file's own time step (one hour for a file of a single step), which the log states. A
+variable without ``units`` is taken to be in the channel's units, and the log says so.
 Anything else can be mapped by hand: ``variables={"my_pw": "TMQ"}`` (``--rename my_pw=TMQ``).
 pint is imported only when a unit string differs from the channel's, so canonical files pay
 nothing.
@@ -435,7 +435,7 @@ def _to_units(da: xr.DataArray, q: Quantity, source: str):
     units = str(raw).strip()
     if _same(units, q.units):
         return da.assign_attrs(attrs), ""
-    scale, offset, how = _conversion(units, q, source, _step_seconds(da))
+    scale, offset, how = _conversion(units, q, source, _accumulation(da, source))
     out = da * scale + offset if offset else da * scale
     return out.astype(da.dtype).assign_attrs(attrs), f"{units} -> {q.units}{how}"
 
@@ -474,10 +474,30 @@ def _step_seconds(da: xr.DataArray) -> float | None:
     return step if step > 0 else None
 
 
-def _conversion(units: str, q: Quantity, source: str, step_s: float | None = None):
+#: Names whose accumulations have a documented period: ERA5's ``tp`` is the amount of the hour
+#: ending at the step's time, however the file samples the hours (3-hourly, 6-hourly).
+_KNOWN_ACCUMULATION = {"tp": (_ERA5_ACCUMULATION_S, "ERA5's hour")}
+
+
+def _accumulation(da: xr.DataArray, source: str) -> tuple[float, str]:
+    """The period (seconds, and how it was found) over which an amount ``da`` accumulated:
+    the documented one of its name (ERA5 ``tp``: one hour), else the file's own time step;
+    one hour (ERA5's) for a file of a single step, which says so."""
+    known = _KNOWN_ACCUMULATION.get(source.split("@")[0])
+    if known is not None:
+        return known
+    step = _step_seconds(da)
+    if step is None:
+        return _ERA5_ACCUMULATION_S, "1 h assumed (ERA5's): a single step gives no time step"
+    return step, f"the file's time step, {step / 3600:g} h"
+
+
+def _conversion(
+    units: str, q: Quantity, source: str, accumulation: tuple[float, str] | None = None
+):
     """``(scale, offset, how)`` such that ``value * scale + offset`` is in ``q.units``; an
-    accumulated amount is taken over the file's time step ``step_s`` (seconds; one hour, as
-    ERA5's hourly data, for a file of one step)."""
+    accumulated amount is taken over ``accumulation`` (seconds, and how it was found:
+    :func:`_accumulation`)."""
     ureg = _registry()
 
     spelled = _ODD_UNITS.get(units, units)
@@ -491,12 +511,8 @@ def _conversion(units: str, q: Quantity, source: str, step_s: float | None = Non
         ) from err
     g = ureg.Quantity(G, "m s-2")
     water = ureg.Quantity(_WATER, "kg m-3")
-    hour = ureg.Quantity(step_s or _ERA5_ACCUMULATION_S, "s")
-    period = (
-        f"the file's time step, {step_s / 3600:g} h"
-        if step_s
-        else "assumed 1 h as in ERA5: a file of one step"
-    )
+    seconds, period = accumulation or (_ERA5_ACCUMULATION_S, "1 h assumed (ERA5's)")
+    hour = ureg.Quantity(seconds, "s")
     # physical equivalences tried after a plain conversion: water as mass or depth,
     # geopotential as height, an accumulated amount as a rate over ERA5's hour
     routes = [
