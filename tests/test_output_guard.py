@@ -299,3 +299,15 @@ def test_every_output_option_is_walked():
         ours = [s for s in SITUATIONS if s[0].split("-")[0] == name]
         walked = {s[1] for s in ours} | {s[2] for s in ours if s[3] == "output"}
         assert options == walked, name
+
+
+def test_a_hard_link_to_a_file_inside_an_input_folder_is_refused(tmp_path):
+    from climnb.outputs import OutputError, check_outputs
+
+    folder = tmp_path / "expert"
+    folder.mkdir()
+    (folder / "data-2000-01-01-00-1_0.nc").write_bytes(b"labels")
+    os.link(folder / "data-2000-01-01-00-1_0.nc", tmp_path / "scores.csv")
+    with pytest.raises(OutputError, match=r"--csv .*scores.csv is a hard link to .*1_0.nc"):
+        check_outputs({"--csv": tmp_path / "scores.csv"}, [tmp_path / "mask.nc", folder])
+    assert check_outputs({"--csv": tmp_path / "other.csv"}, [folder])["--csv"].name == "other.csv"
