@@ -202,6 +202,11 @@ def claim(path: str | os.PathLike) -> Iterator[Path]:
             _take_over(path, held)
         else:  # pragma: no cover - a claim reappearing a hundred times over
             raise OutputBusy(f"{path}: another run keeps claiming it; choose another output")
+    except OSError as err:  # a full disk fails a write that names no file: name the output
+        _remove_folders(made)
+        if err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     except BaseException:
         _remove_folders(made)
         raise
