@@ -1808,7 +1808,7 @@ def _(c):
 @case("score-no-time-in-common", "lead", "fields.nc", r"time|common|share")
 def _(c):
     def later(ds):
-        return ds.assign_coords(time=ds.time + pd.Timedelta(days=3650))
+        return ds.assign_coords(time=ds.time + pd.Timedelta(days=3653))  # 2010-01-01, as named
 
     expert = _expert(c, "data-2010-01-01-00-1_1.nc", later)
     return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
@@ -1843,6 +1843,12 @@ def _(c):
     expert = _expert(c, "data-2000-01-01-00-1_1.nc")
     pattern = c.p("data-*.nc")
     return ["score", c.fields(), "--expert", pattern, "--variable", "truth", "--csv", expert]
+
+
+@case("score-expert-file-named-for-another-step", "lead", "1_1.nc", r"its name says")
+def _(c):
+    expert = _expert(c, "data-2000-01-01-06-1_1.nc")  # holds the step of 2000-01-01 00:00
+    return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
 
 
 @case("predict-out-is-a-file-of-the-model", "lead", ("--out", "model"), SAME)
