@@ -1845,6 +1845,21 @@ def _(c):
     return ["score", c.fields(), "--expert", pattern, "--variable", "truth", "--csv", expert]
 
 
+_GRIB = Path(__file__).parent / "data" / "nam_florence_subset.grib2"
+
+
+@case("label-grib-missing-its-last-100-bytes", "lead", "nam.grib2", r"truncated")
+def _(c):
+    return _label(c, c.text("nam.grib2", _GRIB.read_bytes()[:-100]), "--out", c.p("l.nc"))
+
+
+@case("label-grib-damaged-header", "lead", "nam.grib2", r"damaged|not a GRIB")
+def _(c):
+    data = bytearray(_GRIB.read_bytes())
+    data[7] = 107  # the edition byte of the first message
+    return _label(c, c.text("nam.grib2", bytes(data)), "--out", c.p("l.nc"))
+
+
 @case("score-expert-file-named-for-another-step", "lead", "1_1.nc", r"its name says")
 def _(c):
     expert = _expert(c, "data-2000-01-01-06-1_1.nc")  # holds the step of 2000-01-01 00:00
