@@ -203,7 +203,7 @@ def _situations():
             "predict": ["fields", "model"],
             "tracks": ["fields"],
             "stats": ["mask", "fields", "tracks"],
-            "stats-compare": ["a", "b", "fa", "fb"],
+            "stats-compare": ["a", "fb"],  # a mask and a fields file of B: the other two alike
             "score": ["mask", "expert"],
             "synth": [],
         }[name]
