@@ -36,6 +36,8 @@ import xarray as xr
 
 from climnb.io.netcdf import input_grid, normalize
 from climnb.labels import label_dataset
+from climnb.stats import class_mask, frequency
+from climnb.tracks import track_events, tracks_to_dataset
 
 __all__ = ["ClimnbAccessor"]
 
@@ -83,8 +85,6 @@ class ClimnbAccessor:
         """Events of ``mask`` (a class mask on this grid, or the name of one in the Dataset)
         linked over time into tracks: a CF trajectory Dataset (see
         :func:`climnb.tracks.track_events`; keyword arguments go there)."""
-        from climnb.tracks import track_events, tracks_to_dataset
-
         mask = self._ds[mask] if isinstance(mask, str) else mask
         return tracks_to_dataset(track_events(self._canonical(mask), **kwargs))
 
@@ -125,8 +125,6 @@ class ClimnbAccessor:
         the Dataset's own (prediction, labels, truth, LABELS); ``by``: ``"all"``, ``"season"``
         or ``"month"`` (see :func:`climnb.stats.frequency`).
         """
-        from climnb.stats import class_mask, frequency
-
         mask = self._ds[mask] if isinstance(mask, str) else mask
         mask = class_mask(self._ds if mask is None else mask)
         freq = frequency(self._canonical(mask).assign_attrs(mask.attrs), by)

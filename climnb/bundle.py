@@ -28,8 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+import climnb
 from climnb.atomic import temp_path
 from climnb.channels import CLASS_NAMES
+from climnb.models import MODEL_NAMES, build_model, get_config
+from climnb.models.backend import import_keras
+from climnb.models.layers import register_layers
 
 __all__ = ["Bundle", "BundleError", "save_bundle", "load_bundle", "MODEL_FILE", "META_FILE"]
 
@@ -182,8 +186,6 @@ def save_bundle(
 
 
 def _metadata(model, channels, minval, maxval, name, preset, overrides, stride, extra) -> dict:
-    import climnb
-
     shape = tuple(model.input_shape[1:])
     if len(shape) != 3 or shape[-1] != len(channels):
         raise BundleError(
@@ -217,8 +219,6 @@ def _jsonable(obj):
 
 
 def _architecture_stride(name: str, preset: str, overrides: dict) -> int:
-    from climnb.models import get_config
-
     try:
         return get_config(name, preset, **overrides).stride
     except (ValueError, TypeError) as err:
@@ -300,9 +300,6 @@ def load_bundle(path: PathLike) -> Bundle:
 
 
 def _load_keras(path: Path):
-    from climnb.models.backend import import_keras
-    from climnb.models.layers import register_layers
-
     keras = import_keras()
     register_layers()  # climnb's own layers (batch norm, input channels) for model.keras files
     try:
@@ -313,9 +310,6 @@ def _load_keras(path: Path):
 
 def _rebuild(bundle: Bundle, saved, height: int, width: int):
     """The saved network for a (height, width) input, with the saved weights."""
-    from climnb.models import MODEL_NAMES, build_model
-    from climnb.models.backend import import_keras
-
     shape = (height, width, len(bundle.channels))
     log.info("rebuilding %s for input %s x %s", bundle.name, height, width)
     try:

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import climnb.labels
 from climnb.atomic import atomic_path
+from climnb.labels import LabelConfig
 from climnb.versions import __version__, written_by
 
 if TYPE_CHECKING:
@@ -470,7 +472,6 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
 def _teacher_config(model: Path):
     """The teacher's settings the model bundle records, else the labeller's defaults."""
     from climnb.bundle import META_FILE, load_bundle
-    from climnb.labels import LabelConfig
     from climnb.postprocess import teacher_config
 
     recorded = teacher_config(load_bundle(model)) if (model / META_FILE).exists() else None
@@ -479,8 +480,6 @@ def _teacher_config(model: Path):
 
 def _teacher(path: Path, ds: xr.Dataset, config) -> np.ndarray:
     import xarray as xr
-
-    import climnb.labels
 
     if path.exists():
         with xr.open_dataset(path) as lab:

@@ -47,13 +47,16 @@ import h5py
 import numpy as np
 import xarray as xr
 
+import climnb
 from climnb.bundle import Bundle, BundleError, load_bundle
 from climnb.grid import cf_coords, to_caller_grid
 from climnb.io.manifest import sha256_file
+from climnb.io.netcdf import normalize
 from climnb.io.samples import SampleError, inspect_sample, read_sample
 from climnb.io.sampleset import SAMPLE_GLOB, SPLITS, SampleSet
 from climnb.labels.config import ARConfig
 from climnb.postprocess import apply_river_rules, river_config
+from climnb.store import input_grid, open_fields
 
 __all__ = ["predict", "predict_batch", "open_input", "pad_fields"]
 
@@ -86,7 +89,6 @@ def _open_source(source: xr.Dataset | PathLike | Sequence[PathLike]) -> xr.Datas
     files = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if all(_is_samples(f) for f in files):
         return _open_samples(files)
-    from climnb.store import open_fields
 
     return open_fields(files)
 
@@ -102,7 +104,6 @@ def _channels(ds: xr.Dataset, channels: Sequence[str], source) -> xr.Dataset:
             f"the model needs {', '.join(channels)}; the input has "
             f"{', '.join(map(str, ds.data_vars)) or 'no variables'}"
         )
-    from climnb.io.netcdf import normalize
 
     return normalize(ds[list(channels)], required=channels)
 
@@ -450,8 +451,6 @@ def _describe(source) -> str:
 
 
 def _input_grid(source):
-    from climnb.store import input_grid
-
     return input_grid(source)
 
 
@@ -470,8 +469,6 @@ def _stacked(ds: xr.Dataset, channels: Sequence[str], batch_size: int):
 
 
 def _as_xarray(bundle: Bundle, ds: xr.Dataset, classes, probs) -> xr.DataArray | xr.Dataset:
-    import climnb
-
     coords = {
         k: v for k, v in cf_coords(ds).coords.items() if set(v.dims) <= {"time", "lat", "lon"}
     }

@@ -11,14 +11,13 @@ from bad_input_cases import SAME, Case, Ctx
 __all__ = ["STATS_CASES"]
 
 STATS_CASES: list[Case] = []
-OWNER = "lead"
 
 
 def case(id: str, names: tuple[str, ...] | str, keyword: str):
     names = (names,) if isinstance(names, str) else names
 
     def register(build):
-        STATS_CASES.append(Case(id, OWNER, build, names, keyword))
+        STATS_CASES.append(Case(id, build, names, keyword))
         return build
 
     return register

@@ -273,7 +273,6 @@ def _build(command: str, option: str, what: str, how: str, extra):
 def test_no_output_overwrites_an_input(command, option, what, how, golden, extra, tmp_path):
     case = Case(
         f"{command}-{option}-{what}-{how}",
-        "lead",
         _build(command, option, what, how, extra),
         (option,),
         SAME,

@@ -2,6 +2,8 @@
 
 import sys
 
+from climnb.kernel import DEFAULT_NAME, install_kernel
+
 HELP = "register this environment as a Jupyter kernel, with PATH and quiet TensorFlow logging"
 EXAMPLE = "climnb kernel install --user"
 MISSING = {
@@ -11,8 +13,6 @@ MISSING = {
 
 
 def add_arguments(parser):
-    from climnb.kernel import DEFAULT_NAME
-
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     install = actions.add_parser(
         "install",
@@ -40,8 +40,6 @@ _STANDARD = ("python3", "python2", "python")  # the kernels Jupyter installs its
 
 
 def run(args) -> int:
-    from climnb.kernel import DEFAULT_NAME, install_kernel
-
     name = args.name.strip()
     if not name:
         raise ValueError(

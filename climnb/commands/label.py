@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from climnb.atomic import claims, remove_leftovers
@@ -48,6 +49,15 @@ def add_arguments(parser):
         help="'paper' uses the paper's percentile masks; 'ivt' draws rivers as IVT >= 250 "
         "objects (also from the proxy TMQ x |V850|); default: rivers from IVT when the input "
         "has it, else half-maximum edges of the moisture",
+    )
+    parser.add_argument(
+        "--storm-tracks",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="keep only the storms of cyclone tracks (TempestExtremes' StitchNodes rules: at "
+        "least 54 h, gaps up to 24 h, formed over the ocean between 5 and 30 deg, 54 h over "
+        "the ocean; docs/own-data.md); default 'auto': when there is no warm-core check (no "
+        "T200, T500, as from ERA5's msl and vo) and the input spans 54 h",
     )
     parser.add_argument(
         "--classes",
@@ -147,6 +157,7 @@ def _run(args, files, out, events_path) -> int:
     for path in (out, events_path):  # what a killed earlier run of this output left
         remove_leftovers(path.parent, path.name)
     config = LabelConfig.recipe(args.recipe, ar_percentile=args.ar_percentile)
+    config = replace(config, tc=replace(config.tc, tracks=args.storm_tracks))
     renames = _pairs(args.rename)
     units = _pairs(args.units, "--units", "VAR=UNITS")
     ds = open_dataset(files, variables=renames, units=units, canonical=False, regrid=args.regrid)

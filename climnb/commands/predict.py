@@ -6,6 +6,9 @@ work (never an input, never a directory, writable). ``--river-rules`` puts the p
 through the river definition's object rules (:mod:`climnb.postprocess`) in the same pass.
 """
 
+from climnb.atomic import claims, remove_leftovers
+from climnb.outputs import check_outputs
+
 HELP = "run a trained model over NetCDF, Zarr or DeepCAM sample files, writing NetCDF or Zarr"
 EXAMPLE = (
     "climnb predict --model runs/toy/model data/new/*.nc --out predictions.zarr [--river-rules]"
@@ -60,8 +63,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from climnb.atomic import claims
-    from climnb.outputs import check_outputs
     from climnb.store import expand
 
     for option in ("batch_size", "workers"):
@@ -78,7 +79,6 @@ def run(args) -> int:
 def _run(args, inputs, out) -> int:
     import xarray as xr
 
-    from climnb.atomic import remove_leftovers
     from climnb.bundle import load_bundle
     from climnb.predict import predict
     from climnb.store import write

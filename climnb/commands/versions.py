@@ -1,5 +1,7 @@
 """``climnb versions``: the versions of the stack, for bug reports."""
 
+from climnb.versions import show_versions
+
 HELP = "print the versions of climnb's stack and how Horovod was built"
 EXAMPLE = "climnb versions"
 
@@ -9,7 +11,5 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from climnb.versions import show_versions
-
     show_versions()
     return 0

@@ -62,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from climnb import outputs
-from climnb.atomic import OutputBusy, owner_alive, remove_leftovers, temp_path
+from climnb.atomic import OutputBusy, atomic_path, owner_alive, remove_leftovers, temp_path
 from climnb.channels import CHANNEL_NAMES
 from climnb.io.manifest import MANIFEST_NAME, Entry, Manifest, ManifestError, sha256_file
 from climnb.io.samples import (
@@ -904,8 +904,6 @@ def write_heldout(
         its steps.
     """
     import xarray as xr
-
-    from climnb.atomic import atomic_path
 
     ss = sample_set if isinstance(sample_set, SampleSet) else SampleSet.open(sample_set)
     if split not in ss.splits or not ss.files(split):

@@ -165,20 +165,20 @@ class TCConfig:
     vorticity_window_deg : size of the window in which a vorticity maximum must be the largest.
     psl_search_deg : the sea-level pressure minimum must lie within this distance of the
         vorticity maximum; it becomes the storm centre.
-    pressure_rise_pa, pressure_rise_deg : pressure must rise by this much within this distance
-        of the centre in every direction (a closed low).
+    pressure_rise_pa, pressure_rise_deg : a closed low: every path from the centre to this
+        great-circle distance climbs this much (TempestExtremes: 200 Pa within 5.5 degrees).
     warm_core_k, warm_core_deg : the largest ``(T200 + T500) / 2`` within ``psl_search_deg`` of
         the centre must exceed its mean on the ring at ``warm_core_deg`` by this much (a warm
         core; both relative to the median of their latitude row). TECA asks for the fall in
         every direction, which the equator-to-pole gradient defeats for weak, broad storms.
     thickness_rise_m, thickness_deg : optional check of the ``Z200 - Z1000`` thickness in the same
         way (TECA: 50 m within 4 degrees); None switches it off.
-    max_abs_lat : storms are looked for within this latitude (TECA: 80).
+    max_abs_lat : storms are looked for within this latitude: 50 degrees, TempestExtremes'
+        bound (poleward of it, deep lows with a warm core are extratropical or transitioning).
     max_abs_lat_no_warm_core : without T200 and T500 (no warm-core check: storms from pressure
         minima with cyclonic vorticity alone, as from ERA5's ``msl`` and ``vo``), centres are
         looked for only within this latitude: poleward of it, the deep lows with strong
         cyclonic vorticity are mostly extratropical, which only a warm core tells apart.
-    n_directions : number of compass directions of the closed-contour checks.
     box_radius_km, box_margin_deg : half size of the box around each centre in which the mask
         is drawn: the largest storm radius expected plus a margin.
     mask_fields : fields thresholded in the box; their union is the storm's mask.
@@ -192,21 +192,32 @@ class TCConfig:
         ``"percentile"``: at the ``percentile`` of the field within the box (the paper).
     percentile : the percentile of ``threshold="percentile"`` (93 in the paper's code).
     edge_fraction : see ``threshold``.
-    merge_deg : candidates closer than this are one storm (the one with lower pressure).
+    merge_deg : candidates closer than this are one storm (the one with lower pressure;
+        TempestExtremes: 6 degrees).
+    tracks : whether the storms of a run are stitched into tracks and only those on a
+        cyclone's track kept (:mod:`climnb.labels.stitch`): ``"auto"`` (default) when there is
+        no warm-core check (no ``T200``, ``T500``: pressure and vorticity alone cannot tell a
+        tropical cyclone from a heat low or a monsoon depression, its track can) and the input
+        spans ``min_lifetime_h``; ``"on"``, ``"off"``.
+    min_lifetime_h : a track lasts at least this long (TempestExtremes: 54 h; TECA: 2 days).
+    max_gap_h : a track may go this long without a centre (TempestExtremes: 24 h).
+    max_speed_kmh : fastest centre motion linked (TempestExtremes: 8 degrees in 6 h).
+    genesis_lat : a track starts between these latitudes (Gray 1968: 5 to 30 degrees).
+    min_ocean_h : a track starts over the ocean and spends at least this long over it
+        (TempestExtremes: 10 six-hourly points over low ground).
     """
 
     min_vorticity: float = 5.0e-5
     vorticity_window_deg: float = 7.75
     psl_search_deg: float = 2.0
-    pressure_rise_pa: float = 400.0
-    pressure_rise_deg: float = 5.0
+    pressure_rise_pa: float = 200.0
+    pressure_rise_deg: float = 5.5
     warm_core_k: float = 0.8
     warm_core_deg: float = 5.0
     thickness_rise_m: float | None = None
     thickness_deg: float = 4.0
-    max_abs_lat: float = 80.0
+    max_abs_lat: float = 50.0
     max_abs_lat_no_warm_core: float = 30.0
-    n_directions: int = 8
     box_radius_km: float = 800.0
     box_margin_deg: float = 3.0
     mask_fields: tuple[str, ...] = ("TMQ", "PRECT")
@@ -214,10 +225,20 @@ class TCConfig:
     threshold: Literal["half_max", "percentile"] = "half_max"
     percentile: float = 93.0
     edge_fraction: float = 0.5
-    merge_deg: float = 4.0
+    merge_deg: float = 6.0
+    tracks: Literal["auto", "on", "off"] = "auto"
+    min_lifetime_h: float = 54.0
+    max_gap_h: float = 24.0
+    max_speed_kmh: float = 150.0
+    genesis_lat: tuple[float, float] = (5.0, 30.0)
+    min_ocean_h: float = 54.0
 
     def __post_init__(self):
         _check_choice(self, "threshold", ("half_max", "percentile"))
+        _check_choice(self, "tracks", ("auto", "on", "off"))
+        lo, hi = self.genesis_lat
+        if not 0 <= lo < hi <= 90:
+            raise ValueError(f"TCConfig.genesis_lat must be 0 <= lo < hi <= 90, got {lo, hi}")
         _check_range(self, "percentile", 0.0, 100.0)
         _check_range(self, "edge_fraction", 0.0, 1.0)
         _check_range(self, "max_abs_lat", 0.0, 90.0)

@@ -43,11 +43,11 @@ import pandas as pd
 import xarray as xr
 
 from climnb.channels import CLASS_NAMES
-from climnb.stats.change import HEADLINE_COLUMNS, CompareConfig, _check_pair, fdr_mask
+from climnb.stats.change import HEADLINE_COLUMNS, CompareConfig, check_pair, fdr_mask
 from climnb.stats.events import event_steps, event_table
 from climnb.stats.groups import CLASS_IDS, group_index
 from climnb.stats.masks import check_same_grid
-from climnb.stats.precip import _MM_DAY, _thresholds, precip_sums
+from climnb.stats.precip import MM_DAY, percentile_thresholds, precip_sums
 from climnb.stats.regions import BUILTIN, Region
 from climnb.tracks import track_times
 
@@ -180,7 +180,7 @@ def compare_events(
         :data:`CHANGE_COLUMNS`, one row per quantity, class and region.
     """
     config = config or CompareConfig()
-    _check_pair(a, b, names)
+    check_pair(a, b, names)
     regions = list(regions or [BUILTIN["global"]])
     blocks = [_blocks(m.time, config.block, n) for m, n in ((a, names[0]), (b, names[1]))]
     per_block = []
@@ -267,7 +267,7 @@ def compare_precip(
         region (fractions), and ``mean_mm_day`` (class ``all``) per region.
     """
     config = config or CompareConfig()
-    _check_pair(a, b, names)
+    check_pair(a, b, names)
     regions = list(regions or [BUILTIN["global"]])
     for m, n in ((a, names[0]), (b, names[1])):
         _blocks(m.time, config.block, n)
@@ -277,7 +277,7 @@ def compare_precip(
         [precip_a.sel(time=a.time).drop_vars("time"), precip_b.sel(time=b.time).drop_vars("time")],
         "time",
     )
-    (thresholds,) = dask.compute(_thresholds(pooled, percentiles))
+    (thresholds,) = dask.compute(percentile_thresholds(pooled, percentiles))
     sa, sb = (
         precip_sums(
             m,
@@ -295,7 +295,7 @@ def compare_precip(
     rng = np.random.default_rng(config.seed)
     rows = []
     for r, region in enumerate(regions):
-        rate = [_MM_DAY * s.sums[:, 0, 0, r] / area[r] for s in (sa, sb)]
+        rate = [MM_DAY * s.sums[:, 0, 0, r] / area[r] for s in (sa, sb)]
         s = ratio_change(
             rate[0][:, None], sa.steps[:, None], rate[1][:, None], sb.steps[:, None], config, rng
         )

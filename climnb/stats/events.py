@@ -240,6 +240,18 @@ def _key(t) -> tuple:
 #: tracks of these masks put it on the region's own centre (to the rounding of the file).
 _SAME_PLACE_DEG = 0.5
 
+
+def datetime_mask(obj):
+    """``obj`` with numpy datetimes: a noleap or 360-day calendar converted (its dates moved;
+    :func:`event_steps` no longer uses it: it keeps the file's own calendar)."""
+    if obj.time.dtype == object:
+        obj = obj.convert_calendar("standard", align_on="year", use_cftime=False)
+    return obj
+
+
+_datetime_mask = datetime_mask  # the old private name, for one release
+
+
 _FIELDS = ("UBOT", "VBOT", "U850", "V850", "PSL", "IVT", "IVTU", "IVTV")
 
 

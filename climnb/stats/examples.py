@@ -21,6 +21,9 @@ from pathlib import Path
 
 import xarray as xr
 
+from climnb.bundle import load_bundle
+from climnb.io.netcdf import open_dataset
+from climnb.labels import label_dataset
 from climnb.stats.change import CompareConfig, Comparison, compare
 from climnb.stats.change_tables import compare_events, compare_precip
 from climnb.stats.masks import class_mask
@@ -71,9 +74,6 @@ def labels_and_prediction(
         truth stands in (and says so).
     n_steps : the first steps used (default all).
     """
-    import climnb.accessor  # noqa: F401  (ds.climnb)
-    from climnb.io.netcdf import open_dataset
-
     notes = []
     steps = slice(0, n_steps)
     if Path(labels_path).exists():
@@ -81,16 +81,16 @@ def labels_and_prediction(
     else:
         notes.append(f"no {labels_path}: labelled {n_steps or 8} new synthetic steps")
         ds, _ = make_dataset(n_time=n_steps or 8, seed=0)
-        ds = ds.assign(labels=ds.climnb.label().load())
+        ds = ds.assign(labels=label_dataset(ds)[0].load())
     if "TMQ" not in ds and fields_path is not None and Path(fields_path).exists():
         fields = open_dataset(fields_path).isel(time=steps)
         ds = fields.assign(labels=ds.labels.assign_coords(time=fields.time))
     labels = class_mask(ds, "labels", source=str(labels_path)).load()
     if model_path is not None and Path(model_path, "climnb.json").exists():
-        from climnb.bundle import load_bundle
+        from climnb.predict import predict
 
         bundle = load_bundle(model_path)
-        prediction = class_mask(ds.climnb.predict(bundle).load())
+        prediction = class_mask(predict(bundle, ds).load())
         name = f"{bundle.name} prediction"
     else:
         notes.append(

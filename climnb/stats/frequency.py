@@ -29,6 +29,7 @@ from climnb.channels import CLASS_NAMES
 from climnb.grid import cf_coords
 from climnb.stats.groups import CLASS_IDS, class_counts
 from climnb.stats.masks import MISSING, mask_classes
+from climnb.store import write
 
 __all__ = ["frequency", "frequency_from_counts", "write_frequency", "period_attrs"]
 
@@ -120,7 +121,5 @@ def _iso(t) -> str:
 
 def write_frequency(freq: xr.Dataset, path: str | os.PathLike) -> Path:
     """Write a frequency Dataset as NetCDF (or Zarr, for ``*.zarr``), atomically, in one pass."""
-    from climnb.store import write
-
     encoding = {"frequency": {"dtype": "float32", "zlib": True}}
     return write(freq, Path(path), encoding=encoding)

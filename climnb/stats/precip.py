@@ -48,7 +48,8 @@ __all__ = [
 
 #: Columns of :func:`attributed_precipitation`.
 PRECIP_COLUMNS = ("region", "season", "class_name", "measure", "mean_mm_day", "share")
-_MM_DAY = 1000.0 * 86400.0  # m s-1 -> mm day-1
+MM_DAY = 1000.0 * 86400.0  # m s-1 -> mm day-1
+_MM_DAY = MM_DAY  # the old private name, for one release
 _CHUNK_BYTES = 128 * 2**20
 
 
@@ -149,7 +150,7 @@ def precip_sums(
     weights = region_masks(regions, lat, lon, source=source) * np.cos(np.radians(lat))[:, None]
     idx, labels = group_index(mask.time, by)
     if thresholds is None:
-        (thresholds,) = dask.compute(_thresholds(precip, percentiles))
+        (thresholds,) = dask.compute(percentile_thresholds(precip, percentiles))
     thresholds = np.asarray(thresholds, np.float64)
     m, p = _dask(mask.data, precip.data)
     p = p.rechunk(m.chunks)
@@ -193,13 +194,16 @@ def _dask(*arrays):
     return [a if isinstance(a, da.Array) else da.from_array(a, chunks=(1, -1, -1)) for a in arrays]
 
 
-def _thresholds(precip: xr.DataArray, percentiles) -> da.Array:
+def percentile_thresholds(precip: xr.DataArray, percentiles) -> da.Array:
     """(percentile, lat, lon) thresholds, each point's own over the period (lazy)."""
     nt, _, nx = precip.shape
     rows = max(1, int(_CHUNK_BYTES // max(nt * nx * 8, 1)))
     series = precip.chunk({"time": -1, "lat": rows, "lon": -1})
     q = series.quantile([v / 100.0 for v in percentiles], dim="time")
     return q.data if isinstance(q.data, da.Array) else da.from_array(q.data)
+
+
+_thresholds = percentile_thresholds  # the old private name, for one release
 
 
 def _sums_block(m, p, g, q, w, n_groups):
@@ -242,7 +246,7 @@ def _table(ps: PrecipSums, percentiles, regions) -> pd.DataFrame:
                             "season": group,
                             "class_name": CLASS_NAMES[k],
                             "measure": measure,
-                            "mean_mm_day": _MM_DAY * total / valid[gi, r]
+                            "mean_mm_day": MM_DAY * total / valid[gi, r]
                             if valid[gi, r] > 0
                             else np.nan,
                             "share": sums[gi, c, v, r] / total if total > 0 else np.nan,

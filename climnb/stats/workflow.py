@@ -35,7 +35,7 @@ from climnb.stats.frequency import frequency, write_frequency
 from climnb.stats.masks import check_missing, check_same_grid, class_mask
 from climnb.stats.precip import attributed_precipitation, precipitation
 from climnb.stats.regions import BUILTIN, Region
-from climnb.store import expand, open_fields
+from climnb.store import expand, open_fields, write
 from climnb.tracks import read_tracks
 
 __all__ = ["StatsRequest", "summarize", "compare_files", "open_mask"]
@@ -254,8 +254,6 @@ def _compare(ma, mb, fa, fb, da_, db, config, regions, out, csv, events, precip,
         )
     # everything is computed and checked: now write
     if out is not None:
-        from climnb.store import write
-
         write(result.maps, Path(out))
     if csv is not None:
         _write_table(result.table, csv)

@@ -33,6 +33,8 @@ import xarray as xr
 
 from climnb.channels import CLASS_NAMES
 from climnb.labels.events import events_from_mask  # re-exported: it lived here before
+from climnb.tracks import track_summary
+from climnb.viz.coastlines import clip_lines, joined
 from climnb.viz.explorer import coastlines, field_image, mask_image
 from climnb.viz.fields import CLASS_COLORS
 from climnb.viz.notebook import is_interactive
@@ -118,8 +120,6 @@ def track_paths(
     """Tracks (rows of :func:`climnb.tracks.track_events`) as lines through their centres,
     cyclones red and rivers blue, with a dot where each formed; cut to a lon/lat box (in the
     box's longitude convention, so windows across the seam show them too)."""
-    from climnb.viz.coastlines import clip_lines, joined
-
     layers = []
     for name, color in _COLORS.items():
         sel = tracks[tracks.class_name == name].sort_values(["track_id", "time"])
@@ -293,8 +293,6 @@ def event_view(
 
 def track_table(tracks: pd.DataFrame, *, height: int = 220, width: int = 460) -> hv.Table:
     """One row per track: class, start, steps, lifetime, distance and speeds (rounded)."""
-    from climnb.tracks import track_summary
-
     summary = track_summary(tracks).reset_index()
     cols = ["track_id", "class_name", "start", "steps", "lifetime_h", "distance_km"]
     frame = summary[cols + ["mean_speed_kmh", "max_speed_kmh"]].copy()

@@ -51,6 +51,7 @@ from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
 from climnb.labels.scores import class_iou, iou_by_step
 from climnb.models.metrics import confusion_matrix_np, iou_from_confusion
 from climnb.viz.coastlines import COLOR as COAST_COLOR
+from climnb.viz.coastlines import coastline_path, coastline_xy
 from climnb.viz.fields import CLASS_COLORS
 from climnb.viz.notebook import LIVE_ONLY, is_interactive
 
@@ -174,8 +175,6 @@ def _step(da: xr.DataArray, time) -> xr.DataArray:
 
 def coastlines(da: xr.DataArray | xr.Dataset, x_range: Range = None, y_range: Range = None):
     """Shorelines over the extent of ``da`` (or the visible range) as an ``hv.Path``."""
-    from climnb.viz.coastlines import coastline_path
-
     lon, lat = da.lon.values, da.lat.values
     if x_range is None or None in x_range:
         x_range = (float(lon.min()), float(lon.max()))
@@ -902,7 +901,5 @@ def explorer_app(
 
 
 def coastline_xy_or_empty(x_range, y_range) -> np.ndarray:
-    from climnb.viz.coastlines import coastline_xy
-
     xy = coastline_xy(x_range, y_range)
     return xy if len(xy) else np.full((1, 2), np.nan)

@@ -24,7 +24,7 @@ import xarray as xr
 from climnb.io.netcdf import normalize
 from climnb.labels.ar import river_strength
 from climnb.labels.config import ARConfig
-from climnb.viz.fields import channel_over_time
+from climnb.viz.fields import channel_over_time, mask_overlay
 
 __all__ = ["ivt_threshold_map", "labels_over_time", "river_agreement"]
 
@@ -143,8 +143,6 @@ def river_agreement(
 def sources_view(found, sources, *, width: int = 640, height: int = 320) -> hv.Layout:
     """IVT with the labels on top (red storms, blue rivers), one panel a source, of
     :func:`climnb.labels.inputs.label_as_they_come`'s result ``found``."""
-    from climnb.viz.fields import mask_overlay
-
     style = dict(cmap="YlGnBu", colorbar=True, width=width, height=height)
     views = [
         hv.Image(found.ivt[source], ["lon", "lat"]).opts(title=f"{source}: IVT and labels", **style)
