@@ -1919,6 +1919,19 @@ def _(c):
     return _label(c, c.fields(), "--out", c.p("l.nc"), "--regrid", "0")
 
 
+@case("verify-csv-is-the-best-track-file", ("--csv", "ibtracs.csv"), SAME)
+def _(c):
+    best = c.text("ibtracs.csv", "SID,ISO_TIME,LAT,LON,USA_WIND\n")
+    return ["verify", c.fields("tracks.nc"), "--best-track", best, "--csv", best]
+
+
+@case("verify-csv-and-tracks-csv-are-one-file", ("--tracks-csv", "v.csv"), r"same file")
+def _(c):
+    best = c.text("ibtracs.csv", "SID,ISO_TIME,LAT,LON,USA_WIND\n")
+    argv = ["verify", c.fields("tracks.nc"), "--best-track", best, "--csv", c.p("v.csv")]
+    return [*argv, "--tracks-csv", c.p("v.csv")]
+
+
 @case("kernel-empty-name", "--name", r"empty")
 def _(c):
     return ["kernel", "install", "--prefix", c.p("prefix"), "--name", ""]
