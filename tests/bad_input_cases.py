@@ -1798,7 +1798,7 @@ def _(c):
 @case("score-no-time-in-common", "fields.nc", r"time|common|share")
 def _(c):
     def later(ds):
-        return ds.assign_coords(time=ds.time + pd.Timedelta(days=3650))
+        return ds.assign_coords(time=ds.time + pd.Timedelta(days=3653))  # 2010-01-01, as named
 
     expert = _expert(c, "data-2010-01-01-00-1_1.nc", later)
     return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
@@ -1817,6 +1817,129 @@ def _(c):
 @case("kernel-bad-name", "--name|bad name", r"name|letters|character")
 def _(c):
     return ["kernel", "install", "--prefix", c.p("prefix"), "--name", "bad name/../x"]
+
+
+# --- outputs, claims, units and names: every output against every input, one run an output ---
+
+
+@case("score-csv-is-an-expert-file", ("--csv", "data-2000-01-01-00-1_1.nc"), SAME)
+def _(c):
+    expert = _expert(c, "expert/data-2000-01-01-00-1_1.nc")
+    return ["score", c.fields(), "--expert", str(c.d / "expert"), "--csv", expert]
+
+
+@case("score-csv-is-a-member-of-the-expert-glob", ("--csv", "data-2000"), SAME)
+def _(c):
+    expert = _expert(c, "data-2000-01-01-00-1_1.nc")
+    pattern = c.p("data-*.nc")
+    return ["score", c.fields(), "--expert", pattern, "--variable", "truth", "--csv", expert]
+
+
+_GRIB = Path(__file__).parent / "data" / "nam_florence_subset.grib2"
+
+
+@case("label-grib-missing-its-last-100-bytes", "nam.grib2", r"truncated")
+def _(c):
+    return _label(c, c.text("nam.grib2", _GRIB.read_bytes()[:-100]), "--out", c.p("l.nc"))
+
+
+@case("label-grib-damaged-header", "nam.grib2", r"damaged|not a GRIB")
+def _(c):
+    data = bytearray(_GRIB.read_bytes())
+    data[7] = 107  # the edition byte of the first message
+    return _label(c, c.text("nam.grib2", bytes(data)), "--out", c.p("l.nc"))
+
+
+@case("score-expert-file-named-for-another-step", "1_1.nc", r"its name says")
+def _(c):
+    expert = _expert(c, "data-2000-01-01-06-1_1.nc")  # holds the step of 2000-01-01 00:00
+    return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
+
+
+@case("predict-out-is-a-file-of-the-model", ("--out", "model"), SAME)
+def _(c):
+    model = c.d / "model"
+    shutil.copytree(c.g.bundle, model)
+    target = sorted(p for p in model.rglob("*") if p.is_file())[0]
+    return ["predict", "--model", str(model), c.fields(), "--out", str(target)]
+
+
+@case("synth-events-is-out", ("--events", "f.nc"), SAME)
+def _(c):
+    return ["synth", "--n-time", "2", "--out", c.p("f.nc"), "--events", c.p("f.nc")]
+
+
+@case("label-out-claimed-by-a-live-run", ("labels.nc",), r"another run.*writing it")
+def _(c):
+    from climnb.atomic import claim_path
+
+    out = c.d / "labels.nc"
+    record = {"pid": os.getpid(), "host": __import__("socket").gethostname(), "token": "t"}
+    claim_path(out).write_text(json.dumps(record))  # this process: alive
+    return _label(c, c.fields(), "--out", str(out))
+
+
+@case("label-units-psl-hpa-on-pa", ("fields.nc", "PSL", "--units PSL="), r"plausible")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--units", "PSL=hPa")
+
+
+@case("label-units-tmq-in-metres", ("fields.nc", "TMQ", "--units TMQ="), r"plausible")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--units", "TMQ=m")
+
+
+@case("label-rename-onto-a-variable-it-has", ("--rename TMQ=PSL",), r"already")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--rename", "TMQ=PSL")
+
+
+@case("label-rename-then-units-as-advised", ("fields.nc", "PSL"), r"plausible")
+def _(c):  # TMQ's values as PSL under units Pa: the plausibility check, not 0 storms
+    def psl_from_tmq(ds):
+        ds["PSL"] = ds["TMQ"].assign_attrs(units="kg m-2")
+        return ds
+
+    f = c.fields("fields.nc", psl_from_tmq)
+    return _label(c, f, "--out", c.p("l.nc"), "--units", "PSL=Pa")
+
+
+@case("label-regrid-100", "--regrid", r"degrees")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--regrid", "100")
+
+
+@case("label-regrid-inf", "--regrid", r"degrees")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--regrid", "inf")
+
+
+@case("label-regrid-zero", "--regrid", r"degrees")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--regrid", "0")
+
+
+@case("verify-csv-is-the-best-track-file", ("--csv", "ibtracs.csv"), SAME)
+def _(c):
+    best = c.text("ibtracs.csv", "SID,ISO_TIME,LAT,LON,USA_WIND\n")
+    return ["verify", c.fields("tracks.nc"), "--best-track", best, "--csv", best]
+
+
+@case("verify-csv-and-tracks-csv-are-one-file", ("--tracks-csv", "v.csv"), r"same file")
+def _(c):
+    best = c.text("ibtracs.csv", "SID,ISO_TIME,LAT,LON,USA_WIND\n")
+    argv = ["verify", c.fields("tracks.nc"), "--best-track", best, "--csv", c.p("v.csv")]
+    return [*argv, "--tracks-csv", c.p("v.csv")]
+
+
+@case("kernel-empty-name", "--name", r"empty")
+def _(c):
+    return ["kernel", "install", "--prefix", c.p("prefix"), "--name", ""]
+
+
+@case("kernel-name-python3", "--name", r"standard Python kernel")
+def _(c):
+    return ["kernel", "install", "--prefix", c.p("prefix"), "--name", "python3"]
 
 
 # --- stats: the cases live in tests/bad_input_stats.py ----------------------------------------

@@ -36,7 +36,21 @@ def add_arguments(parser):
     )
 
 
+_STANDARD = ("python3", "python2", "python")  # the kernels Jupyter installs itself
+
+
 def run(args) -> int:
+    name = args.name.strip()
+    if not name:
+        raise ValueError(
+            f"--name is empty: give the kernel a name of letters, digits, '-', '_' or '.' "
+            f"(default {DEFAULT_NAME})"
+        )
+    if name.lower() in _STANDARD:
+        raise ValueError(
+            f"--name {args.name}: that is the standard Python kernel's name, which this one "
+            f"would shadow; give another (default {DEFAULT_NAME})"
+        )
     done = install_kernel(
         args.name, display_name=args.display_name, user=args.user, prefix=args.prefix
     )

@@ -1,9 +1,11 @@
 """``climnb label``: heuristic TC/AR labels for NetCDF files as they come (CAM5, ERA5, MERRA-2).
 
-Output paths are checked before any work by the output rule of :mod:`climnb.store`: an output
+Output paths are checked before any work by the output rule of :mod:`climnb.outputs`: an output
 equal to an input, the event table equal to the output, an output that is a directory, under a
 file or cannot be written are refused with a one-line error (exit status 2), so an input is
-never overwritten; a missing parent folder is created.
+never overwritten; a missing parent folder is created. Then the run takes the exclusive claim
+on both outputs (:func:`climnb.atomic.claims`): a second run into the same ``--out`` started
+at the same moment is refused with one line, never writing over the first's result.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from climnb.atomic import remove_leftovers
+from climnb.atomic import claims, remove_leftovers
 from climnb.labels.config import LabelConfig
-from climnb.outputs import check_output
+from climnb.outputs import check_outputs
 from climnb.scheduler import dask_client
 
 HELP = "label tropical cyclones and atmospheric rivers in NetCDF files (CAM5, ERA5, MERRA-2, ...)"
@@ -25,6 +27,8 @@ EXAMPLE = (
 )
 
 log = logging.getLogger(__name__)
+
+MAX_REGRID = 10.0  # degrees: coarser grids hold no storm (and pyresample fails on them)
 
 
 def add_arguments(parser):
@@ -122,23 +126,34 @@ def _describe(files: list[str]) -> str:
 
 def _check_outputs(sources, out, events) -> None:
     """Refuse, before any work, outputs that would overwrite an input or cannot be written
-    (the output rule of :func:`climnb.store.check_output`)."""
-    check_output(out, sources)
-    check_output(events, sources, option="--events", others={"--out": out})
+    (the output rule of :func:`climnb.outputs.check_outputs`)."""
+    check_outputs({"--out": out, "--events": events}, sources)
 
 
 def run(args) -> int:
-    # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
-    from climnb.io.netcdf import expand_paths, open_dataset, time_steps
-    from climnb.labels.dataset import StepError, label_dataset
-    from climnb.labels.writer import write_labels
-
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    if args.regrid is not None and not 0 < args.regrid <= MAX_REGRID:  # NaN fails it too
+        raise ValueError(
+            f"--regrid takes the spacing of the regular grid in degrees, more than 0 and at "
+            f"most {MAX_REGRID:g} (e.g. 0.25 or 1), got {args.regrid:g}"
+        )
+    from climnb.io.netcdf import expand_paths
+
     files = expand_paths(args.inputs)  # once: the globs as they are now
     out = Path(args.out)
     events_path = Path(args.events) if args.events else out.with_suffix(".events.csv")
     _check_outputs(files, out, events_path)
+    with claims([out, events_path]):  # one run at a time into these outputs
+        return _run(args, files, out, events_path)
+
+
+def _run(args, files, out, events_path) -> int:
+    # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
+    from climnb.io.netcdf import open_dataset, time_steps
+    from climnb.labels.dataset import StepError, label_dataset
+    from climnb.labels.writer import write_labels
+
     for path in (out, events_path):  # what a killed earlier run of this output left
         remove_leftovers(path.parent, path.name)
     config = LabelConfig.recipe(args.recipe, ar_percentile=args.ar_percentile)
@@ -146,6 +161,7 @@ def run(args) -> int:
     renames = _pairs(args.rename)
     units = _pairs(args.units, "--units", "VAR=UNITS")
     ds = open_dataset(files, variables=renames, units=units, canonical=False, regrid=args.regrid)
+    _check_plausible(ds, files, renames, units, args.regrid)
     try:  # what the input lacks or holds wrongly is found here: name the input files
         labels, events = label_dataset(
             ds, config, classes=args.classes, variables=renames, units=units, regrid=args.regrid
@@ -180,6 +196,23 @@ def run(args) -> int:
         f"  {labels.attrs['notes']}" + (f"\n  storm checks: {checks}" if checks else "")
     )
     return 0
+
+
+def _check_plausible(ds, files, renames, units, regrid) -> None:
+    """Refuse fields whose values no atmosphere has once their units are read (a wrong
+    ``units`` attribute or ``--units``): the first and the last step, on climnb's names and
+    units (:func:`climnb.io.plausible.check_plausible`), before any labelling."""
+    from climnb.io.netcdf import coord_names, normalize
+    from climnb.io.plausible import check_plausible
+
+    time = coord_names(ds).get("time")
+    if time in ds.dims and ds.sizes[time] > 0:
+        ds = ds.isel({time: sorted({0, ds.sizes[time] - 1})})
+    try:
+        canonical = normalize(ds, variables=renames, units=units, regrid=regrid)
+    except ValueError:
+        return  # what is missing or wrong: the labeller names it, with its own advice
+    check_plausible(canonical, source=_describe(files), names=("PSL", "TMQ", "IVT"))
 
 
 def _client(args):

@@ -6,7 +6,8 @@ work (never an input, never a directory, writable). ``--river-rules`` puts the p
 through the river definition's object rules (:mod:`climnb.postprocess`) in the same pass.
 """
 
-from climnb.atomic import remove_leftovers
+from climnb.atomic import claims, remove_leftovers
+from climnb.outputs import check_outputs
 
 HELP = "run a trained model over NetCDF, Zarr or DeepCAM sample files, writing NetCDF or Zarr"
 EXAMPLE = (
@@ -62,18 +63,26 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import xarray as xr
-
-    from climnb.bundle import load_bundle
-    from climnb.predict import predict
-    from climnb.store import check_output, expand, write
+    from climnb.store import expand
 
     for option in ("batch_size", "workers"):
         if getattr(args, option) < 1:
             flag = "--" + option.replace("_", "-")
             raise ValueError(f"{flag} must be at least 1, got {getattr(args, option)}")
     inputs = expand(args.inputs)
-    out = check_output(args.out, inputs)  # before any work: nothing is read or written yet
+    # before any work, against every input (the model bundle's files too): nothing is read yet
+    out = check_outputs({"--out": args.out}, [*inputs, *_files(args.model)])["--out"]
+    with claims([out]):  # one run at a time into this output
+        return _run(args, inputs, out)
+
+
+def _run(args, inputs, out) -> int:
+    import xarray as xr
+
+    from climnb.bundle import load_bundle
+    from climnb.predict import predict
+    from climnb.store import write
+
     remove_leftovers(out.parent, out.name)  # what a killed earlier run of this output left
     bundle = load_bundle(args.model)
     result = predict(
@@ -109,6 +118,18 @@ def run(args) -> int:
         f"-> {out}\n  {shares}{rules}"
     )
     return 0
+
+
+def _files(model) -> list:
+    """The files of a model bundle (none of a folder that is not one: loading it says so)."""
+    from pathlib import Path
+
+    from climnb.bundle import META_FILE
+
+    model = Path(model)
+    if not (model / META_FILE).is_file():
+        return []
+    return [p for p in model.rglob("*") if p.is_file()]
 
 
 def _class_counts(path, n_classes: int) -> list[int]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from climnb.atomic import atomic_path, remove_leftovers
 from climnb.labels.schema import MASK_VARIABLES
-from climnb.outputs import check_output
+from climnb.outputs import check_outputs
 
 HELP = "link cyclones and rivers of labels or a prediction over time into tracks (CF NetCDF)"
 EXAMPLE = "climnb tracks predictions.zarr --out tracks.nc --max-gap 1"
@@ -53,9 +53,7 @@ def run(args) -> int:
     if args.max_gap is not None and args.max_gap < 0:
         raise ValueError(f"--max-gap must be 0 or more steps, got {args.max_gap}")
     inputs = expand(args.inputs)
-    out = check_output(args.out, inputs)
-    if args.csv:
-        check_output(args.csv, inputs, option="--csv", others={"--out": out})
+    out = check_outputs({"--out": args.out, "--csv": args.csv}, inputs)["--out"]
     for path in (out, *([Path(args.csv)] if args.csv else [])):  # a killed earlier run's
         remove_leftovers(path.parent, path.name)
     ds = open_fields(inputs)

@@ -91,7 +91,21 @@ class Region:
 
 
 def box(name: str, lat: tuple[float, float], lon: tuple[float, float]) -> Region:
-    """A lat/lon box; ``lon`` in either convention, west to east (it may cross 0 or 180)."""
+    """A lat/lon box; ``lon`` in either convention, west to east (it may cross 0 or 180:
+    ``170:-170`` is the 20 degrees across the antimeridian). A latitude outside -90..90 (the
+    longitudes given first) is refused."""
+    bad = [v for v in lat if not -90.0 <= v <= 90.0]
+    if bad:
+        raise ValueError(
+            f"region {name}: latitude {bad[0]:g} is outside -90..90; a box is "
+            "NAME=LAT0:LAT1,LON0:LON1, latitudes first (e.g. gulf=18:31,-98:-80)"
+        )
+    wild = [v for v in lon if not -360.0 <= v <= 360.0]
+    if wild:
+        raise ValueError(
+            f"region {name}: longitude {wild[0]:g} is outside -360..360; a box is "
+            "NAME=LAT0:LAT1,LON0:LON1 (e.g. gulf=18:31,-98:-80)"
+        )
     (s, n), (w, e) = sorted(lat), lon
     if e < w:
         e += 360.0
@@ -163,7 +177,10 @@ def parse_region(text: str) -> list[Region]:
             raise ValueError(
                 f"region {text!r}: a box is NAME=LAT0:LAT1,LON0:LON1, e.g. sw=30:40,230:250"
             ) from None
-        return [box(name, lat, lon)]
+        try:
+            return [box(name, lat, lon)]
+        except ValueError as err:  # the option as given, then what is wrong with it
+            raise ValueError(f"--region {text}: {str(err).split(': ', 1)[1]}") from None
     return [builtin_region(text)]
 
 
@@ -176,9 +193,34 @@ def _from_geometry(name: str, geom, description: str) -> Region | None:
     parts = [p for p in parts if getattr(p, "geom_type", "") == "Polygon" and not p.is_empty]
     if not parts:
         return None
-    outer = tuple(np.asarray(p.exterior.coords, float)[:, :2] for p in parts)
-    holes = tuple(np.asarray(h.coords, float)[:, :2] for p in parts for h in p.interiors)
+    outer = tuple(_short_way(np.asarray(p.exterior.coords, float)[:, :2]) for p in parts)
+    holes = tuple(
+        _short_way(np.asarray(h.coords, float)[:, :2]) for p in parts for h in p.interiors
+    )
+    bad = [r for r in outer if np.abs(r[:, 1]).max() > 90.0]
+    if bad:
+        raise ValueError(
+            f"region {name} ({description}): latitude {np.abs(bad[0][:, 1]).max():g} is outside "
+            "-90..90: its coordinates are not longitude, latitude (in that order, as GeoJSON "
+            "has them)"
+        )
     return Region(name, outer, description, holes)
+
+
+def _short_way(ring: np.ndarray) -> np.ndarray:
+    """A ring whose edges cross the antimeridian (170 E to 170 W) taken the short way: each
+    jump of more than 180 degrees between neighbours unwrapped (170..190 rather than the 340
+    degrees of -170..170 the other way round). A ring that goes round a pole, along the
+    antimeridian, is kept as it is: unwrapped it would not close."""
+    lon = ring[:, 0]
+    if lon.size < 2 or np.ptp(lon) <= 180.0:
+        return ring
+    unwrapped = np.degrees(np.unwrap(np.radians(lon)))
+    if abs(unwrapped[-1] - unwrapped[0]) > 1e-6 or np.ptp(unwrapped) >= np.ptp(lon):
+        return ring
+    if unwrapped.min() < -180.0:  # -190..-170 as 170..190: the conventions contains() tries
+        unwrapped = unwrapped + 360.0
+    return np.column_stack([unwrapped, ring[:, 1]])
 
 
 def read_polygons(path: str | os.PathLike, *, name_field: str | None = None) -> list[Region]:
