@@ -156,10 +156,15 @@ def _skipped(node: ast.AST) -> bool:
         return True
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         f = node.value.func
-        return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in (
-            "log",
-            "logger",
-            "warnings",
+        return (
+            isinstance(f, ast.Attribute)
+            and isinstance(f.value, ast.Name)
+            and f.value.id
+            in (
+                "log",
+                "logger",
+                "warnings",
+            )
         )
     return False
 
