@@ -197,3 +197,33 @@ def test_latitude_limit_without_a_warm_core(row, found):
     assert TCConfig().max_abs_lat_no_warm_core == 30.0
     assert 29.0 < LAT[63] < 30.0 < LAT[64] < 32.0
     assert bool(_found(_low(row=row))) is found
+
+
+def test_a_one_pixel_object_is_judged_by_its_own_transport():
+    """With no size rules, a river of one pixel is kept when its poleward IVT (60) reaches the
+    threshold (50): its mean is its one value."""
+    config = ARConfig(
+        ivt_min_length_km=0.0, ivt_min_aspect=0.0, min_area_km2=0.0, ivt_min_poleward=50.0
+    )
+    mask = _band(ROW_40N, 1, 1)
+    assert _kept(mask, config, {"IVTV": np.where(mask, 60.0, 0.0)})
+    assert not _kept(mask, config, {"IVTV": np.where(mask, 40.0, 0.0)})
+
+
+def test_transport_rivers_report_peak_transport_and_wind():
+    from climnb.labels.ar import transport_rivers
+
+    mask = _band(ROW_40N, 2, 11)
+    ivt = np.where(mask, 300.0, 0.0)
+    ivt[ROW_40N, 25] = 420.0
+    u = np.where(mask, 20.0, 0.0)
+    v = np.where(mask, 5.0, 0.0)
+    v[ROW_40N + 1, 22] = 15.0
+    fields = {"IVT": ivt, "IVTV": np.where(mask, 100.0, 0.0), "U850": u, "V850": v}
+    found, table = transport_rivers(fields, LAT, LON, ARConfig())
+    assert (found == mask).all() and len(table) == 1
+    assert table.max_ivt[0] == 420.0 and table.max_wind[0] == pytest.approx(25.0)  # (20, 15)
+    _, without_wind = transport_rivers(
+        {k: fields[k] for k in ("IVT", "IVTV")}, LAT, LON, ARConfig()
+    )
+    assert np.isnan(without_wind.max_wind[0])
