@@ -274,7 +274,10 @@ def _forward_function(model):
             spec = tf.TensorSpec((None, *model.input_shape[1:]), tf.float32)
             # a partial, not a lambda: TensorFlow counts traces per code object, and would warn
             # of "retracing" when the tiles' networks (one per width) are each traced once
-            fn = tf.function(functools.partial(model, training=False), input_signature=[spec])
+            # no AutoGraph: the network has no Python control flow on tensors to convert
+            fn = tf.function(
+                functools.partial(model, training=False), input_signature=[spec], autograph=False
+            )
             model._climnb_forward = fn
     return fn
 
@@ -312,12 +315,17 @@ def _footprint(model) -> tuple[int | None, float]:
 
 def forward_bytes(bundle: Bundle, height: int, width: int, batch: int = 1) -> float:
     """Estimated resident memory of one forward pass over ``batch`` steps of ``height`` x
-    ``width`` (the padded grid), the batch's own arrays included."""
+    ``width`` (a padded grid), the batch's own arrays included: activations grow with the
+    pixels, so tiles of any width are costed from the whole grid's network."""
     with _MODEL_LOCK:
         model = bundle.model(height, width)
+    return _cost(bundle, model, height * width * batch)
+
+
+def _cost(bundle: Bundle, model, pixels: int) -> float:
     _, per_pixel = _footprint(model)
     channels = len(bundle.channels) + bundle.n_classes
-    return batch * height * width * (RUNTIME_FACTOR * per_pixel + BATCH_BYTES * channels)
+    return pixels * (RUNTIME_FACTOR * per_pixel + BATCH_BYTES * channels)
 
 
 def _plan(bundle: Bundle, shape: tuple[int, ...], memory: float | None):
@@ -326,26 +334,25 @@ def _plan(bundle: Bundle, shape: tuple[int, ...], memory: float | None):
     n, h, w = shape[:3]
     if memory is None:
         return n, w, 0
-    fits = int(memory // forward_bytes(bundle, h, w))
-    if fits >= 1:
-        return min(n, fits), w, 0
     with _MODEL_LOCK:
         model = bundle.model(h, w)
+    fits = int(memory // _cost(bundle, model, h * w))
+    if fits >= 1:
+        return min(n, fits), w, 0
     radius, _ = _footprint(model)
     stride = bundle.stride
-    need = forward_bytes(bundle, h, stride)
     if radius is None:
         raise BundleError(
             f"{bundle.name} ({bundle.preset}) sees the whole width (global pooling), so a "
-            f"{h} x {w} step cannot be split: it needs about {need * w / stride / 1e9:.1f} GB "
-            "a worker; raise --memory or lower --workers"
+            f"{h} x {w} step cannot be split: it needs about "
+            f"{_cost(bundle, model, h * w) / 1e9:.1f} GB a worker; raise --memory or lower "
+            "--workers"
         )
     halo = -(-radius // stride) * stride
     for core in range(w - stride, 0, -stride):
-        widest = min(w, core + 2 * halo) if core < w else w
-        if forward_bytes(bundle, h, widest) <= memory:
+        if _cost(bundle, model, h * min(w, core + 2 * halo)) <= memory:
             return 1, core, halo
-    least = forward_bytes(bundle, h, min(w, stride + 2 * halo))
+    least = _cost(bundle, model, h * min(w, stride + 2 * halo))
     raise BundleError(
         f"{memory / 1e9:.2f} GB a worker is too little for {bundle.name} ({bundle.preset}) "
         f"on {h} x {w}: its narrowest tile ({stride} columns and {halo} either side, the "
@@ -521,6 +528,9 @@ def predict(
     if check_range:  # before any work: the first and the last step
         check_ranges(bundle, _ends(ds, bundle.channels), where=_describe(source))
     x = _stacked(ds, bundle.channels, batch_size)
+    if memory is not None:  # before any work: a budget no tile fits is refused here
+        padded = [-(-n // bundle.stride) * bundle.stride for n in x.shape[1:3]]
+        _plan(bundle, (min(batch_size, x.shape[0]), *padded), memory * 1e9)
     token = dask.base.tokenize(
         str(bundle.path), bundle.extra, x.name, probabilities, check_range, memory
     )
