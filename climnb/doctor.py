@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from climnb.kernel import find_kernel
 from climnb.models.precision import auto_precision, resolve_precision
 from climnb.versions import __version__
 
@@ -233,20 +234,9 @@ def _module(name: str, conda: bool, needed_for: str) -> Check:
 
 def _kernel(conda: bool) -> Check:
     """A kernel spec that runs this Python (``climnb kernel install`` writes one)."""
-    try:
-        from jupyter_client.kernelspec import KernelSpecManager
-
-        specs = KernelSpecManager().get_all_specs()
-    except Exception as err:  # no jupyter_client, or an unreadable kernel folder
-        return Check("missing", "Jupyter kernel", f"cannot list kernels ({err})", "")
-    here = os.path.realpath(sys.executable)
-    mine = [
-        (name, spec["spec"].get("display_name", name))
-        for name, spec in sorted(specs.items())
-        if spec["spec"].get("argv") and os.path.realpath(spec["spec"]["argv"][0]) == here
-    ]
-    if mine:
-        name, display = mine[0]
+    found = find_kernel()
+    if found:
+        name, display = found
         return Check("ok", "Jupyter kernel", f"'{name}' ({display}) runs this Python")
     return Check(
         "missing",

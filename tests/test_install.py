@@ -140,6 +140,27 @@ def test_notebooks_command_says_what_it_kept(tmp_path, capsys):
     assert "rename or delete a kept notebook" in out
 
 
+def test_notebooks_command_names_each_copy_once_and_sets_the_installed_kernel(tmp_path):
+    """Before ``climnb kernel install`` the copies keep the notebooks' kernel and the command
+    says how to get climnb's; after it, running the command again sets that kernel."""
+    env = _clean_env(JUPYTER_DATA_DIR=str(tmp_path / "jupyter"), PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "climnb", "notebooks", tmp_path / "nb"]
+    first = _run(command, env=env)
+    said = first.stdout + first.stderr
+    assert all(said.count(name) == 1 for name in NOTEBOOKS), said
+    assert "run `climnb kernel install --user`, then this command again" in first.stdout
+    before = nbformat.read(tmp_path / "nb" / NOTEBOOKS[4], as_version=4)
+    assert before.metadata.kernelspec.name == "python3"
+
+    _run([sys.executable, "-m", "climnb", "kernel", "install", "--user"], env=env)
+    again = _run(command, env=env)
+    assert all(again.stdout.count(f"updated    {name}") == 1 for name in NOTEBOOKS), again.stdout
+    assert "they open on the kernel 'climnb' (climnb " in again.stdout
+    for name in NOTEBOOKS:
+        spec = nbformat.read(tmp_path / "nb" / name, as_version=4).metadata.kernelspec
+        assert spec.name == "climnb" and spec.display_name.startswith("climnb "), name
+
+
 def test_notebooks_command_into_a_file_is_one_line_with_status_2(tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     assert main(["notebooks", str(tmp_path / "afile")]) == 2
@@ -367,11 +388,12 @@ def test_wheel_in_a_fresh_venv_runs_notebook_00_outside_the_clone(dist, tmp_path
     version = _run([climnb_cmd, "--version"], env=env, cwd=home).stdout.strip()
     assert version == f"climnb {climnb.__version__}"
 
+    _run([climnb_cmd, "kernel", "install", "--user"], env=env, cwd=home)
     copied = _run([climnb_cmd, "notebooks", "nb"], env=env, cwd=home).stdout
     assert f"from {Path(where.stdout.strip()).parent / 'notebooks'}" in copied
     assert sorted(p.name for p in (home / "nb").glob("*.ipynb")) == NOTEBOOKS
-
-    _run([climnb_cmd, "kernel", "install", "--user"], env=env, cwd=home)
+    opens_on = nbformat.read(home / "nb" / NOTEBOOKS[0], as_version=4).metadata.kernelspec
+    assert opens_on.name == "climnb"
     spec = _kernel_json(home / "jupyter/kernels/climnb")
     assert spec["argv"][0] == str(python)
     assert spec["env"]["PATH"] == f"{venv / 'bin'}{os.pathsep}${{PATH}}"
