@@ -298,10 +298,23 @@ def test_installed_kernel_starts_with_the_environment_first_on_path(tmp_path, mo
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
     """The sdist of a copy of the checkout, and the wheel built from that sdist (as
-    ``python -m build`` does), without build isolation: the shared venv's setuptools."""
+    ``python -m build`` does), without build isolation: the shared venv's setuptools.
+
+    The copy is a clone whose notebooks are committed; then notebook 00 on disk gets what
+    JupyterLab's autosave would leave: an output, an execution count, a cell not committed."""
     tmp = tmp_path_factory.mktemp("dist")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=NOT_SOURCE)
+    git = ["git", "-c", "user.name=climnb", "-c", "user.email=climnb@localhost", "-C", src]
+    _run([*git, "init", "-q"])
+    _run([*git, "add", "notebooks"])
+    _run([*git, "commit", "-q", "-m", "notebooks"])
+    autosaved = nbformat.read(src / "notebooks" / NOTEBOOKS[0], as_version=4)
+    code = next(c for c in autosaved.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", text="an output\n" * 1000)]
+    code.execution_count = 3
+    autosaved.cells.append(nbformat.v4.new_markdown_cell("not committed"))
+    nbformat.write(autosaved, src / "notebooks" / NOTEBOOKS[0])
     # the backend's hooks, as `python -m build` and `pip wheel --no-build-isolation` call them
     build = "import sys, setuptools.build_meta as b; print(b.{}(sys.argv[1]))"
     sdist = (
@@ -327,6 +340,16 @@ def test_sdist_and_wheel_carry_every_numbered_notebook(dist):
     in_wheel = {Path(n).name for n in names if n.startswith("climnb/notebooks/")}
     assert in_sdist >= set(NOTEBOOKS) and in_wheel == set(NOTEBOOKS)
     assert all(n.startswith(("climnb/", "climnb-")) for n in names), "only the package"
+    # as committed, without outputs, whatever is on disk (see the dist fixture)
+    with tarfile.open(sdist) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith(f"/notebooks/{NOTEBOOKS[0]}"))
+        in_sdist_text = tar.extractfile(member).read().decode()
+    with zipfile.ZipFile(wheel) as whl:
+        in_wheel_text = whl.read(f"climnb/notebooks/{NOTEBOOKS[0]}").decode()
+    committed = (ROOT / "notebooks" / NOTEBOOKS[0]).read_text()
+    for text in (in_sdist_text, in_wheel_text):
+        assert "not committed" not in text and "an output" not in text
+        assert json.loads(text) == json.loads(committed)
     assert {"climnb/cli.py", "climnb/kernel.py", "climnb/commands/notebooks.py"} <= set(names)
 
 
