@@ -354,7 +354,8 @@ def test_sdist_and_wheel_carry_every_numbered_notebook(dist):
 
 
 def _fresh_venv(tmp: Path) -> Path:
-    """A new virtualenv that sees the shared venv's installed packages, but not climnb.
+    """A new virtualenv that sees the shared venv's installed packages, but not climnb, nor
+    Horovod (which pip cannot install with the wheel: a hub environment may well lack it).
 
     Installing the wheel's dependencies for real would download and unpack about 2 GB
     (TensorFlow) and build Horovod again. Instead the new venv gets a ``.pth`` line naming a
@@ -371,7 +372,7 @@ def _fresh_venv(tmp: Path) -> Path:
     shared = Path(sysconfig.get_path("purelib"))
     view = tmp / "shared-site-packages"
     view.mkdir()
-    skip = ("climnb", "__editable__", "setuptools", "_distutils_hack", "__pycache__")
+    skip = ("climnb", "__editable__", "setuptools", "_distutils_hack", "__pycache__", "horovod")
     for entry in shared.iterdir():
         if not entry.name.lower().startswith(skip) and entry.suffix != ".pth":
             (view / entry.name).symlink_to(entry)
@@ -443,3 +444,38 @@ def test_wheel_in_a_fresh_venv_runs_notebook_00_outside_the_clone(dist, tmp_path
     assert kernel_python == str(python) and Path(kernel_climnb).is_relative_to(venv)
     assert kernel_path == f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     assert (home / "nb/data/toy/fields.nc").stat().st_size > 10_000  # run in the notebooks folder
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+def test_wheel_without_horovod_trains_notebook_04_in_one_process(dist, tmp_path):
+    """The wheel in a fresh venv without Horovod: notebook 04 says so in one line, trains on
+    one engine (one rank) and writes the model bundle, at toy size."""
+    _, wheel = dist
+    venv = _fresh_venv(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = _clean_env(HOME=str(home), JUPYTER_DATA_DIR=str(home / "jupyter"))
+    python, climnb_cmd = venv / "bin/python", venv / "bin/climnb"
+    pip = [python, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    _run([*pip, "install", "--no-index", "-q", wheel], env=env, cwd=home)
+    no_horovod = "import importlib.util as u; print(u.find_spec('horovod'))"
+    assert _run([python, "-c", no_horovod], env=env, cwd=home).stdout.strip() == "None"
+    _run([climnb_cmd, "kernel", "install", "--user"], env=env, cwd=home)
+    _run([climnb_cmd, "notebooks", "nb"], env=env, cwd=home)
+
+    notebook = "nb/04_distributed_training.ipynb"
+    out = home / "nb/04.out.ipynb"
+    tiny = "model_overrides: {growth_rate: 4, initial_filters: 8, blocks: [1, 1]}"
+    papermill = [python, "-m", "papermill", "--no-progress-bar", "--cwd", "nb", notebook, out]
+    settings = ["-p", "epochs", "1", "-p", "max_steps", "2", "-p", "launcher", "local"]
+    _run([*papermill, *settings, "-y", tiny], env=env, cwd=home, timeout=900)  # its kernel
+    executed = nbformat.read(out, as_version=4)
+    assert executed.metadata.kernelspec.name == "climnb"
+    outputs = [o for c in executed.cells for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs)
+    said = [line for line in text.splitlines() if "Horovod is not installed" in line]
+    assert len(said) == 1 and said[0].startswith("1 local engine, "), said
+    assert "training in one process without it (to train on several: " in said[0]
+    assert (home / "nb/runs/toy/model/climnb.json").is_file()
