@@ -91,6 +91,8 @@ SHORTER = {
 PARAMETERS = {
     k: {**WORKFLOW.get(k, {}), **SHORTER.get(k, {})} for k in set(WORKFLOW) | set(SHORTER)
 }
+#: The browser window: a laptop's JupyterLab (the file browser open beside the notebook).
+WINDOW = (1280, 800)
 #: Seconds a notebook may take from "Run All" to an idle kernel.
 TIMEOUT = {"04": 600, "01": 300, "06": 400}
 
@@ -266,7 +268,7 @@ def browser(lab, tmp_path_factory):
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
-        "--window-size=1280,900",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
@@ -470,11 +472,57 @@ def _console(driver) -> list[dict]:
         return []
 
 
+# What does not fit at this window's width: an output whose content is wider than its cell (a
+# horizontal scroll bar), and text of Bokeh and Panel cut by its box (more text than the box
+# shows: a table cell "2000-01-0", a note cut mid-sentence), looked for in their shadow roots.
+# (xarray's repr shortens its previews with an ellipsis on purpose: not looked at.)
+_JS_FIT = """
+const nb = window.jupyterapp.shell.currentWidget;
+const found = [];
+const ownText = el => [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+const label = el => (el.innerText || el.textContent || '').trim().slice(0, 60);
+const holoviz = el => [...el.classList].some(c => c.startsWith('bk') || c.startsWith('pn'));
+function visit(el, fn, inside) {
+  inside = inside || holoviz(el);
+  if (inside) fn(el);
+  if (el.shadowRoot) for (const c of el.shadowRoot.children) visit(c, fn, true);
+  for (const c of el.children) visit(c, fn, inside);
+}
+nb.content.widgets.forEach((cell, i) => {
+  if (cell.model.type !== 'code') return;
+  for (const out of cell.node.querySelectorAll('.jp-OutputArea-output')) {
+    if (out.scrollWidth > out.clientWidth + 1)
+      found.push(`cell ${i}: content ${out.scrollWidth} px wide in a cell of ${out.clientWidth}`);
+    visit(out, el => {  // Bokeh's and Panel's elements
+      if (!ownText(el) || el.clientWidth === 0) return;
+      const style = getComputedStyle(el);
+      if (style.visibility === 'hidden' || style.display === 'none') return;
+      const cut = (el.scrollWidth > el.clientWidth + 1 && style.overflowX !== 'visible') ||
+        (el.scrollHeight > el.clientHeight + 2 && style.overflowY === 'hidden');
+      if (cut) found.push(`cell ${i}: text cut: "${label(el)}" (${el.scrollWidth}x` +
+        `${el.scrollHeight} px in ${el.clientWidth}x${el.clientHeight})`);
+    });
+  }
+});
+return found;
+"""
+
+
+def _check_fit(driver, name: str) -> None:
+    """Every output fits its cell at :data:`WINDOW`'s width and shows its text whole."""
+    found = driver.execute_script(_JS_FIT)
+    if os.environ.get("SURVEY"):
+        print("SURVEY", name, *found, sep="\n  ")
+        return
+    assert not found, f"{name} at {WINDOW[0]} px:\n" + "\n".join(found[:20])
+
+
 def _check_common(driver, lab: Lab, name: str) -> list[dict]:
     """The checks every notebook gets; returns the console entries read."""
     cells = driver.execute_script(_JS_OUTPUTS)
     problems = _problems(cells)
     assert not problems, f"{name}:\n" + "\n".join(problems)
+    _check_fit(driver, name)
     bars = driver.execute_script(_JS_BARS)
     assert all(b == "100%" for b in bars), f"{name}: progress bars not full: {bars}"
     remote = _remote(_requests(driver))
