@@ -22,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from climnb.labels.schema import COLUMNS
@@ -50,7 +51,7 @@ _DECIMALS = {
     "°E": 1,
     "km²": 0,
     "km": 0,
-    "Pa": 0,
+    "hPa": 1,
     "m/s": 1,
     "kg/m/s": 0,
     "km/h": 0,
@@ -73,7 +74,14 @@ _OTHER = {
     "psl_drop_pa": ("psl drop", "Pa"),
     "max_wind": ("max wind", "m/s"),
     "max_ivt": ("max IVT", "kg/m/s"),
+    "mean_ivt": ("mean IVT", "kg/m/s"),
+    "genesis_lat": ("genesis lat", "°N"),
+    "genesis_lon": ("genesis lon", "°E"),
+    "ar_category": ("AR category", ""),
+    "landfall_regions": ("landfall", ""),
 }
+#: Units shown in another unit: pressures in hPa, as weather maps give them.
+_SHOWN_AS = {"Pa": ("hPa", 0.01)}
 _SUFFIXES = ("_km2", "_km", "_kmh", "_h")
 
 
@@ -88,21 +96,43 @@ def _name_and_unit(column: str) -> tuple[str, str]:
         for suffix in _SUFFIXES:
             name = name.removesuffix(suffix)
         return name.replace("_", " "), "" if unit in ("", "1") else unit
-    return column, ""
+    return column.replace("_", " "), ""  # a header that may wrap
+
+
+def _shown(column: str) -> tuple[str, str, float]:
+    """Name, unit shown and the factor from the stored unit to it."""
+    name, unit = _name_and_unit(str(column))
+    unit, factor = _SHOWN_AS.get(unit, (unit, 1.0))
+    return name, unit, factor
 
 
 def header(column: str) -> str:
     """The column's header: its name with its unit, e.g. ``"area (km²)"``."""
-    name, unit = _name_and_unit(str(column))
+    name, unit, _ = _shown(column)
     return f"{name} ({unit})" if unit else name
 
 
 def decimals(column: str, values: pd.Series | None = None) -> int | None:
-    """Decimals to show in ``column`` (``None``: not a float column, shown as it is)."""
+    """Decimals to show in ``column`` (``None``: not a float column, shown as it is; ``-1``:
+    no unit known, three significant digits)."""
     if values is not None and not pd.api.types.is_float_dtype(values):
         return None
-    _, unit = _name_and_unit(str(column))
-    return _DECIMALS.get(unit, 2)
+    _, unit, _ = _shown(column)
+    return _DECIMALS.get(unit, -1)
+
+
+def _significant(value: float) -> str:
+    """Three significant digits, without an exponent: 548, 3.86, 0.0172."""
+    if not np.isfinite(value) or value == 0:
+        return "" if np.isnan(value) else f"{value:g}"
+    places = int(min(4, max(0, 2 - np.floor(np.log10(abs(value))))))
+    return f"{value:,.{places}f}"
+
+
+def _number(places: int, factor: float):
+    if places < 0:
+        return lambda v: "" if pd.isna(v) else _significant(float(v) * factor)
+    return lambda v: "" if pd.isna(v) else f"{float(v) * factor:,.{places}f}"
 
 
 def _is_time(values: pd.Series) -> bool:
@@ -134,7 +164,7 @@ def readable(frame: pd.DataFrame, *, columns=None, index: bool | None = None):
         if _is_time(values):
             formats[column] = _time_text
         elif (places := decimals(column, values)) is not None:
-            formats[column] = f"{{:,.{places}f}}"
+            formats[column] = _number(places, _shown(column)[2])
     styler = table.style.format(formats, na_rep="").format_index(header, axis=1)
     if index is False or (index is None and table.index.name is None):
         styler = styler.hide(axis="index")
@@ -150,9 +180,11 @@ def bokeh_columns(table, frame: pd.DataFrame, *, char_px: float = 7.0) -> int:
     total = 0
     for column in table.columns:
         values = frame[column.field] if column.field in frame else pd.Series(dtype=object)
-        column.title = header(column.field)
+        name, unit = _name_and_unit(column.field)  # the stored unit: Bokeh shows the values
+        column.title = f"{name} ({unit})" if unit else name
         places = decimals(column.field, values)
         if places is not None:
+            places = 2 if places < 0 else places
             pattern = "0,0" + (f".{'0' * places}" if places else "")
             column.formatter = NumberFormatter(format=pattern, text_align="right")
             texts = [f"{v:,.{places}f}" for v in values.dropna()]
@@ -163,4 +195,5 @@ def bokeh_columns(table, frame: pd.DataFrame, *, char_px: float = 7.0) -> int:
         column.width = int(longest * char_px) + 16
         total += column.width
     table.autosize_mode = "none"
+    table.index_position = None  # the row numbers say nothing a reader needs
     return total
