@@ -32,8 +32,12 @@ And per notebook:
   time slider redraws the map (one move, with Panel's comm queue stalled first: climnb's
   ``unstall`` must send it).
 
-``CLIMNB_BROWSER_SHOTS=folder`` keeps screenshots (the 04 dashboard mid-training, the 05
-explorer after a channel change) there. Without Chromium, chromedriver or Selenium the tests
+Every output fits its cell at 1280 x 800 (:data:`WINDOW`, the file browser open): no output's
+content is wider than its cell (no horizontal scroll bar), and no text of Bokeh's and Panel's
+elements is cut by its box (scrollWidth against clientWidth, in their shadow roots too).
+
+``CLIMNB_BROWSER_SHOTS=folder`` keeps screenshots there: the 04 dashboard mid-training, every
+view and table of 04, 05 and 06 at the end, the 05 explorer after a channel change. Without Chromium, chromedriver or Selenium the tests
 are skipped with the reason printed (``pytest -ra`` lists it); ``make test`` installs them
 when running as root.
 """
@@ -508,6 +512,33 @@ return found;
 """
 
 
+_JS_VIEWS = """
+const nb = window.jupyterapp.shell.currentWidget;
+const out = [];
+nb.content.widgets.forEach((cell, i) => {
+  if (cell.model.type !== 'code') return;
+  for (const o of cell.node.querySelectorAll('.jp-OutputArea-output')) {
+    if (o.querySelector('.bk-root, [class^="bk"], table, .widget-hprogress') ||
+        o.querySelector('*') && [...o.querySelectorAll('*')].some(e => e.shadowRoot))
+      out.push([i, o]);
+  }
+});
+return out;
+"""
+
+
+def _keep_views(driver, shots: Path, number: str) -> list[Path]:
+    """A screenshot of every view and table of the notebook, as the window shows it."""
+    kept = []
+    for k, (cell, element) in enumerate(driver.execute_script(_JS_VIEWS)):
+        driver.execute_script("arguments[0].scrollIntoView();", element)
+        time.sleep(0.3)
+        path = shots / f"{number}_cell{cell:02d}_{k}.png"
+        element.screenshot(str(path))
+        kept.append(path)
+    return kept
+
+
 def _check_fit(driver, name: str) -> None:
     """Every output fits its cell at :data:`WINDOW`'s width and shows its text whole."""
     found = driver.execute_script(_JS_FIT)
@@ -673,6 +704,7 @@ def test_training_dashboard_live(notebook_run, browser, lab, shots):
         f"statuses {statuses}; console {[e['message'][:200] for e in console[-10:]]}"
     )
     assert state["stop"] and all(state["stop"]), f"stop button enabled after training: {state}"
+    _keep_views(browser, shots, "04")
     final = _status(state)
     assert final and final[0] == final[1], f"the status ends at the last step: {state['texts']}"
     print(
@@ -820,6 +852,7 @@ def test_explorer_channel_and_time(notebook_run, browser, lab, shots):
     shown = " ".join(c["shown"] for c in browser.execute_script(_JS_OUTPUTS))
     assert "network vs teacher" in shown, f"{name}: no scores on the independent series"
     assert "network + river rules" in shown, f"{name}: no river-rule rows in the independent table"
+    _keep_views(browser, shots, "05")
     explorers = _poll(lambda: len(e := _explorers(browser)) >= 2 and e, 60, "both explorers")
     fast, holo = explorers[:2]
 
@@ -849,6 +882,7 @@ def test_explorer_channel_and_time(notebook_run, browser, lab, shots):
 
 
 @pytest.mark.runs_notebook("06")
-def test_event_statistics_clean(notebook_run, browser, lab):
+def test_event_statistics_clean(notebook_run, browser, lab, shots):
     """06 on 01's labels and 04's model: every output right, as for 00-03."""
     _clean_run("06", notebook_run, browser, lab)
+    _keep_views(browser, shots, "06")
