@@ -37,9 +37,9 @@ content is wider than its cell (no horizontal scroll bar), and no text of Bokeh'
 elements is cut by its box (scrollWidth against clientWidth, in their shadow roots too).
 
 ``CLIMNB_BROWSER_SHOTS=folder`` keeps screenshots there: the 04 dashboard mid-training, every
-view and table of 04, 05 and 06 at the end, the 05 explorer after a channel change. Without Chromium, chromedriver or Selenium the tests
-are skipped with the reason printed (``pytest -ra`` lists it); ``make test`` installs them
-when running as root.
+view and table of 04, 05 and 06 at the end, the 05 explorer after a channel change. Without
+Chromium, chromedriver or Selenium the tests are skipped with the reason printed (``pytest
+-ra`` lists it); ``make test`` installs them when running as root.
 """
 
 from __future__ import annotations
