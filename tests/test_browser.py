@@ -482,6 +482,7 @@ def _console(driver) -> list[dict]:
 # (xarray's repr shortens its previews with an ellipsis on purpose: not looked at.)
 _JS_FIT = """
 const nb = window.jupyterapp.shell.currentWidget;
+const wide = arguments[0];  // sources of cells whose pandas table may be wider than the cell
 const found = [];
 const ownText = el => [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
 const label = el => (el.innerText || el.textContent || '').trim().slice(0, 60);
@@ -495,7 +496,9 @@ function visit(el, fn, inside) {
 nb.content.widgets.forEach((cell, i) => {
   if (cell.model.type !== 'code') return;
   for (const out of cell.node.querySelectorAll('.jp-OutputArea-output')) {
-    if (out.scrollWidth > out.clientWidth + 1)
+    const table = out.querySelector(':scope > table, .dataframe');
+    if (out.scrollWidth > out.clientWidth + 1 && !(table && wide.includes(
+        cell.model.sharedModel.getSource().trim())))
       found.push(`cell ${i}: content ${out.scrollWidth} px wide in a cell of ${out.clientWidth}`);
     visit(out, el => {  // Bokeh's and Panel's elements
       if (!ownText(el) || el.clientWidth === 0) return;
@@ -539,9 +542,15 @@ def _keep_views(driver, shots: Path, number: str) -> list[Path]:
     return kept
 
 
+#: Cells whose pandas table is shown as pandas draws it, every column, scrolled sideways where
+#: it is wider than the cell: notebook 01's event table (``climnb.viz.tables.readable`` would
+#: show it narrower).
+WIDE_TABLES = {"01": ["events"]}
+
+
 def _check_fit(driver, name: str) -> None:
     """Every output fits its cell at :data:`WINDOW`'s width and shows its text whole."""
-    found = driver.execute_script(_JS_FIT)
+    found = driver.execute_script(_JS_FIT, WIDE_TABLES.get(name[:2], []))
     if os.environ.get("SURVEY"):
         print("SURVEY", name, *found, sep="\n  ")
         return
