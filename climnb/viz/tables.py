@@ -6,7 +6,8 @@ notebook showing them as they are gets a table wider than its cell with ``723410
 reports) and :func:`bokeh_columns` sets up a Bokeh ``DataTable`` (the tables of
 :mod:`climnb.viz.events`) the same way: times as ``YYYY-MM-DD HH:MM``, a unit in each header
 (from the one event schema, :data:`climnb.labels.schema.COLUMNS`, and the track summary's
-names), each number at the precision its unit deserves, columns that hold nothing left out.
+names), each number at the precision its unit deserves, names with spaces (so that a table
+wraps them to fit its cell, each whole), columns that hold nothing left out.
 The values themselves are not changed: this is how they are shown.
 
 Examples
@@ -143,6 +144,16 @@ def _is_time(values: pd.Series) -> bool:
     )
 
 
+def _yes_no(value) -> str:
+    return "" if pd.isna(value) else ("yes" if value else "no")
+
+
+def _words(value) -> str:
+    """Names with spaces, not underscores: "landfalls per year" may wrap in a narrow cell,
+    so the table fits its cell with every name whole."""
+    return "" if pd.isna(value) else str(value).replace("_", " ")
+
+
 def _time_text(value) -> str:
     return "" if pd.isna(value) else value.strftime(TIME_FORMAT)
 
@@ -163,8 +174,12 @@ def readable(frame: pd.DataFrame, *, columns=None, index: bool | None = None):
         values = table[column]
         if _is_time(values):
             formats[column] = _time_text
+        elif pd.api.types.is_bool_dtype(values):
+            formats[column] = _yes_no
         elif (places := decimals(column, values)) is not None:
             formats[column] = _number(places, _shown(column)[2])
+        elif values.dtype == object or pd.api.types.is_string_dtype(values):
+            formats[column] = _words
     styler = table.style.format(formats, na_rep="").format_index(header, axis=1)
     if index is False or (index is None and table.index.name is None):
         styler = styler.hide(axis="index")
