@@ -477,8 +477,9 @@ def _console(driver) -> list[dict]:
 
 
 # What does not fit at this window's width: an output whose content is wider than its cell (a
-# horizontal scroll bar), and text of Bokeh and Panel cut by its box (more text than the box
-# shows: a table cell "2000-01-0", a note cut mid-sentence), looked for in their shadow roots.
+# horizontal scroll bar), text of Bokeh and Panel cut by its box (more text than the box shows:
+# a table cell "2000-01-0", a note cut mid-sentence), looked for in their shadow roots, and
+# plot titles longer than their plots.
 # (xarray's repr shortens its previews with an ellipsis on purpose: not looked at.)
 _JS_FIT = """
 const nb = window.jupyterapp.shell.currentWidget;
@@ -511,6 +512,27 @@ nb.content.widgets.forEach((cell, i) => {
     });
   }
 });
+// Bokeh draws titles on its canvas, where no box can say they were cut: measured instead,
+// each line of a plot's title against the room from the plot area's left edge to the end
+if (window.Bokeh && Bokeh.index) {
+  const ctx = document.createElement('canvas').getContext('2d');
+  const seen = new Set();
+  const walk = v => {
+    if (!v || seen.has(v)) return;
+    seen.add(v);
+    const title = v.model && v.model.title;
+    if (title && title.text !== undefined && v.frame && v.bbox && v.el && v.el.isConnected) {
+      ctx.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
+      const lines = String(title.text).split('\n');
+      const widest = Math.max(...lines.map(s => ctx.measureText(s).width));
+      const room = v.bbox.width - v.frame.bbox.left;
+      if (widest > room + 1)
+        found.push(`title cut: "${title.text}" (${Math.round(widest)} px in ${Math.round(room)})`);
+    }
+    for (const c of (v.child_views || [])) walk(c);
+  };
+  for (const v of Object.values(Bokeh.index)) walk(v);
+}
 return found;
 """
 

@@ -283,9 +283,9 @@ def disagreement_codes(labels: xr.DataArray, prediction: xr.DataArray) -> xr.Dat
 
 
 def _disagreement_title(counts: dict[int, int]) -> str:
-    """``disagreement: FP 9, FN 30, wrong 0`` (pixels of each kind; "wrong": the other class),
-    short enough for a panel's width."""
-    return "disagreement: " + ", ".join(f"{_DISAGREEMENT_SHORT[k]} {n}" for k, n in counts.items())
+    """``disagreement`` over ``FP 9, FN 30, wrong 0`` (pixels of each kind; "wrong": the other
+    class): two lines, so that counts of thousands fit a panel's width."""
+    return "disagreement\n" + ", ".join(f"{_DISAGREEMENT_SHORT[k]} {n}" for k, n in counts.items())
 
 
 def disagreement(

@@ -65,7 +65,7 @@ def frequency_maps(*freqs: xr.Dataset, names: tuple[str, ...] = ()) -> hv.Layout
     for class_name in freqs[0]["class"].values:
         top = max(float(f.frequency.sel({"class": class_name}).max()) for f in freqs)
         for f, name in zip(freqs, names, strict=True):
-            title = f"{name}: {_TITLES.get(str(class_name), class_name)} [%]"
+            title = f"{name}:\n{_TITLES.get(str(class_name), class_name)} [%]"  # whole, on two lines
             clim = (0.0, max(100.0 * top, 1e-6))
             panels.append(frequency_map(f, str(class_name), title=title, clim=clim))
     return hv.Layout(panels).cols(len(freqs))
@@ -91,7 +91,7 @@ def change_map(maps: xr.Dataset, class_name: str, **opts) -> hv.Overlay:
         cmap="RdBu_r",
         colorbar=True,
         clim=(-top, top),
-        title=f"{_TITLES.get(class_name, class_name)}: B - A [%], {n} stippled",
+        title=f"{_TITLES.get(class_name, class_name)}: B - A [%]\n{n} stippled",  # two lines: whole
         width=390,
         height=210,
         **opts,
