@@ -523,7 +523,7 @@ if (window.Bokeh && Bokeh.index) {
     const title = v.model && v.model.title;
     if (title && title.text !== undefined && v.frame && v.bbox && v.el && v.el.isConnected) {
       ctx.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
-      const lines = String(title.text).split('\n');
+      const lines = String(title.text).split('\\n');
       const widest = Math.max(...lines.map(s => ctx.measureText(s).width));
       const room = v.bbox.width - v.frame.bbox.left;
       if (widest > room + 1)
