@@ -599,13 +599,13 @@ class Engines:
         ``"none"``); several are refused with :class:`EngineStartError`, in one line."""
         import pandas as pd
 
-        view = self.view
         if not self.horovod and self.n > 1:
             raise EngineStartError(
                 f"Horovod is not installed, so {self.n} engines cannot train together: start "
                 f"one engine (n=1) to train in one process without it, or install Horovod: "
                 f"{install_hint('horovod')}"
             )
+        view = self.view
         # Every engine imports TensorFlow before any calls hvd.init: Horovod's Gloo rendezvous
         # gives up (and ends the engine) when a peer is still importing after its timeout, as
         # happened on a loaded 2-core machine.

@@ -100,6 +100,23 @@ def test_several_launched_processes_are_refused_in_one_line(samples, tmp_path, e
     assert not (out / "model").exists()
 
 
+def test_engines_without_horovod_default_to_one_and_refuse_several(monkeypatch):
+    """Decided before any engine starts: the default count, the summary, the refusal."""
+    import climnb.cluster as cluster
+
+    real = cluster._has_module
+    monkeypatch.setattr(cluster, "_has_module", lambda name: name != "horovod" and real(name))
+    monkeypatch.delenv("MEM_LIMIT", raising=False)
+    alone = cluster.Engines(launcher="local", threads_per_engine=1)
+    assert (alone.n, alone.horovod) == (1, False)
+    assert alone.summary.startswith("1 local engine, 1 thread(s) each; Horovod is not installed")
+    two = cluster.Engines(n=2, launcher="local")
+    with pytest.raises(cluster.EngineStartError, match="so 2 engines cannot train together"):
+        two.init_horovod()
+    monkeypatch.setattr(cluster, "_has_module", real)
+    assert cluster.Engines(launcher="local").summary.count(";") == 0  # with Horovod: one fact
+
+
 ENGINES = """
 import json, sys
 from climnb.cluster import EngineStartError, Engines
