@@ -144,6 +144,12 @@ def _is_time(values: pd.Series) -> bool:
     )
 
 
+def _holds_anything(values: pd.Series) -> bool:
+    if values.dtype == object or pd.api.types.is_string_dtype(values):
+        return bool(values.dropna().astype(str).str.strip().ne("").any())
+    return bool(values.notna().any())
+
+
 def _yes_no(value) -> str:
     return "" if pd.isna(value) else ("yes" if value else "no")
 
@@ -167,20 +173,24 @@ def readable(frame: pd.DataFrame, *, columns=None, index: bool | None = None):
     columns : the columns shown, in order (default: all that hold anything).
     index : show the index (default: only a named one, e.g. ``track_id``).
     """
-    shown = [c for c in (columns or frame.columns) if frame[c].notna().any()]
+    shown = [c for c in (columns or frame.columns) if _holds_anything(frame[c])]
     table = frame[shown]
-    formats = {}
+    formats, whole = {}, []
     for column in shown:
         values = table[column]
         if _is_time(values):
             formats[column] = _time_text
+            whole.append(column)
         elif pd.api.types.is_bool_dtype(values):
             formats[column] = _yes_no
         elif (places := decimals(column, values)) is not None:
             formats[column] = _number(places, _shown(column)[2])
+            whole.append(column)
         elif values.dtype == object or pd.api.types.is_string_dtype(values):
             formats[column] = _words
     styler = table.style.format(formats, na_rep="").format_index(header, axis=1)
+    if whole:  # times and numbers on one line; names and headers may wrap
+        styler = styler.set_properties(subset=whole, **{"white-space": "nowrap"})
     if index is False or (index is None and table.index.name is None):
         styler = styler.hide(axis="index")
     return styler
