@@ -89,7 +89,9 @@ def verification_table(season: Season) -> pd.DataFrame:
             "basin": storms.basin,
             "peak wind (kt)": storms.max_wind_kt.round().astype(int),
             "found": np.where(storms.detected, "yes", "missed"),
-            "points matched": storms.matched_points.astype(str) + " of " + storms.points.astype(str),
+            "points matched": (
+                storms.matched_points.astype(str) + " of " + storms.points.astype(str)
+            ),
             "nearest (km)": storms.min_distance_km.round(),
         }
     )
