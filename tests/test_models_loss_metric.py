@@ -93,6 +93,36 @@ def test_loss_callable_accepts_trailing_label_axis_and_float16(tiny):
         WeightedCrossEntropy(reduction="sum")(labels, logits)
 
 
+def test_soft_dice_on_the_tiny_example(tiny):
+    """Dice of classes 1 and 2 with smooth 1, by hand: p_A = (1/3, 1/3, 1/3), p_B = (1/2, 1/4,
+    1/4). Class 1: (2/3 + 1) / (7/12 + 1 + 1) = 20/31; class 2: 1 / (7/12 + 1) = 12/19."""
+    from climnb.models.losses import soft_dice_loss
+
+    labels, logits = tiny
+    expected = 1 - (20 / 31 + 12 / 19) / 2
+    assert float(soft_dice_loss(labels, logits)) == pytest.approx(expected, rel=1e-6)
+    one_hot = np.eye(3, dtype=np.float32)[labels]  # the same target, soft
+    assert float(soft_dice_loss(one_hot, logits)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_soft_target_weighs_its_shares(tiny):
+    """Pixel A's target half background, half storm: cross entropy -(ln 1/3 + ln 1/3) / 2 =
+    ln 3, weight (1 + 3) / 2 = 2."""
+    from climnb.models.losses import is_soft, weighted_cross_entropy
+
+    _, logits = tiny
+    soft = np.array([[[[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]]], np.float32)
+    w = [1.0, 3.0, 1.0]
+    per_pixel = np.asarray(weighted_cross_entropy(soft, logits, w, "none"))
+    np.testing.assert_allclose(per_pixel, [[[2 * math.log(3), math.log(2)]]], rtol=1e-6)
+    tf = pytest.importorskip("tensorflow")
+    two = tf.zeros((1, 2, 2, 2))
+    assert is_soft(tf.zeros((1, 2, 2, 2)), two)  # two classes: a soft target
+    assert not is_soft(tf.zeros((1, 2, 2, 1)), tf.zeros((1, 2, 2, 1)))  # one class: ids
+    assert not is_soft(tf.zeros((1, 2, 2, 1)), tf.zeros((1, 2, 2, 3)))  # ids, trailing axis
+    assert not is_soft(tf.zeros((1, 2, 2, 3), tf.int32), tf.zeros((1, 2, 2, 3)))
+
+
 # --- IoU ---------------------------------------------------------------------------------------
 
 

@@ -314,3 +314,32 @@ def test_the_verification_table_is_printed(tmp_path, capsys):
 def test_read_best_tracks_from_a_stream():
     text = IBTRACS.read_text()
     assert read_best_tracks(io.StringIO(text)).sid.nunique() == 12
+
+
+def test_the_accessor_verifies_a_mask(season):
+    import climnb.accessor  # noqa: F401
+
+    tmp, _ = season
+    with xr.open_dataset(tmp / "labels.nc") as ds:
+        v = ds.load().climnb.verify("labels", IBTRACS)
+    command = pd.read_csv(tmp / "storms.csv")
+    assert v.scores["storms"] == len(command)
+    assert v.scores["hits"] == int(command.detected.sum())
+
+
+# --- the NAM analysis: no cyclone poleward of the latitude bound ---------------------------
+
+
+def test_nam_lows_poleward_of_the_bound_are_not_cyclones():
+    from climnb.io.netcdf import open_dataset
+
+    ds = open_dataset([DATA / "nam_florence_subset.grib2"], canonical=False, regrid=1.0)
+    anywhere = LabelConfig(tc=TCConfig(max_abs_lat=90.0))
+    _, lows = compute(*label_dataset(ds, anywhere, regrid=1.0, classes="tc"))
+    # three extratropical lows at 50-56 N pass the warm-core check with no latitude bound
+    assert len(lows) == 3 and (lows.lat >= 50).all()
+    labels, storms = compute(*label_dataset(ds, regrid=1.0, classes="tc"))
+    assert storms.empty and int((labels == 1).sum()) == 0
+    # Florence's remnant (1007 hPa near 34.5N 81.9W, a tropical depression over land three
+    # days after landfall) is no tropical cyclone at the 34 kt of a tropical storm either
+    assert not ((lows.lat - 34.5).abs().lt(3) & (lows.lon - 278.1).abs().lt(3)).any()

@@ -8,7 +8,8 @@ HELP = "register this environment as a Jupyter kernel, with PATH and quiet Tenso
 EXAMPLE = "climnb kernel install --user"
 MISSING = {
     "mpiexec": "notebooks 02 and 04 start their MPI engines with it (install OpenMPI)",
-    "horovodrun": "needed only to launch `climnb train` with horovodrun (pip install horovod)",
+    "horovodrun": "needed only to launch `climnb train` with horovodrun (`climnb versions --check` "
+    "says how to get Horovod)",
 }
 
 

@@ -84,6 +84,21 @@ class ARConfig:
         zonally than real ones. None switches the check off.
     ivt_lat_band : range of ``|latitude|`` the centroid of an IVT object must lie in (20-80
         degrees: the subtropics' trade-wind moisture forms long IVT >= 250 objects too).
+    split_ratio : with the transport method, IVT objects that touch are parted before the
+        rules (:func:`climnb.labels.components.split_at_saddles`): a watershed of IVT seeded
+        at each independent IVT maximum, one whose prominence (its height above the saddle
+        that joins it to a higher maximum) is at least ``split_ratio`` of its height above
+        the object's edge and whose region above that saddle covers ``min_area_km2``. 0.6 is
+        IPART's ``max_ph_ratio`` (Xu et al. 2020, GMD 13, 4639, its peak partition of merged
+        systems); the physical reason: along one river the transport stays high from source
+        to landfall, while two rivers that touch side by side or end to end are joined by
+        weaker transport between their cores, a saddle deep compared with their heights.
+        None keeps touching objects whole.
+    split_min_area_km2 : least area above its saddle of an independent IVT maximum (5e5
+        km2, IPART's ``min_area``, its least area of a river: a bump smaller than a river
+        is part of the river it sits on).
+    split_levels : levels between an object's edge and its highest IVT on which the saddles
+        are read (16: a saddle's depth to 1/16 of the object's height).
     storm_buffer_km : with the transport method, no river pixel within this distance of a
         storm's mask (a cyclone's circulation carries strong transport of its own).
     exclude_tropics_deg : no river pixel within this latitude of the equator (both methods).
@@ -122,6 +137,9 @@ class ARConfig:
     ivt_min_poleward: float | None = 0.0
     storm_buffer_km: float = 500.0
     ivt_lat_band: tuple[float, float] = (20.0, 80.0)
+    split_ratio: float | None = 0.6
+    split_min_area_km2: float = 5.0e5
+    split_levels: int = 16
     exclude_tropics_deg: float = 15.0
     field: Literal["ivt", "tmq"] = "ivt"
     tropics_sigma_deg: float = 19.0
@@ -144,6 +162,12 @@ class ARConfig:
         _check_range(self, "exclude_tropics_deg", 0.0, 90.0)
         if self.ivt_percentile is not None:
             _check_range(self, "ivt_percentile", 0.0, 100.0)
+        if self.split_ratio is not None:
+            _check_range(self, "split_ratio", 0.0, 1.0)
+        if not isinstance(self.split_levels, int) or self.split_levels < 2:
+            raise ValueError(
+                f"ARConfig.split_levels must be an integer >= 2, got {self.split_levels!r}"
+            )
         _check_choice(self, "edge", ("half_max", "percentile"))
         _check_range(self, "percentile", 0.0, 100.0)
         _check_range(self, "edge_fraction", 0.0, 1.0)
@@ -203,8 +227,10 @@ class TCConfig:
     max_gap_h : a track may go this long without a centre (TempestExtremes: 24 h).
     max_speed_kmh : fastest centre motion linked (TempestExtremes: 8 degrees in 6 h).
     genesis_lat : a track starts between these latitudes (Gray 1968: 5 to 30 degrees).
-    min_ocean_h : a track starts over the ocean and spends at least this long over it
-        (TempestExtremes: 10 six-hourly points over low ground).
+    genesis_over_ocean : a track starts over the ocean (Gray 1968: cyclones form over warm
+        water); heat lows form over land.
+    min_ocean_h : a track spends at least this long over the ocean (TempestExtremes: 10
+        six-hourly points over low ground).
     """
 
     min_vorticity: float = 5.0e-5
@@ -231,6 +257,7 @@ class TCConfig:
     max_gap_h: float = 24.0
     max_speed_kmh: float = 150.0
     genesis_lat: tuple[float, float] = (5.0, 30.0)
+    genesis_over_ocean: bool = True
     min_ocean_h: float = 54.0
 
     def __post_init__(self):

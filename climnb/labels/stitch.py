@@ -132,7 +132,7 @@ def _judge(paths: pd.DataFrame, config: TCConfig) -> None:
         keep = (
             hours >= config.min_lifetime_h
             and lo <= abs(first.lat) <= hi
-            and not first.over_land
+            and not (config.genesis_over_ocean and first.over_land)
             and (ocean.sum() - 1) * step >= config.min_ocean_h
         )
         paths.loc[path.index, "keep"] = bool(keep)

@@ -13,8 +13,21 @@ pixels), and with the fields where given:
   ``IVTU``/``IVTV``) over the river's pixels, and the category of Ralph et al. (2019, BAMS
   100, 269-289; :func:`ralph_category`) from the event's maximum IVT and duration;
   ``"unknown"`` without IVT;
-* landfall: an event makes landfall in a region at a step when its pixels overlap land
-  (:func:`climnb.stats.regions.land_mask`) inside the region.
+* landfall, as the literature defines it (land: :func:`climnb.stats.regions.land_mask`):
+
+  - a tropical cyclone makes landfall where its centre crosses from ocean onto land
+    (NHC's definition, used by IBTrACS and the tracker studies), once per crossing: the
+    track between two steps is followed along the great circle, and the landfall is in the
+    region of the first land cell it meets, at the step that ends the segment. A track
+    whose first centre is over land (an inland heat low) never makes landfall, wherever it
+    goes later, and a storm that stays over land does not land again at every step;
+  - an atmospheric river makes landfall at a step when its object reaches the coast from
+    the ocean: the object holds ocean cells and land cells next to them (the coast it
+    crosses), and the landfall is in the regions of those coastal land cells. The object
+    stands in for the river's axis (Guan & Waliser 2015 ask the axis to reach the coast;
+    climnb's masks and tracks carry no axis), so a river whose edge only brushes the coast
+    counts too. A river whose object holds no ocean cell when it first appears formed over
+    land and never makes landfall.
 
 The mask is read one step at a time, so memory stays that of one step of mask and fields.
 :func:`event_table` gives one row per event (:data:`EVENT_STATS_COLUMNS`), :func:`event_counts`
@@ -41,7 +54,7 @@ import xarray as xr
 
 from climnb.channels import CLASS_NAMES
 from climnb.labels.components import label_components, label_pixels, measure
-from climnb.labels.sphere import is_periodic
+from climnb.labels.sphere import is_periodic, unit_vectors
 from climnb.stats.groups import SEASONS
 from climnb.stats.masks import MISSING, check_same_grid
 from climnb.stats.regions import Region, land_mask, region_masks
@@ -99,7 +112,8 @@ LANDFALL_COLUMNS = ("region", "year", "class_name", "landfalling_events", "landf
 class EventSteps:
     """What :func:`event_steps` returns: ``obs`` (the tracks' rows with ``max_wind``,
     ``min_psl``, ``max_ivt``, ``mean_ivt``), ``landfalls`` (one row per track, step and
-    region where it is over land there) and the region names."""
+    region where it makes landfall there; see the module's docstring) and the region
+    names."""
 
     obs: pd.DataFrame
     landfalls: pd.DataFrame
@@ -155,7 +169,7 @@ def event_steps(
         obs = track_events(mask.where(mask != MISSING, 0))
     obs = obs.reset_index(drop=True).copy()
     lat, lon = mask.lat.values.astype(float), mask.lon.values.astype(float)
-    where_land = None
+    where_land = land = None
     if regions:
         land = land_mask(lat, lon).values
         where_land = region_masks(list(regions), lat, lon, source=source).values & land
@@ -165,13 +179,14 @@ def event_steps(
     obs["time"] = _same_times(obs.time, times, source)
     by_time = obs.groupby("time", sort=False).indices
     steps = [t for t, time in enumerate(times) if time in by_time]
+    coast = _Coast(land, where_land, lat, lon) if regions else None
     unmatched: list[int] = []
     for t, (values, step) in iter_steps([mask, _fields_at(fields, mask.time.values)], steps):
         rows = by_time[times[t]]
         step = _step_fields(step)
         for k in (1, 2):
             _one_class(
-                values == k, k, obs, rows, step, lat, lon, extra, where_land, landfalls, unmatched
+                values == k, k, obs, rows, step, lat, lon, extra, coast, landfalls, unmatched
             )
     if unmatched:
         r = unmatched[0]
@@ -182,6 +197,8 @@ def event_steps(
         )
     for c, v in extra.items():
         obs[c] = v
+    if coast is not None:
+        landfalls += coast.storm_landfalls(obs)
     names = tuple(r.name for r in regions)
     landfalls = pd.DataFrame(landfalls, columns=["track_id", "time", "class_name", "region"])
     landfalls["region"] = [names[i] for i in landfalls.region]
@@ -284,7 +301,7 @@ def _step_fields(ds: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
     return out
 
 
-def _one_class(binary, k, obs, rows, step, lat, lon, extra, where_land, landfalls, unmatched):
+def _one_class(binary, k, obs, rows, step, lat, lon, extra, coast, landfalls, unmatched):
     """Match the class-``k`` components of one step to the tracks' rows and measure them;
     rows with no component of their area (tracks of other masks) go to ``unmatched``."""
     rows = [r for r in rows if obs.class_id.iat[r] == k]
@@ -312,10 +329,96 @@ def _one_class(binary, k, obs, rows, step, lat, lon, extra, where_land, landfall
         label = int(t_label[int(np.argmin(d))])
         pixels = where[order[bounds[label] : bounds[label + 1]]]
         _measure_fields(step, pixels, coslat[pixels // lon.size], r, k, extra)
-        if where_land is not None:
-            over = where_land.reshape(where_land.shape[0], -1)[:, pixels].any(axis=1)
-            for i in np.flatnonzero(over):
-                landfalls.append((obs.track_id.iat[r], obs.time.iat[r], CLASS_NAMES[k], int(i)))
+        if coast is not None and k == 2:
+            track = obs.track_id.iat[r]
+            for i in coast.river_landfall(track, pixels):
+                landfalls.append((track, obs.time.iat[r], CLASS_NAMES[k], int(i)))
+
+
+class _Coast:
+    """Where events make landfall (see the module's docstring): ``land`` (lat, lon) and
+    ``regions`` (region, lat, lon; land within each region) on the grid ``lat``, ``lon``."""
+
+    def __init__(self, land, regions, lat, lon):
+        self.land, self.regions = land, regions.reshape(regions.shape[0], -1)
+        self.lat, self.lon = np.asarray(lat, float), np.asarray(lon, float)
+        self.periodic = is_periodic(lon)
+        self.born = {}  # river track -> whether its first object held ocean
+
+    def river_landfall(self, track, pixels: np.ndarray) -> np.ndarray:
+        """The regions (indices) where the river ``track``'s object ``pixels`` (flat indices,
+        at one step, in time order) crosses the coast from the ocean."""
+        over = self.land.ravel()[pixels]
+        born = self.born.setdefault(track, not over.all())
+        if not born or over.all() or not over.any():
+            return np.empty(0, int)
+        coast = pixels[over][self._beside(pixels[over], pixels[~over])]
+        return np.flatnonzero(self.regions[:, coast].any(axis=1))
+
+    def _beside(self, cells: np.ndarray, others: np.ndarray) -> np.ndarray:
+        """Whether each of ``cells`` (flat indices) has one of ``others`` among its eight
+        neighbours (across the seam on a global grid, never across the poles)."""
+        nrow, ncol = self.land.shape
+        r, c = np.divmod(cells, ncol)
+        near = np.zeros(cells.size, bool)
+        for dr in (-1, 0, 1):
+            for dc in (-1, 0, 1):
+                rr, cc = r + dr, c + dc
+                ok = (rr >= 0) & (rr < nrow)
+                if self.periodic:
+                    cc = cc % ncol
+                else:
+                    ok &= (cc >= 0) & (cc < ncol)
+                flat = np.clip(rr, 0, nrow - 1) * ncol + np.clip(cc, 0, ncol - 1)
+                near |= ok & np.isin(flat, others)
+        return near
+
+    def storm_landfalls(self, obs: pd.DataFrame) -> list[tuple]:
+        """``(track_id, time, class_name, region)`` of each crossing of a storm's centre
+        from ocean onto land, for the storms whose first centre is over the ocean."""
+        out = []
+        storms = obs[obs.class_id == 1].sort_values(["track_id", "time"], kind="stable")
+        for track, t in storms.groupby("track_id", sort=True):
+            lat, lon = t.lat.to_numpy(float), t.lon.to_numpy(float)
+            cells = self._cells(lat[:1], lon[:1])
+            if self.land.ravel()[cells[0]]:
+                continue  # formed over land: it never makes landfall
+            for j in range(1, len(t)):
+                path = self._cells(*_segment(lat[j - 1], lon[j - 1], lat[j], lon[j], self._step))
+                over = self.land.ravel()[path]
+                enter = np.flatnonzero(over[1:] & ~over[:-1])
+                for e in enter:
+                    for i in np.flatnonzero(self.regions[:, path[e + 1]]):
+                        out.append((track, t.time.iat[j], CLASS_NAMES[1], int(i)))
+        return out
+
+    @property
+    def _step(self) -> float:
+        """Degrees between the points a segment is followed at: half the grid's spacing."""
+        dlat = np.abs(np.diff(self.lat)).min() if self.lat.size > 1 else 1.0
+        dlon = np.abs(np.diff(self.lon)).min() if self.lon.size > 1 else 1.0
+        return 0.5 * float(min(dlat, dlon))
+
+    def _cells(self, lat, lon) -> np.ndarray:
+        """Flat index of the grid cell nearest to each point (degrees)."""
+        r = np.abs(self.lat[None, :] - np.asarray(lat)[:, None]).argmin(axis=1)
+        d = np.abs((self.lon[None, :] - np.asarray(lon)[:, None] + 180.0) % 360.0 - 180.0)
+        return r * self.lon.size + d.argmin(axis=1)
+
+
+def _segment(lat0, lon0, lat1, lon1, step_deg: float) -> tuple[np.ndarray, np.ndarray]:
+    """Points every ``step_deg`` (of arc, or less) along the great circle between two points,
+    both ends included (degrees; longitudes in 0..360)."""
+    a, b = unit_vectors(lat0, lon0), unit_vectors(lat1, lon1)
+    angle = float(np.degrees(np.arccos(np.clip(a @ b, -1.0, 1.0))))
+    f = np.linspace(0.0, 1.0, max(int(np.ceil(angle / step_deg)), 1) + 1)[:, None]
+    if angle < 1e-9:
+        p = np.repeat(a[None, :], f.size, axis=0)
+    else:  # spherical interpolation
+        w = np.radians(angle)
+        p = (np.sin((1 - f) * w) * a + np.sin(f * w) * b) / np.sin(w)
+    lat = np.degrees(np.arcsin(np.clip(p[:, 2], -1.0, 1.0)))
+    return lat, np.degrees(np.arctan2(p[:, 1], p[:, 0])) % 360.0
 
 
 def _measure_fields(step, pixels, weights, r, k, extra):

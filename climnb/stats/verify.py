@@ -44,7 +44,7 @@ import pandas as pd
 
 from climnb.labels.sphere import great_circle_km
 
-__all__ = ["Verification", "verify_tracks", "SYNOPTIC_HOURS"]
+__all__ = ["Season", "Verification", "verify_season", "verify_tracks", "SYNOPTIC_HOURS"]
 
 SYNOPTIC_HOURS = (0, 6, 12, 18)
 
@@ -220,3 +220,38 @@ def verify_tracks(
         "end": hi,
     }
     return Verification(scores, storms, track_table)
+
+
+@dataclass(frozen=True)
+class Season:
+    """A season of storms verified (:func:`verify_season`): the verification, the detected
+    tracks (rows of :func:`climnb.tracks.track_events`) and the best tracks of the period."""
+
+    verification: Verification
+    tracks: pd.DataFrame
+    best: pd.DataFrame
+
+
+def verify_season(
+    paths, best_track, config=None, *, radius_km: float = 300.0, min_wind_kt: float = 34.0
+) -> Season:
+    """``climnb label``, ``climnb tracks`` and ``climnb verify`` in one call, in memory: the
+    storms of the files ``paths`` (fields as they come, e.g. ERA5 ``msl`` and ``vo``) labelled
+    with ``config`` (default settings), linked into tracks with the labels' gap, and verified
+    against the best-track file ``best_track`` (IBTrACS CSV or NetCDF, HURDAT2)."""
+    from climnb.io.besttrack import read_best_tracks
+    from climnb.io.netcdf import expand_paths, open_dataset
+    from climnb.labels import compute, label_dataset
+    from climnb.tracks import TrackConfig, default_max_gap, track_events
+
+    ds = open_dataset(expand_paths(paths), canonical=False)
+    labels, _ = compute(*label_dataset(ds, config, classes="tc", grid="canonical"))
+    obs = track_events(labels, TrackConfig(max_gap_steps=default_max_gap(labels)))
+    best = read_best_tracks(best_track)
+    times = labels.time.values
+    result = verify_tracks(
+        obs, best, radius_km=radius_km, min_wind_kt=min_wind_kt, start=times[0], end=times[-1]
+    )
+    lo, hi = result.scores["start"], result.scores["end"]
+    shown = best[(best.time >= lo) & (best.time <= hi)]
+    return Season(result, obs, shown.reset_index(drop=True))

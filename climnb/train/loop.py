@@ -57,7 +57,7 @@ from climnb.train.checkpoint import (
     save_checkpoint,
 )
 from climnb.train.config import TrainConfig
-from climnb.train.together import abort_on_failure, all_ok
+from climnb.train.together import abort_on_failure, all_ok, one_process_only
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,8 @@ def _horovod():
     try:
         import horovod.tensorflow as hvd
     except ImportError:
-        log.warning("Horovod is not installed: training in one process (make setup builds it)")
+        one_process_only()
+        log.debug("Horovod is not installed: training in one process without it")
         return _OneProcess()
     _yield_when_crowded()
     hvd.init()

@@ -88,14 +88,15 @@ def river_agreement(
     names: tuple[str, str] = ("climnb", "IPART"),
     anomaly: xr.DataArray | None = None,
     dropped: xr.DataArray | None = None,
-    width: int = 480,
-    height: int = 240,
+    width: int = 760,
+    height: int = 300,
 ) -> hv.Layout:
     """Side-by-side maps of one step: IVT with its ``threshold`` contour, and where two river
     masks agree (green) or only ``ours`` (orange) or only ``reference`` (blue) has a river;
     with ``anomaly`` (the reference's IVT anomaly, e.g. IPART's THR anomaly) a third map of it,
     with the outline of ``dropped`` (e.g. :func:`climnb.labels.reference.oversized_candidates`)
-    in magenta.
+    in magenta. One map a row, as wide as a notebook cell: their titles say what the colours
+    mean, whole.
 
     ``ours`` may hold class ids (rivers are 2) or booleans; ``reference`` booleans; all are
     (time, lat, lon) on the same grid.

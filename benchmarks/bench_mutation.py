@@ -1,0 +1,485 @@
+"""Mutation testing of the core science and data modules: how many small wrong changes
+(mutants) the tests that cover each module catch.
+
+For each module of :data:`MODULES`, every site where a one-token change alters behaviour is a
+mutant (a hand-written mutator over :mod:`ast`):
+
+* comparisons ``<`` <-> ``<=``, ``>`` <-> ``>=``, ``==`` <-> ``!=``, ``in`` <-> ``not in``,
+  ``is`` <-> ``is not``;
+* arithmetic ``+`` <-> ``-``, ``*`` <-> ``/`` (also in ``+=`` and the like);
+* numeric constants ``n`` -> ``n + 1`` (integers) or ``2 x`` (floats; ``0.0`` -> ``1.0``),
+  ``True`` <-> ``False``;
+* ``and`` <-> ``or``; ``not x`` -> ``x``;
+* ``return x`` -> ``return None``.
+
+Docstrings, ``__all__`` and the arguments of logging calls are not mutated. The mutated
+module is written, by ``ast.unparse``, into a scratch copy of the repository (the module
+unmutated but unparsed the same way is the baseline, which must pass), and only the test
+modules that cover it (the mapping below) run against it, without the slow, browser, Slurm,
+notebook, Horovod and MPI tests, stopping at the first failure, with a time limit per mutant.
+A mutant is *killed* when a test fails, *survived* when all pass, *timed out* past the limit
+(counted as killed: the tests noticed). Mutants known to be equivalent (no behaviour changes;
+:data:`EQUIVALENT`, with the reason) are listed apart and left out of the ratio.
+
+Run (a seeded sample per module, so that it ends in minutes on two cores)::
+
+    .venv/bin/python benchmarks/bench_mutation.py --max-per-module 12 --seed 0
+    .venv/bin/python benchmarks/bench_mutation.py --module climnb/labels/scores.py --list
+    .venv/bin/python benchmarks/bench_mutation.py --tests /tmp/old/tests ...  # other tests
+
+It prints one row per module (mutants sampled of all, killed, survived, timed out,
+equivalent, killed share of the non-equivalent) and every survivor, to be killed by a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Each module and the tests that cover it (paths or node ids, relative to the repository).
+MODULES: dict[str, list[str]] = {
+    "climnb/labels/scores.py": [
+        "tests/test_score.py",
+        "tests/test_mutation_survivors.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.scores]",
+    ],
+    "climnb/io/split.py": [
+        "tests/test_sampleset.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.split]",
+    ],
+    "climnb/io/reader.py": [
+        "tests/test_pipeline.py",
+        "tests/test_mutation_survivors.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.reader]",
+    ],
+    "climnb/io/levels.py": [
+        "tests/test_mutation_survivors.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.levels]",
+    ],
+    "climnb/io/variables.py": [
+        "tests/test_mutation_survivors.py",
+        "tests/test_real_inputs.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.variables]",
+    ],
+    "climnb/labels/ar.py": [
+        "tests/test_rule_edges.py",
+        "tests/test_river_rules.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.ar]",
+        "tests/test_labels.py",
+    ],
+    "climnb/models/losses.py": ["tests/test_models_loss_metric.py"],
+    "climnb/atomic.py": [
+        "tests/test_atomic_owners.py",
+        "tests/test_mutation_survivors.py",
+        "tests/test_kill_midwrite.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.atomic]",
+    ],
+    "climnb/outputs.py": [
+        "tests/test_store.py",
+        "tests/test_mutation_survivors.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.outputs]",
+    ],
+    "climnb/staging.py": [
+        "tests/test_staging.py",
+        "tests/test_mutation_survivors.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.staging]",
+    ],
+    "climnb/stats/frequency.py": ["tests/test_stats.py", "tests/test_mutation_survivors.py"],
+    "climnb/stats/change.py": [
+        "tests/test_stats_change.py",
+        "tests/test_mutation_survivors.py",
+        *(
+            f"tests/test_stats.py::{t}"
+            for t in (
+                "test_fdr_benjamini_hochberg",
+                "test_same_climate_flags_few_points",
+                "test_compare_refuses_what_cannot_be_compared",
+                "test_compare_is_deterministic_for_a_seed",
+            )
+        ),
+    ],
+}
+
+#: Modules whose slow tests run too (the kill-and-rerun tests of atomic writes).
+WITH_SLOW = {"climnb/atomic.py"}
+
+#: Mutants that change no behaviour, by module and :attr:`Mutant.key`, with the reason.
+EQUIVALENT: dict[str, dict[str, str]] = {
+    "climnb/io/split.py": {
+        "split_steps: `val = np.arange(max(end - n_val, 0), end)`: 0 -> 1": (
+            "differs only when end <= n_val, where the block split is refused either way "
+            "(validation would start at step 0, leaving no training step before it)"
+        ),
+        **{
+            f"split_steps: `dropped = n - train.size - val.size - test.size`: {m}": (
+                "the count of steps left out in the gaps goes only to a log line"
+            )
+            for m in (
+                "n - train.size - val.size - test.size -> n - train.size - val.size + test.size",
+                "n - train.size - val.size -> n - train.size + val.size",
+                "n - train.size -> n + train.size",
+            )
+        },
+    },
+    "climnb/io/reader.py": {
+        "BatchLoader.__init__: `def __init__(self, reader: SampleReader, batch_size: int, *, "
+        "workers: int = 2, ahead: int = 2):`: 2 -> 3": (
+            "the number of reading processes: the batches are the same (test_pipeline checks "
+            "them against the plain reader)"
+        ),
+        "BatchLoader.__init__: `def __init__(self, reader: SampleReader, batch_size: int, *, "
+        "workers: int = 2, ahead: int = 2):`: 2 -> 3 #2": "how many batches are read ahead",
+        "_shutdown: `p.join(timeout=5)`: 5 -> 6": "how long a reading process is waited for",
+    },
+    "climnb/models/losses.py": {
+        "WeightedCrossEntropy: `@dataclass(frozen=True)`: True -> False": (
+            "frozen only refuses assignment to a field, which nothing does"
+        ),
+    },
+    "climnb/stats/change.py": {
+        "_resample: `p[cols] = (1 + (np.abs(null) >= np.abs(change[cols]) - tol).sum(0)) / "
+        "(n + 1)`: np.abs(null) >= np.abs(change[cols]) - tol -> np.abs(null) > "
+        "np.abs(change[cols]) - tol": (
+            "with the tolerance subtracted, a null value equals |change| - tol only by a "
+            "coincidence of rounding; ties are counted by the tolerance either way"
+        ),
+    },
+}
+
+QUICK = "not slow and not browser and not slurm and not notebook and not horovod and not mpi"
+
+_SWAP = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.And: ast.Or,
+    ast.Or: ast.And,
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    module: str
+    index: int  # the site's place in the module's walk
+    line: int
+    where: str  # the enclosing function or class
+    before: str
+    after: str
+    text: str = ""  # the source line
+    nth: int = 1  # the same change's occurrence on that line
+
+    @property
+    def key(self) -> str:
+        """What changes, where: stable while the code around it moves."""
+        nth = f" #{self.nth}" if self.nth > 1 else ""
+        return f"{self.where}: `{self.text}`: {self.before} -> {self.after}{nth}"
+
+
+def _is_docstring(node: ast.AST, parent: ast.AST | None) -> bool:
+    body = getattr(parent, "body", None)
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        and isinstance(body, list)
+        and body
+        and body[0] is node
+    )
+
+
+def _skipped(node: ast.AST) -> bool:
+    """Statements whose mutants say nothing: ``__all__``, logging calls."""
+    if isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+    ):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        f = node.value.func
+        return (
+            isinstance(f, ast.Attribute)
+            and isinstance(f.value, ast.Name)
+            and f.value.id
+            in (
+                "log",
+                "logger",
+                "warnings",
+            )
+        )
+    return False
+
+
+def _sites(tree: ast.AST):
+    """Yield ``(node, where)`` for every mutable node, in a fixed order."""
+
+    def walk(node, parent, where):
+        if _is_docstring(node, parent) or _skipped(node):
+            return
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            where = f"{where}.{node.name}" if where else node.name
+        if isinstance(node, ast.JoinedStr):
+            return  # f-strings: messages
+        if _mutation(node) is not None:
+            yield node, where or "<module>"
+        for child in ast.iter_child_nodes(node):
+            yield from walk(child, node, where)
+
+    yield from walk(tree, None, "")
+
+
+def _mutation(node: ast.AST):
+    """The mutated copy of ``node``, or None when it is not a site."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _SWAP:
+        new = copy.copy(node)
+        new.ops = [_SWAP[type(node.ops[0])]()]
+        return new
+    if isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _SWAP:
+        if isinstance(node, ast.BinOp) and _is_str_op(node):
+            return None
+        new = copy.copy(node)
+        new.op = _SWAP[type(node.op)]()
+        return new
+    if isinstance(node, ast.BoolOp):
+        new = copy.copy(node)
+        new.op = _SWAP[type(node.op)]()
+        return new
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return node.operand
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float, bool):
+        v = node.value
+        if isinstance(v, bool):
+            return ast.Constant(not v)
+        if isinstance(v, int):
+            return ast.Constant(v + 1)
+        return ast.Constant(v * 2 if v else 1.0)
+    if isinstance(node, ast.Return) and node.value is not None:
+        if isinstance(node.value, ast.Constant) and node.value.value is None:
+            return None
+        return ast.Return(ast.Constant(None))
+    return None
+
+
+def _is_str_op(node: ast.BinOp) -> bool:
+    """``"a" + "b"``, ``"%s" % x``: text, not arithmetic."""
+    sides = (node.left, node.right)
+    return any(isinstance(s, ast.Constant) and isinstance(s.value, str) for s in sides) or any(
+        isinstance(s, ast.JoinedStr) for s in sides
+    )
+
+
+def mutants(module: str) -> list[Mutant]:
+    """Every mutant of ``module`` (a path relative to the repository)."""
+    source = (ROOT / module).read_text()
+    lines, tree = source.splitlines(), ast.parse(source)
+    out, seen = [], Counter()
+    for i, (node, where) in enumerate(_sites(tree)):
+        before, after = _show(node), _show(_mutation(node))
+        seen[node.lineno, before, after] += 1
+        text = lines[node.lineno - 1].strip()
+        nth = seen[node.lineno, before, after]
+        out.append(Mutant(module, i, node.lineno, where, before, after, text, nth))
+    return out
+
+
+def _show(node: ast.AST) -> str:
+    text = ast.unparse(node).splitlines()[0]
+    return text if len(text) <= 70 else text[:67] + "..."
+
+
+def mutated_source(module: str, index: int | None) -> str:
+    """The module unparsed, with site ``index`` mutated (None: unmutated)."""
+    tree = ast.parse((ROOT / module).read_text())
+    if index is not None:
+        for i, (node, _) in enumerate(list(_sites(tree))):
+            if i == index:
+                _replace(tree, node, _mutation(node))
+                break
+    return ast.unparse(tree) + "\n"
+
+
+def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
+    for parent in ast.walk(tree):
+        for field, value in ast.iter_fields(parent):
+            if value is old:
+                setattr(parent, field, new)
+                return
+            if isinstance(value, list):
+                for k, item in enumerate(value):
+                    if item is old:
+                        value[k] = new
+                        return
+    raise AssertionError("site not found")
+
+
+class Scratch:
+    """A copy of the package, tests and settings, where one module at a time is replaced."""
+
+    def __init__(self, tests: Path):
+        self.dir = Path(tempfile.mkdtemp(prefix="climnb-mutation-"))
+        shutil.copytree(
+            ROOT / "climnb", self.dir / "climnb", ignore=shutil.ignore_patterns("__pycache__")
+        )
+        shutil.copytree(tests, self.dir / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+        for name in ("pyproject.toml", "setup.py"):
+            shutil.copy2(ROOT / name, self.dir / name)
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(self.dir),  # before the editable install of the checkout
+            "PYTHONDONTWRITEBYTECODE": "1",  # a mutant never runs from a stale .pyc
+        }
+
+    def run(self, module: str, source: str, tests: list[str], timeout: float, slow=False):
+        """Outcome (``killed``, ``survived``, ``timed out``) and seconds of the tests
+        against ``source`` as ``module``."""
+        path = self.dir / module
+        original = path.read_text()
+        path.write_text(source)
+        start = time.perf_counter()
+        try:
+            cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider"]
+            p = subprocess.run(
+                [*cmd, "-m", QUICK.removeprefix("not slow and ") if slow else QUICK, *tests],
+                cwd=self.dir,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                start_new_session=True,
+            )
+            outcome = "survived" if p.returncode in (0, 5) else "killed"
+            if p.returncode not in (0, 1, 5):
+                outcome = "killed" if p.returncode == 2 else f"error {p.returncode}"
+            tail = p.stdout.strip().splitlines()[-1:] if p.stdout.strip() else []
+        except subprocess.TimeoutExpired:
+            outcome, tail = "timed out", []
+        finally:
+            path.write_text(original)
+        return outcome, time.perf_counter() - start, tail
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def present(tests: list[str], scratch: Scratch) -> list[str]:
+    """The tests of ``tests`` that the tests folder holds (an older one may lack some)."""
+    kept = []
+    for t in tests:
+        if not (scratch.dir / t.split("::")[0]).is_file():
+            continue
+        if "::" in t:  # a node id: collected?
+            cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+            p = subprocess.run([*cmd, t], cwd=scratch.dir, env=scratch.env, capture_output=True)
+            if p.returncode != 0:
+                continue
+        kept.append(t)
+    return kept
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--module", action="append", help="only these modules (default: all)")
+    ap.add_argument("--max-per-module", type=int, default=12, help="mutants sampled per module")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    ap.add_argument("--tests", type=Path, default=ROOT / "tests", help="the tests folder to run")
+    ap.add_argument("--timeout-factor", type=float, default=3.0, help="x the baseline's time")
+    ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    args = ap.parse_args(argv)
+    modules = args.module or list(MODULES)
+    unknown = [m for m in modules if m not in MODULES]
+    if unknown:
+        ap.error(f"--module {unknown[0]}: not one of {', '.join(MODULES)}")
+    if args.list:
+        for m in modules:
+            for mu in mutants(m):
+                print(f"{m}:{mu.line} #{mu.index} {mu.key}")
+        return 0
+    scratch = Scratch(args.tests)
+    rows, survivors = [], []
+    try:
+        for module in modules:
+            rows.append(_one_module(scratch, module, args, survivors))
+    finally:
+        scratch.close()
+    _print_table(rows)
+    if survivors:
+        print("\nsurvivors:")
+        for mu in survivors:
+            print(f"  {mu.module}:{mu.line} #{mu.index} {mu.key}")
+    return 0
+
+
+def _one_module(scratch: Scratch, module: str, args, survivors: list) -> dict:
+    tests = present(MODULES[module], scratch)
+    everything = mutants(module)
+    rng = random.Random(f"{args.seed}:{module}")
+    sample = sorted(
+        rng.sample(everything, min(args.max_per_module, len(everything))), key=lambda m: m.index
+    )
+    row = {"module": module, "all": len(everything), "sampled": len(sample), "tests": len(tests)}
+    row.update({"killed": 0, "survived": 0, "timed out": 0, "equivalent": 0, "error": 0})
+    if not tests:  # nothing covers the module: every mutant survives
+        row.update(survived=len(sample), baseline_s=0.0)
+        survivors.extend(sample)
+        return row
+    slow = module in WITH_SLOW
+    outcome, base_s, tail = scratch.run(module, mutated_source(module, None), tests, 900, slow)
+    row["baseline_s"] = base_s
+    if outcome != "survived":  # the unmutated module must pass its tests
+        print(f"{module}: baseline {outcome} {tail}", flush=True)
+        row["error"] = len(sample)
+        return row
+    timeout = max(args.timeout_factor * base_s, base_s + 30.0)
+    known = EQUIVALENT.get(module, {})
+    for mu in sample:
+        if mu.key in known:
+            row["equivalent"] += 1
+            continue
+        source = mutated_source(module, mu.index)
+        outcome, seconds, _ = scratch.run(module, source, tests, timeout, slow)
+        key = outcome if outcome in row else "error"
+        row[key] += 1
+        if outcome == "survived":
+            survivors.append(mu)
+        print(f"  {module}:{mu.line} {mu.key}: {outcome} ({seconds:.1f} s)", flush=True)
+    return row
+
+
+def _print_table(rows: list[dict]) -> None:
+    head = f"{'module':28s} {'mutants':>9s} {'killed':>7s} {'survived':>8s} {'timeout':>7s}"
+    print(f"\n{head} {'equiv':>5s} {'killed %':>8s} {'base s':>6s}")
+    for r in rows:
+        counted = r["killed"] + r["survived"] + r["timed out"]
+        share = 100.0 * (r["killed"] + r["timed out"]) / counted if counted else float("nan")
+        name = r["module"].removeprefix("climnb/")
+        print(
+            f"{name:28s} {r['sampled']:>4d}/{r['all']:<4d} {r['killed']:>7d} {r['survived']:>8d} "
+            f"{r['timed out']:>7d} {r['equivalent']:>5d} {share:>7.0f}% {r['baseline_s']:>6.1f}"
+            + (f"  ({r['error']} errors)" if r["error"] else "")
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
