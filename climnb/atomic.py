@@ -295,8 +295,8 @@ def _take_over(path: Path, held: Path) -> None:
         log.info("%s: took over the claim of process %s, which is gone", path, pid)
         return
     who = f"process {pid} on {host}" if record else "another run"
-    where = "" if host in (None, here) else f" (on another host: remove {held} if it is gone)"
+    where = "on another host: " if host not in (None, here) else ""
     raise OutputBusy(
-        f"{path}: another run ({who}) is writing it now{where}; wait for it to finish, stop "
-        "it, or choose another output"
+        f"{path}: another run ({who}) is writing it now; wait for it to finish, stop it, or "
+        f"choose another output ({where}remove {held} if no run is writing it)"
     )

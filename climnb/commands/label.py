@@ -151,6 +151,7 @@ def run(args) -> int:
 def _run(args, files, out, events_path) -> int:
     # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
     from climnb.io.netcdf import open_dataset, time_steps
+    from climnb.io.plausible import check_plausible_input
     from climnb.labels.dataset import StepError, label_dataset
     from climnb.labels.writer import write_labels
 
@@ -161,7 +162,14 @@ def _run(args, files, out, events_path) -> int:
     renames = _pairs(args.rename)
     units = _pairs(args.units, "--units", "VAR=UNITS")
     ds = open_dataset(files, variables=renames, units=units, canonical=False, regrid=args.regrid)
-    _check_plausible(ds, files, renames, units, args.regrid)
+    check_plausible_input(  # a wrong unit gives values of no atmosphere: refused here
+        ds,
+        source=_describe(files),
+        variables=renames,
+        units=units,
+        regrid=args.regrid,
+        names=("PSL", "TMQ", "IVT"),
+    )
     try:  # what the input lacks or holds wrongly is found here: name the input files
         labels, events = label_dataset(
             ds, config, classes=args.classes, variables=renames, units=units, regrid=args.regrid
@@ -196,23 +204,6 @@ def _run(args, files, out, events_path) -> int:
         f"  {labels.attrs['notes']}" + (f"\n  storm checks: {checks}" if checks else "")
     )
     return 0
-
-
-def _check_plausible(ds, files, renames, units, regrid) -> None:
-    """Refuse fields whose values no atmosphere has once their units are read (a wrong
-    ``units`` attribute or ``--units``): the first and the last step, on climnb's names and
-    units (:func:`climnb.io.plausible.check_plausible`), before any labelling."""
-    from climnb.io.netcdf import coord_names, normalize
-    from climnb.io.plausible import check_plausible
-
-    time = coord_names(ds).get("time")
-    if time in ds.dims and ds.sizes[time] > 0:
-        ds = ds.isel({time: sorted({0, ds.sizes[time] - 1})})
-    try:
-        canonical = normalize(ds, variables=renames, units=units, regrid=regrid)
-    except ValueError:
-        return  # what is missing or wrong: the labeller names it, with its own advice
-    check_plausible(canonical, source=_describe(files), names=("PSL", "TMQ", "IVT"))
 
 
 def _client(args):

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 import numpy as np
 import xarray as xr
 
-__all__ = ["RANGES", "check_plausible"]
+__all__ = ["RANGES", "check_plausible", "check_plausible_input"]
 
 _MM_DAY = 1000.0 * 86400.0  # m s-1 -> mm day-1
 
@@ -78,3 +78,29 @@ def check_plausible(
                 f"({da.attrs.get('climnb_source', name)}): the units are wrong; give the "
                 f"file's own with --units {name}=UNITS, or check --rename"
             )
+
+
+def check_plausible_input(
+    ds: xr.Dataset,
+    *,
+    source: str,
+    variables=None,
+    units=None,
+    regrid: float | None = None,
+    names: Iterable[str] | None = None,
+) -> None:
+    """:func:`check_plausible` on a Dataset as the files give it (their names, grid and
+    units: ``open_dataset(..., canonical=False)``): its first and last steps put on climnb's
+    names and units the way the command will (``variables``, ``units``, ``regrid`` as given
+    to :func:`climnb.io.netcdf.normalize`). What is missing or wrong there is left to the
+    command's own reading, which names it with its advice."""
+    from climnb.io.netcdf import coord_names, normalize
+
+    time = coord_names(ds).get("time")
+    if time in ds.dims and ds.sizes[time] > 0:
+        ds = ds.isel({time: sorted({0, ds.sizes[time] - 1})})
+    try:
+        canonical = normalize(ds, variables=variables, units=units, regrid=regrid)
+    except ValueError:
+        return
+    check_plausible(canonical, source=source, names=names)
