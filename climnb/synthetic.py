@@ -779,7 +779,10 @@ def make_dataset(
         ds["river_id"] = (
             ("time", "lat", "lon"),
             river_id,
-            {"long_name": "event_id of the river of each river pixel of truth", "_FillValue": -1},
+            {
+                "long_name": "event_id of the river of each river pixel of truth",
+                "comment": "-1 where truth is not a river",
+            },
         )
         ds.attrs["river_layout"] = river_layout
     if future != PRESENT:

@@ -9,11 +9,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import xarray as xr
 
 from climnb.labels import ARConfig, LabelConfig, compute, label_dataset
 from climnb.labels.ar import river_rules, transport_rivers
 from climnb.labels.components import label_components, split_at_saddles
-from climnb.synthetic import RIVER_LAYOUTS, make_dataset
+from climnb.synthetic import RIVER_LAYOUTS, make_dataset, save_dataset
 
 _TRANSPORT = ARConfig(method="transport")
 LAT, LON = np.linspace(-90, 90, 96), np.arange(144) * 2.5
@@ -149,8 +150,11 @@ def test_one_river_alone_is_not_cut():
     assert found >= 10
 
 
-def test_layouts_are_seeded_and_checked():
+def test_layouts_are_seeded_and_checked(tmp_path):
     a, events = make_dataset(n_time=2, n_tc=1, n_ar=2, seed=3, river_layout="end_to_end")
+    save_dataset(a, events, tmp_path / "touching.nc")
+    with xr.open_dataset(tmp_path / "touching.nc") as back:  # ids stay integers
+        np.testing.assert_array_equal(back.river_id.values, a.river_id.values)
     b, _ = make_dataset(n_time=2, n_tc=1, n_ar=2, seed=3, river_layout="end_to_end")
     np.testing.assert_array_equal(a.river_id.values, b.river_id.values)
     np.testing.assert_array_equal(a.TMQ.values, b.TMQ.values)
