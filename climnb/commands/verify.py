@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from climnb.atomic import atomic_path, remove_leftovers
-from climnb.outputs import check_output
+from climnb.atomic import atomic_path, claims, remove_leftovers
+from climnb.outputs import check_outputs
 
 HELP = "verify cyclone tracks against best tracks (IBTrACS, HURDAT2): hits, misses, POD, FAR"
 EXAMPLE = "climnb verify tracks.nc --best-track ibtracs.csv --csv verification.csv"
@@ -39,17 +39,18 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    inputs = [Path(args.tracks), Path(args.best_track)]
+    # before any work, against both inputs and each other
+    outputs = check_outputs({"--csv": args.csv, "--tracks-csv": args.tracks_csv}, inputs)
+    with claims(outputs.values()):  # one run at a time into these outputs
+        return _run(args, outputs)
+
+
+def _run(args, outputs) -> int:
     from climnb.io.besttrack import read_best_tracks  # pandas: not for `climnb --help`
     from climnb.stats.verify import verify_tracks
     from climnb.tracks import read_tracks, tracks_period
 
-    inputs = [Path(args.tracks), Path(args.best_track)]
-    outputs = {}
-    for option in ("csv", "tracks_csv"):
-        path = getattr(args, option)
-        if path:
-            flag = "--" + option.replace("_", "-")
-            outputs[flag] = check_output(path, inputs, option=flag, others=dict(outputs))
     for path in outputs.values():
         remove_leftovers(path.parent, path.name)
     tracks = read_tracks(args.tracks)
