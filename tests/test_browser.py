@@ -498,7 +498,7 @@ nb.content.widgets.forEach((cell, i) => {
   if (cell.model.type !== 'code') return;
   for (const out of cell.node.querySelectorAll('.jp-OutputArea-output')) {
     const table = out.querySelector(':scope > table, .dataframe');
-    if (out.scrollWidth > out.clientWidth + 1 && !(table && wide.includes(
+    if (out.scrollWidth > out.clientWidth && !(table && wide.includes(
         cell.model.sharedModel.getSource().trim())))
       found.push(`cell ${i}: content ${out.scrollWidth} px wide in a cell of ${out.clientWidth}`);
     visit(out, el => {  // Bokeh's and Panel's elements

@@ -65,7 +65,7 @@ def frequency_maps(*freqs: xr.Dataset, names: tuple[str, ...] = ()) -> hv.Layout
     for class_name in freqs[0]["class"].values:
         top = max(float(f.frequency.sel({"class": class_name}).max()) for f in freqs)
         for f, name in zip(freqs, names, strict=True):
-            # whole, on two lines
+            # on two lines: whole in a map of half a cell's width
             title = f"{name}:\n{_TITLES.get(str(class_name), class_name)} [%]"
             clim = (0.0, max(100.0 * top, 1e-6))
             panels.append(frequency_map(f, str(class_name), title=title, clim=clim))
