@@ -76,7 +76,13 @@ SHORTER = {
     # one source labelled "as it comes" (tests/test_label_inputs.py labels ERA5 and MERRA-2
     # files, tests/test_real_inputs.py CAM5's); the heuristic labels scored against a
     # ClimateNet-layout folder of 00's first steps (conftest's write_chain_expert_folder)
-    "01": {"own_sources": ["merra2"], "expert": "climatenet"},
+    # and the real season of the tests' data verified against its best tracks (map and table)
+    "01": {
+        "own_sources": ["merra2"],
+        "expert": "climatenet",
+        "storm_season": str(ROOT / "tests/data/era5_msl_vo850_2025-12_2026-01_tropics_2.5x2.5.nc"),
+        "best_track": str(ROOT / "tests/data/ibtracs_2025-12-01_2026-01-14.csv"),
+    },
     # 4 files staged per rank of 2 x 2 (8 in the notebook): fewer batches to time
     "02": {"samples_per_rank": 4},
     # 4 steps per epoch on each of 2 ranks; the validations after steps 4 and 8 come mid-run
@@ -564,10 +570,9 @@ def _keep_views(driver, shots: Path, number: str) -> list[Path]:
     return kept
 
 
-#: Cells whose pandas table is shown as pandas draws it, every column, scrolled sideways where
-#: it is wider than the cell: notebook 01's event table (``climnb.viz.tables.readable`` would
-#: show it narrower).
-WIDE_TABLES = {"01": ["events"]}
+#: Cells whose pandas table may scroll sideways where it is wider than the cell, by notebook:
+#: none (every table goes through ``climnb.viz.tables.readable``).
+WIDE_TABLES: dict[str, list[str]] = {}
 
 
 def _check_fit(driver, name: str) -> None:

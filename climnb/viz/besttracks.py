@@ -14,6 +14,7 @@ import pandas as pd
 
 from climnb.stats.verify import Season
 from climnb.viz.coastlines import coastline_path
+from climnb.viz.notebook import MAX_WIDTH
 
 __all__ = ["best_track_map", "verification_table"]
 
@@ -29,7 +30,7 @@ def _box(*tables: pd.DataFrame, margin: float = 5.0):
     return (0.0, 360.0) if np.ptp(lon) > 180 else (lon.min() - margin, lon.max() + margin), y
 
 
-def best_track_map(season: Season, *, width: int = 860, height: int = 380) -> hv.Overlay:
+def best_track_map(season: Season, *, width: int = MAX_WIDTH, height: int = 380) -> hv.Overlay:
     """The season's detected tracks (red; false alarms orange) over its best tracks (black,
     dashed for storms below the reference wind), with the storms' names."""
     v, obs, best = season.verification, season.tracks, season.best
