@@ -64,7 +64,7 @@ def best_track_map(season: Season, *, width: int = MAX_WIDTH, height: int = 380)
     )
     s = v.scores
     title = (
-        f"{s['start']:%Y-%m-%d} to {s['end']:%Y-%m-%d}: POD {s['pod']:.2f} "
+        f"{s['start']:%Y-%m-%d} to {s['end']:%Y-%m-%d}\nPOD {s['pod']:.2f} "
         f"({s['hits']}/{s['storms']} storms >= {s['min_wind_kt']:g} kt), "
         f"FAR {s['far']:.2f} ({s['false_alarms']}/{s['tracks']} tracks)"
     )
