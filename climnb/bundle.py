@@ -299,9 +299,29 @@ def load_bundle(path: PathLike) -> Bundle:
     )
 
 
+def _check_archive(path: Path) -> None:
+    """Refuse a ``model.keras`` that is not a whole zip archive (cut short by a copy or a
+    full disk, or bytes changed), which Keras would call "File not found"."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()  # every member's CRC-32
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as err:
+        bad = f"not a whole zip archive ({err})"
+    else:
+        bad = bad and f"its member {bad} fails its CRC-32"
+    if bad:
+        raise BundleError(
+            f"{path}: the model file is damaged (truncated or changed: {bad}); copy the bundle "
+            "again or save it again from the training run"
+        )
+
+
 def _load_keras(path: Path):
     keras = import_keras()
     register_layers()  # climnb's own layers (batch norm, input channels) for model.keras files
+    _check_archive(path)
     try:
         return keras.models.load_model(path, compile=False)
     except Exception as err:  # Keras raises many types for a bad file

@@ -567,6 +567,7 @@ def open_dataset(
         _check_repeats(f, part)
         parts.append((f, part, ds))
     if len(parts) > 1:  # in time order, whatever the files' names
+        _check_same_variables([(f, part) for f, part, _ in parts])
         parts.sort(key=lambda p: p[1].time.values[0] if p[1].sizes["time"] else 0)
         _check_joinable([(f, part) for f, part, _ in parts])
     log.info(
@@ -581,6 +582,22 @@ def open_dataset(
     return xr.concat(
         chosen, dim=dim, data_vars="minimal", coords="minimal", compat="override", join="override"
     )
+
+
+def _check_same_variables(parts: Sequence[tuple[str, xr.Dataset]]) -> None:
+    """Refuse files (canonical) of which one lacks a variable along time that another holds:
+    joined, its steps would hold no values of it (missing, not a field of another file)."""
+    held = [(f, {n for n, v in ds.data_vars.items() if "time" in v.dims}) for f, ds in parts]
+    every = set().union(*(names for _, names in held))
+    for f, names in held:
+        lacking = sorted(every - names)
+        if lacking:
+            other = next(g for g, n in held if lacking[0] in n)
+            raise ValueError(
+                f"{f}: lacks variable(s) {', '.join(lacking)}, which {other} holds: files "
+                "joined along time must hold the same variables; give the missing variable "
+                "or leave the file out"
+            )
 
 
 def _check_joinable(parts: Sequence[tuple[str, xr.Dataset]]) -> None:

@@ -212,12 +212,19 @@ class _Data:
             raise ValueError(f"{sset.root}: rank {rank} of {size} has no training files")
         stats = sset.stats()
         n_channels = len(config.channels) if config.channels else len(sset.channels)
+        counts = sset.class_counts("train")
+        if counts is not None and np.sum(counts) > 0 and np.sum(counts[1:]) == 0:
+            raise ValueError(
+                f"{sset.root}: its training labels are all background ({int(np.sum(counts))} "
+                "pixels, no storm or river): a model would learn nothing else; label the "
+                "fields first (climnb label) and make the samples of the labelled files"
+            )
         return cls(
             tuple(train),
             tuple(validation),
             stats,
             (*sset.grid, n_channels),
-            _class_weights(config, sset.class_counts("train")),
+            _class_weights(config, counts),
             str(sset.root),
         )
 
