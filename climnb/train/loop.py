@@ -196,7 +196,7 @@ class _Data:
             train, validation = sset.files("train"), sset.files("validation")
         else:
             sset = SampleSet.open(config.data_dir)
-            sset.check_complete()  # every file a manifest lists is there
+            sset.check_complete()  # the files its manifest lists, all there, and no stray
             sset.check_disjoint()  # no step in two splits
             split = sset.split(
                 fractions=config.split, seed=config.split_seed, method=config.split_method
