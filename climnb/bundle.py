@@ -254,6 +254,25 @@ def _replace_dir(new: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _check_lengths(meta_path: Path, meta: dict, shape: tuple) -> None:
+    """Refuse metadata whose channels, normalisation values and model input disagree in
+    number (an edited or mixed-up ``climnb.json``), naming each count."""
+    norm = meta["normalisation"]
+    counts = {
+        "channels": len(meta["channels"]),
+        "minval": len(norm["minval"]),
+        "maxval": len(norm["maxval"]),
+    }
+    if shape and shape[-1] is not None:
+        counts["model input channels"] = int(shape[-1])
+    if len(set(counts.values())) > 1:
+        said = ", ".join(f"{n} {k}" for k, n in counts.items())
+        raise BundleError(
+            f"{meta_path}: its counts disagree ({said}): the metadata was edited or comes "
+            "from another model; copy the bundle again or save it again from the training run"
+        )
+
+
 def load_bundle(path: PathLike) -> Bundle:
     """Read a bundle's metadata; the Keras model itself loads on first use.
 
@@ -282,7 +301,11 @@ def load_bundle(path: PathLike) -> Bundle:
         )
     if not (path / m.get("file", MODEL_FILE)).is_file():
         raise BundleError(f"{path}: the model file {MODEL_FILE} is missing")
-    shape = tuple(m["input_shape"])
+    try:
+        shape = tuple(m["input_shape"])
+        _check_lengths(meta_path, meta, shape)
+    except (TypeError, KeyError) as err:
+        raise BundleError(f"{meta_path}: unreadable bundle metadata: {err!r}") from None
     return Bundle(
         path=path,
         channels=tuple(meta["channels"]),

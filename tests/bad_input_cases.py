@@ -2014,6 +2014,16 @@ def _(c):
     return _label(c, a, b, "--out", c.p("l.nc"))
 
 
+@case("predict-bundle-one-channel-short", ("climnb.json", "15 channels"), r"16 minval")
+def _(c):
+    model = c.d / "model"
+    shutil.copytree(c.g.bundle, model)
+    meta = json.loads((model / "climnb.json").read_text())
+    meta["channels"] = meta["channels"][:-1]  # ZBOT's line lost in an edit: 15 names
+    (model / "climnb.json").write_text(json.dumps(meta))
+    return _predict(c, c.fields(), model=str(model))
+
+
 # --- stats: the cases live in tests/bad_input_stats.py ----------------------------------------
 from bad_input_stats import STATS_CASES  # noqa: E402
 
