@@ -605,7 +605,17 @@ def open_dataset(
 def _check_same_variables(parts: Sequence[tuple[str, xr.Dataset]]) -> None:
     """Refuse files (canonical) of which one lacks a variable along time that another holds:
     joined, its steps would hold no values of it (missing, not a field of another file)."""
-    held = [(f, {n for n, v in ds.data_vars.items() if "time" in v.dims}) for f, ds in parts]
+    bounds = {
+        str(v.attrs["bounds"])
+        for _, ds in parts
+        for v in ds.variables.values()
+        if "bounds" in v.attrs
+    }
+
+    def fields(ds):  # the variables along time, not the coordinates' cell bounds
+        return {n for n, v in ds.data_vars.items() if "time" in v.dims and n not in bounds}
+
+    held = [(f, fields(ds)) for f, ds in parts]
     every = set().union(*(names for _, names in held))
     for f, names in held:
         lacking = sorted(every - names)
