@@ -1942,6 +1942,88 @@ def _(c):
     return ["kernel", "install", "--prefix", c.p("prefix"), "--name", "python3"]
 
 
+# --- a Latin-1 name, a stray sample, a damaged bundle, a resumed run of another model,
+# all-background labels, a variable one file lacks (a float16 store: tests/test_float16_inputs.py)
+
+
+@case("label-latin1-file-name", "caf\\xe9.nc", r"not UTF-8.*rename")
+def _(c):
+    name = os.fsdecode(b"caf\xe9.nc")
+    shutil.copyfile(c.g.fields, c.d / name)
+    return _label(c, str(c.d / name), "--out", c.p("l.nc"))
+
+
+@case("train-sample-set-stray-file", "data-1999", r"not listed")
+def _(c):
+    s = c.samples()
+    stray = s / "train" / "data-1999-12-31-00-1.h5"
+    shutil.copyfile(c.first(s), stray)
+
+    def other_grid(f):  # a sample of a grid of half the resolution, named to be read first
+        for name in ("data", "labels_0", "lat", "lon"):
+            half = f[f"climate/{name}"][::2, ::2] if f[f"climate/{name}"].ndim > 1 else None
+            half = f[f"climate/{name}"][::2] if half is None else half
+            del f[f"climate/{name}"]
+            f[f"climate/{name}"] = half
+
+    _h5(stray, other_grid)
+    return _train(c, s)
+
+
+@case("predict-model-keras-truncated", ("model.keras",), r"damaged")
+def _(c):
+    model = c.d / "model"
+    shutil.copytree(c.g.bundle, model)
+    c.truncate(model / "model.keras", 0.5)
+    return _predict(c, c.fields(), model=str(model))
+
+
+@case("train-resume-another-model", ("run", "--no-resume"), r"another model")
+def _(c):
+    from climnb.cli import main
+
+    s = c.samples()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(_train(c, s)) == 0, "the first run failed"
+    other = {
+        **TRAIN_CONFIG,
+        "model_overrides": {**TRAIN_CONFIG["model_overrides"], "growth_rate": 6},
+    }
+    cfg = c.text("other.json", json.dumps(other))
+    return _train(c, s, "--config", cfg)
+
+
+@case("train-labels-all-background", ("samples", "--data|label"), r"all background")
+def _(c):
+    from climnb.cli import main
+
+    def background(ds):
+        ds["truth"] = ds.truth * 0
+        return ds
+
+    s = c.p("samples")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(_samples(c, c.fields(change=background), s, "--seed", "0")) == 0
+    return _train(c, s)
+
+
+@case("label-second-file-lacks-psl", ("b.nc", "PSL"), r"lacks variable")
+def _(c):
+    a = c.fields("a.nc", lambda ds: ds.isel(time=slice(0, 20)))
+    b = c.fields("b.nc", lambda ds: ds.isel(time=slice(20, 40)).drop_vars("PSL"))
+    return _label(c, a, b, "--out", c.p("l.nc"))
+
+
+@case("predict-bundle-one-channel-short", ("climnb.json", "15 channels"), r"16 minval")
+def _(c):
+    model = c.d / "model"
+    shutil.copytree(c.g.bundle, model)
+    meta = json.loads((model / "climnb.json").read_text())
+    meta["channels"] = meta["channels"][:-1]  # ZBOT's line lost in an edit: 15 names
+    (model / "climnb.json").write_text(json.dumps(meta))
+    return _predict(c, c.fields(), model=str(model))
+
+
 # --- stats: the cases live in tests/bad_input_stats.py ----------------------------------------
 from bad_input_stats import STATS_CASES  # noqa: E402
 

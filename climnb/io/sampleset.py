@@ -220,7 +220,9 @@ class SampleSet:
 
     def check_complete(self, split: str | None = None) -> None:
         """A manifest is a promise: refuse a set whose manifest lists a file that is not
-        there (deleted, renamed, moved away), naming the folder and the first missing file.
+        there (deleted, renamed, moved away), naming the folder and the first missing file,
+        and a set holding a sample file its manifest does not list (a stray, named before any
+        check reads it: a stray of another grid would otherwise make a good file look wrong).
         ``split=None``: every split."""
         splits = [split] if split or not self.splits else list(self.splits)
         for s in splits:
@@ -228,6 +230,13 @@ class SampleSet:
             if m is None:
                 continue
             present = {f.name for f in self.files(s)}
+            stray = sorted(present - set(m.files))
+            if stray:
+                raise SampleError(
+                    f"{self.folder(s) / stray[0]}: not listed in the {MANIFEST_NAME} of its "
+                    f"folder ({len(stray)} such file(s)): a stray file, not of this set; move "
+                    "it out of the folder or write the set again"
+                )
             gone = [n for n in m.files if n not in present]
             if gone:
                 raise SampleError(

@@ -436,6 +436,9 @@ def _to_units(da: xr.DataArray, q: Quantity, source: str):
     if _same(units, q.units):
         return da.assign_attrs(attrs), ""
     scale, offset, how = _conversion(units, q, source, _accumulation(da, source))
+    # at least float32, before the product: hPa times 100 overflows float16 (whose largest is
+    # 65504), and a converted integer field is not whole numbers any more
+    da = da.astype(np.result_type(da.dtype, np.float32))
     out = da * scale + offset if offset else da * scale
     return out.astype(da.dtype).assign_attrs(attrs), f"{units} -> {q.units}{how}"
 
