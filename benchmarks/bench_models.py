@@ -63,6 +63,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -229,8 +230,10 @@ def training_step(model, batch: int, *, loss_scaling=False, jit_compile=False):
     opt = OptimizerConfig(larc=True, gradient_lag=True, mixed_precision=loss_scaling)
     optimizer = make_optimizer(opt)
     loss_fn = WeightedCrossEntropy()
+    # a partial, not a lambda: TensorFlow counts traces per code object and warns of
+    # "retracing" when several variants' steps (one trace each) share one
     step = tf.function(
-        lambda a, b: train_step(model, optimizer, loss_fn, a, b), jit_compile=jit_compile
+        functools.partial(train_step, model, optimizer, loss_fn), jit_compile=jit_compile
     )
     return step, x, y
 
@@ -832,7 +835,9 @@ def print_levers(args) -> None:
         shape, preset, batch = KNOB_CASES[case]
         for name in _names(args):
             print(f"\n## {name}, {preset} preset at {shape[0]}x{shape[1]}, batch {batch}")
-            r = _child(["--lever-xla", name, case, "--steps", str(rounds)])
+            r = None
+            if "xla" in args.lever_list:
+                r = _child(["--lever-xla", name, case, "--steps", str(rounds)])
             if r is not None:
                 t = r["seconds"]
                 print(f"  XLA (in turn, one process; {r['total']:.0f} s with compilation):")
@@ -848,6 +853,8 @@ def print_levers(args) -> None:
                         f"{t['float32 False'] / t['mixed_bfloat16 False']:.2f}x, with "
                         f"{t['float32 True'] / t['mixed_bfloat16 True']:.2f}x"
                     )
+            if "isa" not in args.lever_list:
+                continue
             print("  oneDNN's ISA (a fresh process each, alternated twice):")
             for precision in precisions:
                 out: dict[str, list[float]] = {k: [] for k in ISA_LEVERS}
@@ -1181,6 +1188,9 @@ def main(argv=None) -> None:
         help="with --knobs: also oneDNN off and thread counts (a fresh process each, slower)",
     )
     parser.add_argument("--knob-one", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--lever-list", default="xla,isa", help="--levers: which (xla, isa; default both)"
+    )
     parser.add_argument("--lever-one", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--lever-xla", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # name precision width bn

@@ -140,7 +140,9 @@ def main(argv=None) -> None:
     parser.add_argument("--precisions", default="mixed_bfloat16,float32")
     parser.add_argument("--preset", default="paper", help="Tiramisu preset (toy: a quick check)")
     parser.add_argument(
-        "--modes", default="eager,graph,tiled", help="cases to run (default: all three)"
+        "--modes",
+        default="eager,graph,steps4,workers2,tiled",
+        help="cases to run (default: all): eager, graph (2 steps), steps4, workers2, tiled",
     )
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: /tmp)")
     args = parser.parse_args(argv)
@@ -162,15 +164,15 @@ def main(argv=None) -> None:
             bundle = make_bundle(tmp, args.preset, precision, SHAPE)
             budget = tiled_memory(bundle, SHAPE)
             goal = GOALS[precision]
-            cases = [
-                ("eager", 1, 2, None),
-                ("graph", 1, 2, None),
-                ("graph", 1, 4, None),
-                ("graph", 2, 4, None),
-            ]
+            cases = {
+                "eager": ("eager", 1, 2, None),
+                "graph": ("graph", 1, 2, None),
+                "steps4": ("graph", 1, 4, None),
+                "workers2": ("graph", 2, 4, None),
+            }
             if precision == precisions[0]:  # tiles cost about twice the time: one precision
-                cases.append(("tiled", 1, 2, budget))
-            cases = [c for c in cases if c[0] in args.modes.split(",")]
+                cases["tiled"] = ("tiled", 1, 2, budget)
+            cases = [c for k, c in cases.items() if k in args.modes.split(",")]
             peaks = {}
             for mode, workers, steps, memory in cases:
                 out = tmp / f"{precision}-{mode}-{workers}-{steps}.zarr"
