@@ -150,8 +150,16 @@ def main(argv=None) -> None:
     if "mixed_bfloat16" in precisions and not cpu_bf16_flags():
         print("mixed_bfloat16 skipped: no native bfloat16 on this CPU")
         precisions.remove("mixed_bfloat16")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").open()
+            if "model name" in line
+        ),
+        "CPU ?",
+    )
     print(
-        f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores ({cpu}), "
         f"{time.strftime('%Y-%m-%d %H:%M')}; {args.preset} Tiramisu, {SHAPE[0]} x {SHAPE[1]} "
         "x 16, `climnb predict --batch-size 1` to Zarr"
     )
