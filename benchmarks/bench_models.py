@@ -63,6 +63,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -229,8 +230,10 @@ def training_step(model, batch: int, *, loss_scaling=False, jit_compile=False):
     opt = OptimizerConfig(larc=True, gradient_lag=True, mixed_precision=loss_scaling)
     optimizer = make_optimizer(opt)
     loss_fn = WeightedCrossEntropy()
+    # a partial, not a lambda: TensorFlow counts traces per code object and warns of
+    # "retracing" when several variants' steps (one trace each) share one
     step = tf.function(
-        lambda a, b: train_step(model, optimizer, loss_fn, a, b), jit_compile=jit_compile
+        functools.partial(train_step, model, optimizer, loss_fn), jit_compile=jit_compile
     )
     return step, x, y
 
@@ -791,6 +794,34 @@ def _lever_one(name: str, case: str, precision: str, rounds: int) -> None:
     print(json.dumps(dict(seconds=t, load=os.getloadavg()[0])), flush=True)
 
 
+def _lever_xla(name: str, case: str, rounds: int) -> None:
+    """Child of :func:`print_levers`: each precision's step with and without XLA, timed in turn
+    in this process; median seconds as JSON. A child, so that XLA's own start-up lines (its C++
+    logging, which TensorFlow's log level does not reach) stay out of the benchmark's output."""
+    from climnb.models.precision import cpu_bf16_flags
+
+    shape, preset, batch = KNOB_CASES[case]
+    precisions = ["float32", "mixed_bfloat16"] if cpu_bf16_flags() else ["float32"]
+    variants = {
+        f"{precision} {jit}": _variant(name, shape, preset, batch, precision=precision, jit=jit)
+        for precision in precisions
+        for jit in (False, True)
+    }
+    t0 = time.perf_counter()
+    seconds = _interleaved(variants, rounds)
+    print(json.dumps(dict(seconds=seconds, total=time.perf_counter() - t0)), flush=True)
+
+
+def _child(args: list[str], env: dict | None = None) -> dict | None:
+    """Run this file with ``args``; its last stdout line as JSON (stderr only on failure)."""
+    cmd = [sys.executable, __file__, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    if proc.returncode:
+        print(f"  {' '.join(args[:3])}: failed: {proc.stderr.strip().splitlines()[-1:]}")
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def print_levers(args) -> None:
     """``--levers``: what each lever does to a training step, against the step without it in
     the same run (float32 and mixed_bfloat16): XLA (``jit_compile=True``) timed in turn with
@@ -804,42 +835,35 @@ def print_levers(args) -> None:
         shape, preset, batch = KNOB_CASES[case]
         for name in _names(args):
             print(f"\n## {name}, {preset} preset at {shape[0]}x{shape[1]}, batch {batch}")
-            variants = {}
-            for precision in precisions:
-                for jit in (False, True):
-                    variants[precision, jit] = _variant(
-                        name, shape, preset, batch, precision=precision, jit=jit
+            r = None
+            if "xla" in args.lever_list:
+                r = _child(["--lever-xla", name, case, "--steps", str(rounds)])
+            if r is not None:
+                t = r["seconds"]
+                print(f"  XLA (in turn, one process; {r['total']:.0f} s with compilation):")
+                for precision in precisions:
+                    off, on = t[f"{precision} False"], t[f"{precision} True"]
+                    print(
+                        f"  {precision:15} XLA off {off * 1e3:8.1f} ms/step, on "
+                        f"{on * 1e3:8.1f}: {off / on:5.2f}x"
                     )
-            t0 = time.perf_counter()
-            t = _interleaved(variants, rounds)
-            print(f"  (XLA rows: {time.perf_counter() - t0:.0f} s with compilation)")
-            for precision in precisions:
-                off, on = t[precision, False], t[precision, True]
-                print(
-                    f"  {precision:15} XLA off {off * 1e3:8.1f} ms/step, on {on * 1e3:8.1f}: "
-                    f"{off / on:5.2f}x"
-                )
-            if len(precisions) == 2:
-                print(
-                    "  bf16 / fp32 steps per second: without XLA "
-                    f"{t['float32', False] / t['mixed_bfloat16', False]:.2f}x, with "
-                    f"{t['float32', True] / t['mixed_bfloat16', True]:.2f}x"
-                )
+                if len(precisions) == 2:
+                    print(
+                        "  bf16 / fp32 steps per second: without XLA "
+                        f"{t['float32 False'] / t['mixed_bfloat16 False']:.2f}x, with "
+                        f"{t['float32 True'] / t['mixed_bfloat16 True']:.2f}x"
+                    )
+            if "isa" not in args.lever_list:
+                continue
+            print("  oneDNN's ISA (a fresh process each, alternated twice):")
             for precision in precisions:
                 out: dict[str, list[float]] = {k: [] for k in ISA_LEVERS}
                 for _ in range(2):
                     for label, env in ISA_LEVERS.items():
-                        cmd = [sys.executable, __file__, "--lever-one", name, case, precision]
-                        cmd += ["--steps", str(rounds)]
-                        proc = subprocess.run(
-                            cmd, capture_output=True, text=True, env={**os.environ, **env}
-                        )
-                        if proc.returncode:
-                            print(f"  {label}: failed: {proc.stderr.strip().splitlines()[-1:]}")
-                            continue
-                        out[label].append(
-                            json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]
-                        )
+                        argv = ["--lever-one", name, case, precision, "--steps", str(rounds)]
+                        r = _child(argv, env)
+                        if r is not None:
+                            out[label].append(r["seconds"])
                 base = float(np.median(out[next(iter(ISA_LEVERS))] or [np.nan]))
                 for label, times in out.items():
                     m = float(np.median(times or [np.nan]))
@@ -1164,7 +1188,11 @@ def main(argv=None) -> None:
         help="with --knobs: also oneDNN off and thread counts (a fresh process each, slower)",
     )
     parser.add_argument("--knob-one", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--lever-list", default="xla,isa", help="--levers: which (xla, isa; default both)"
+    )
     parser.add_argument("--lever-one", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--lever-xla", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # name precision width bn
     parser.add_argument("--profile-one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1182,6 +1210,8 @@ def main(argv=None) -> None:
         return print_knobs(args)
     if args.lever_one:
         return _lever_one(*args.lever_one, args.steps)
+    if args.lever_xla:
+        return _lever_xla(*args.lever_xla, args.steps)
     if args.levers:
         return print_levers(args)
     if args.speedup:

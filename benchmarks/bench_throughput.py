@@ -62,6 +62,8 @@ from climnb.labels import required_variables
 SHAPE = (768, 1152)
 STEPS_PER_DAY = 8
 MB = 1e6
+#: peak memory goals of a predict worker (GB; the process tree's peak over its workers)
+MEMORY_GOALS = {"float32": 4.0, "mixed_bfloat16": 3.0}
 
 
 # --- the month on disk -----------------------------------------------------------------------
@@ -386,14 +388,17 @@ def predict_part(
                 shutil.rmtree(out, ignore_errors=True)
             rate = flop / r["forward"]
             wait = 1 - r["busy"] / r["seconds"]
+            goal = MEMORY_GOALS[precision]
+            per_worker = max(peaks.values()) * 2**20 / workers / 1e9
             print(
                 f"  {precision}: {r['steps'] / r['seconds']:.3f} steps/s "
                 f"({r['seconds']:.0f} s for {r['steps']} steps); forward alone "
                 f"{r['forward']:.2f} s/step = {rate / 1e9:.0f} GFLOP/s = {rate / gemm:.0%} of "
-                f"the {gemm / 1e9:.0f} GFLOP/s GEMM timed before it (goal >= 60 %); the network "
-                f"idle {wait:.0%} of the command's time (goal <= 10 %; the first pass began "
+                f"the {gemm / 1e9:.0f} GFLOP/s GEMM timed before it (goal >= 70 %); the network "
+                f"idle {wait:.0%} of the command's time (goal <= 5 %; the first pass began "
                 f"{r['first']:.1f} s in); peak memory "
-                + ", ".join(f"{k} steps {v:.0f} MiB" for k, v in peaks.items()),
+                + ", ".join(f"{k} steps {v:.0f} MiB" for k, v in peaks.items())
+                + f": {per_worker:.2f} GB a worker (goal <= {goal} GB; flat in the steps)",
                 flush=True,
             )
 

@@ -351,12 +351,28 @@ def _load_keras(path: Path):
         raise BundleError(f"{path}: cannot load the Keras model: {err}") from err
 
 
+def _precision(saved) -> bool | str:
+    """The compute precision of the saved network's convolutions, as ``build_model`` takes it
+    (the model's own policy is float32 whatever its layers compute in)."""
+    names = {layer.dtype_policy.name for layer in saved.layers if hasattr(layer, "kernel")}
+    if "mixed_bfloat16" in names:
+        return "mixed_bfloat16"
+    return "mixed_float16" in names
+
+
 def _rebuild(bundle: Bundle, saved, height: int, width: int):
     """The saved network for a (height, width) input, with the saved weights."""
     shape = (height, width, len(bundle.channels))
     log.info("rebuilding %s for input %s x %s", bundle.name, height, width)
     try:
-        model = build_model(bundle.name, shape, bundle.n_classes, bundle.preset, **bundle.overrides)
+        model = build_model(
+            bundle.name,
+            shape,
+            bundle.n_classes,
+            bundle.preset,
+            mixed_precision=_precision(saved),
+            **bundle.overrides,
+        )
     except ValueError:
         if bundle.name.lower() in MODEL_NAMES:
             raise

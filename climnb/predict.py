@@ -283,23 +283,31 @@ def _forward_function(model):
     return fn
 
 
-def tile_plan(width: int, core: int, halo: int) -> list[tuple[slice, slice, slice]]:
-    """Longitude tiles of a ``width``-column step: each tile's ``core`` columns plus up to
-    ``halo`` columns of its neighbours on each side (none past the step's edges).
+def tile_plan(width: int, window: int, halo: int) -> list[tuple[slice, slice, slice]]:
+    """Longitude tiles of a ``width``-column step, every one ``window`` columns wide.
 
-    Returns (input columns, columns of the tile's output to keep, output columns) per tile.
-    With ``halo`` at least the network's receptive radius
-    (:func:`climnb.models.footprint.receptive_radius`) and everything a multiple of its
-    stride, the kept columns equal those of the whole step.
+    Each tile keeps its columns that lie ``halo`` or more from its edges, or at the step's own
+    edge; the kept columns of the tiles cover the step once. Returns (input columns, columns
+    of the tile's output to keep, output columns) per tile. With ``halo`` at least the
+    network's receptive radius (:func:`climnb.models.footprint.receptive_radius`) and
+    everything a multiple of its stride, the kept columns equal those of the whole step. One
+    width for all tiles: one network, one set of oneDNN kernels and buffers of one size that
+    the allocator reuses, where tiles of several widths left memory behind.
 
-    >>> [(w.start, w.stop, k.start, k.stop) for w, k, _ in tile_plan(96, 32, 16)]
-    [(0, 48, 0, 32), (16, 80, 16, 48), (48, 96, 16, 48)]
+    >>> [(w.start, w.stop, k.start, k.stop) for w, k, _ in tile_plan(96, 48, 16)]
+    [(0, 48, 0, 32), (16, 64, 16, 32), (32, 80, 16, 32), (48, 96, 16, 48)]
     """
-    tiles = []
-    for a in range(0, width, core):
-        b = min(a + core, width)
-        lo, hi = max(0, a - halo), min(width, b + halo)
-        tiles.append((slice(lo, hi), slice(a - lo, b - lo), slice(a, b)))
+    if window >= width:
+        return [(slice(0, width), slice(0, width), slice(0, width))]
+    if window <= 2 * halo:
+        raise ValueError(f"a window of {window} columns keeps none with a halo of {halo}")
+    tiles, start = [], 0  # start: the first column not kept yet
+    while start < width:
+        lo = min(max(0, start - halo), width - window)
+        hi = lo + window
+        stop = width if hi == width else hi - halo
+        tiles.append((slice(lo, hi), slice(start - lo, stop - lo), slice(start, stop)))
+        start = stop
     return tiles
 
 
@@ -330,8 +338,8 @@ def _cost(bundle: Bundle, model, pixels: int) -> float:
 
 
 def _plan(bundle: Bundle, shape: tuple[int, ...], memory: float | None):
-    """(samples per pass, core columns, halo columns) to run a padded batch of ``shape`` in
-    ``memory`` bytes; a core of the whole width means no tiling."""
+    """(samples per pass, tile width, halo columns) to run a padded batch of ``shape`` in
+    ``memory`` bytes; a tile of the whole width means no tiling."""
     n, h, w = shape[:3]
     if memory is None:
         return n, w, 0
@@ -350,9 +358,9 @@ def _plan(bundle: Bundle, shape: tuple[int, ...], memory: float | None):
             "--workers"
         )
     halo = -(-radius // stride) * stride
-    for core in range(w - stride, 0, -stride):
-        if _cost(bundle, model, h * min(w, core + 2 * halo)) <= memory:
-            return 1, core, halo
+    for window in range(w - stride, 2 * halo, -stride):
+        if _cost(bundle, model, h * window) <= memory:
+            return 1, window, halo
     least = _cost(bundle, model, h * min(w, stride + 2 * halo))
     raise BundleError(
         f"{memory / 1e9:.2f} GB a worker is too little for {bundle.name} ({bundle.preset}) "
@@ -365,10 +373,10 @@ def _plan(bundle: Bundle, shape: tuple[int, ...], memory: float | None):
 def _run(bundle: Bundle, x: np.ndarray, memory: float | None) -> np.ndarray:
     """The network's float32 output over a padded batch, ``memory`` bytes at a time."""
     n, h, w = x.shape[:3]
-    per_pass, core, halo = _plan(bundle, x.shape, memory)
+    per_pass, window, halo = _plan(bundle, x.shape, memory)
     out = None
     for i in range(0, n, per_pass):
-        for cols, keep, into in tile_plan(w, core, halo):
+        for cols, keep, into in tile_plan(w, window, halo):
             part = np.ascontiguousarray(x[i : i + per_pass, :, cols])
             with _MODEL_LOCK:
                 model = bundle.model(h, part.shape[2])

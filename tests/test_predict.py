@@ -399,7 +399,9 @@ def test_cli_refuses_bad_outputs_before_any_work(pointwise, data, tmp_path, caps
 def test_cli_help_names_the_bundle_training_writes(capsys):
     with pytest.raises(SystemExit):
         main(["predict", "--help"])
-    assert "RUN/model" in capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
+    assert "RUN/model" in out
+    assert "--memory GB" in out and "does not grow with the number of steps" in out
 
 
 def test_accessor_predict_on_the_callers_grid(pointwise, data, stats):

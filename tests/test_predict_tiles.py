@@ -59,18 +59,20 @@ def _tiling(bundle, fraction=0.6):
     return forward_bytes(bundle, *SHAPE) * fraction / 1e9
 
 
-def test_tile_plan_covers_every_column_once():
-    for width, core, halo in [(144, 32, 24), (144, 144, 0), (96, 16, 48), (160, 48, 16)]:
-        tiles = tile_plan(width, core, halo)
+def test_tile_plan_covers_every_column_once_away_from_tile_edges():
+    for width, window, halo in [(144, 64, 24), (144, 144, 0), (96, 48, 16), (160, 112, 48)]:
+        tiles = tile_plan(width, window, halo)
         into = np.zeros(width, int)
         for cols, keep, out in tiles:
+            assert cols.stop - cols.start == min(window, width)  # one width: one network
             assert keep.stop - keep.start == out.stop - out.start
-            assert out.start - cols.start == keep.start  # the kept part is the core
-            assert cols.start == max(0, out.start - halo) and cols.stop == min(
-                width, out.stop + halo
-            )
+            assert out.start - cols.start == keep.start
+            assert keep.start >= halo or cols.start == 0
+            assert cols.stop - out.stop >= halo or cols.stop == width
             into[out] += 1
         assert (into == 1).all()
+    with pytest.raises(ValueError, match="keeps none"):
+        tile_plan(144, 48, 24)
 
 
 def _reach(model, column=72):
@@ -127,8 +129,8 @@ def test_global_pooling_has_no_finite_receptive_radius(tmp_path_factory):
 def test_tiles_give_the_whole_steps_output_in_float32(small, fields):
     whole = predict_batch(small, fields, probabilities=True, check_range=False)
     memory = _tiling(small)
-    per_pass, core, halo = _plan(small, fields.shape, memory * 1e9)
-    assert per_pass == 1 and core < SHAPE[1] and halo >= 23, "the budget must force tiles"
+    per_pass, window, halo = _plan(small, fields.shape, memory * 1e9)
+    assert per_pass == 1 and window < SHAPE[1] and halo >= 23, "the budget must force tiles"
     tiled = predict_batch(small, fields, probabilities=True, check_range=False, memory=memory)
     np.testing.assert_array_equal(tiled, whole)
 
@@ -187,3 +189,14 @@ def test_predict_with_a_budget_streams_the_same_classes(small):
     whole = predict(small, ds, check_range=False, batch_size=2).values
     tiled = predict(small, ds, check_range=False, batch_size=2, memory=_tiling(small)).values
     np.testing.assert_array_equal(tiled, whole)
+
+
+def test_a_network_rebuilt_for_another_grid_keeps_its_precision(tmp_path_factory):
+    """Tiles and other grids run a rebuilt network: in the saved precision, not float32
+    (which took the memory of a float32 pass for a bfloat16 bundle's tiles)."""
+    bf16 = _bundle(tmp_path_factory, precision="mixed_bfloat16", **SMALL)
+    rebuilt = bf16.model(SHAPE[0], 64)
+    assert rebuilt is not bf16.model()
+    assert {layer.compute_dtype for layer in rebuilt.layers if hasattr(layer, "kernel")} == {
+        "bfloat16"
+    }

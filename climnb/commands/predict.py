@@ -12,9 +12,10 @@ from climnb.outputs import check_outputs
 #: GB the command holds whatever the batches: Python, TensorFlow's runtime, the network's
 #: weights and graphs, dask and the writer (0.55-0.6 GB measured; benchmarks/bench_predict.py)
 RUNTIME_GB = 0.8
-#: Peak resident memory of one worker, a full-size step of the paper Tiramisu at a time, by
-#: precision (benchmarks/bench_predict.py)
-PEAK_GB = {"mixed_bfloat16": 2.2, "float32": 3.6}
+#: Peak resident memory (GB) of a worker over full-size steps of the paper Tiramisu,
+#: ``--batch-size 1``, by precision: (one worker, the runtime included; each of two workers);
+#: benchmarks/bench_predict.py
+PEAK_GB = {"mixed_bfloat16": (2.5, 1.9), "float32": (4.0, 2.7)}
 
 HELP = "run a trained model over NetCDF, Zarr or DeepCAM sample files, writing NetCDF or Zarr"
 EXAMPLE = (
@@ -73,11 +74,13 @@ def add_arguments(parser):
         help="the most memory the command should hold, all workers together (default: no "
         f"limit). Each worker gets (GB - {RUNTIME_GB}) / --workers for its batch; a batch that "
         "does not fit runs one step at a time, then in longitude tiles that carry the "
-        "network's receptive field of their neighbours (the same classes as the whole step). "
-        "Without it, a full-size 768 x 1152 step of the paper Tiramisu with --batch-size 1 "
-        f"peaks at about {PEAK_GB['mixed_bfloat16']} GB a worker in mixed_bfloat16 and "
-        f"{PEAK_GB['float32']} GB in float32 (one worker, the runtime included); the peak does "
-        "not grow with the number of steps",
+        "network's receptive field of their neighbours (the whole step's classes; in "
+        "mixed_bfloat16 up to its rounding). "
+        "Without it, full-size 768 x 1152 steps of the paper Tiramisu with --batch-size 1 "
+        f"peak at about {PEAK_GB['mixed_bfloat16'][0]} GB in mixed_bfloat16 and "
+        f"{PEAK_GB['float32'][0]} GB in float32 with one worker (the runtime included), "
+        f"{PEAK_GB['mixed_bfloat16'][1]} and {PEAK_GB['float32'][1]} GB a worker with two; "
+        "the peak does not grow with the number of steps",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -22,7 +22,7 @@ Examples
 >>> from climnb.models import build_model
 >>> model = build_model("tiramisu", (96, 144, 16), preset="toy")
 >>> receptive_radius(model)  # columns either side of a pixel that can change its class
-138
+123
 >>> receptive_radius(build_model("deeplab", (96, 144, 16), preset="toy")) is None  # image pooling
 True
 """
