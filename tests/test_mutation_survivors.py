@@ -302,11 +302,19 @@ def test_agreement_by_hand_and_its_shape_check():
 # the pressure levels' units and the fields IVT is computed from
 
 
-@pytest.mark.parametrize("units", ["mb", "millibars", "hectopascal", "mbar"])
-def test_ivt_from_levels_in_other_spellings_of_hpa(units):
+HPA = ["hPa", "mb", "mbar", "millibar", "millibars", "hectopascal", "hectopascals"]
+
+
+@pytest.mark.parametrize(
+    "units, scale",
+    [*((u, 1) for u in HPA), ("Pa", 100), ("pascal", 100), ("", 1), ("", 100)],
+    ids=[*HPA, "Pa", "pascal", "no units, hPa values", "no units, Pa values"],
+)
+def test_ivt_from_levels_in_every_spelling_of_the_units(units, scale):
     from climnb.io.variables import canonicalize
 
-    out, _ = canonicalize(_on_levels("level", P_HPA, units))
+    values = [p * scale for p in P_HPA]
+    out, _ = canonicalize(_on_levels("level", values, units))
     np.testing.assert_allclose(out.IVTU.values, IVTU_BY_HAND, rtol=1e-3)
 
 
