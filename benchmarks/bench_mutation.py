@@ -158,7 +158,7 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         ),
     },
     "climnb/stats/change.py": {
-        "_table: `xa = ca[\"count\"].values[:, j].reshape(ca.steps.size, -1) @ w.T  # (blocks, "
+        '_table: `xa = ca["count"].values[:, j].reshape(ca.steps.size, -1) @ w.T  # (blocks, '
         "region)`: 1 -> 2": "numpy's reshape takes any negative size as the one to infer",
         "_resample: `p[cols] = (1 + (np.abs(null) >= np.abs(change[cols]) - tol).sum(0)) / "
         "(n + 1)`: np.abs(null) >= np.abs(change[cols]) - tol -> np.abs(null) > "
