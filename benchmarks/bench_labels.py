@@ -22,13 +22,13 @@ physical rule that none of the recipes is built from; see climnb.synthetic):
   they differ (``scores.agreement``: IoU over IVT >= 250 pixels, IPART-only area under 250,
   IPART rivers that never reach 250, our area IPART's reconstruction absorbs, the globe's
   share of IPART candidates over its area bound, which it drops whole);
-* seconds per full-size step on one core (issue 16's target: <= 0.05 s), each run paired
+* seconds per full-size step on one core (target: <= 0.05 s), each run paired
   with a baseline run (one ``np.percentile`` plus one ``scipy.ndimage.label`` of the grid,
   the least a percentile-and-components labeller must spend), and the median ratio of the
   pairs, which a shared machine's load skews far less than the seconds;
 * the 1-worker vs 2-worker speed-up of ``label_dataset`` on a series read lazily from NetCDF
   (each label task reads its own step), for dask threads, dask's multiprocessing scheduler,
-  ``climnb label --workers N``'s worker processes and a ``LocalCluster`` (issue 16's target:
+  ``climnb label --workers N``'s worker processes and a ``LocalCluster`` (target:
   >= 1.85x); 1- and 2-worker runs alternate on warm workers and each pair gives a ratio;
 * peak memory (RSS) of labelling a lazily opened series of NetCDF files to NetCDF, for a short
   and a 4x longer series: bounded memory means the peak does not grow with the length.
@@ -36,7 +36,7 @@ physical rule that none of the recipes is built from; see climnb.synthetic):
     .venv/bin/python benchmarks/bench_labels.py [--steps 50] [--seeds 5] [--quick]
         [--recipe default|paper|ivt|all] [--ipart-steps 160]
         [--only quality,speed,scaling,memory] [--scaling-repeat 3]
-    .venv/bin/python benchmarks/bench_labels.py --only speed,scaling   # issue 16's figures
+    .venv/bin/python benchmarks/bench_labels.py --only speed,scaling   # the speed figures
 
 How the figures could mislead: the truth is still synthetic (one generator's idea of rivers and
 storms; real rivers have fronts, orography and tropical moisture plumes it lacks); the
@@ -283,8 +283,8 @@ def step_speed(repeat: int = 15) -> float:
     The baseline (one ``np.percentile`` plus one ``ndimage.label`` of the grid, the least a
     percentile-and-components labeller must spend) runs right before each labelled step, so
     both see the same load; the ratio of each pair is the figure that survives a shared
-    machine. Issue 16's unloaded figures were 0.008 s for the baseline and 0.15 s per step
-    (about 19x); its target of 0.05 s per step is about 6x the baseline.
+    machine. Unloaded, the baseline takes about 0.008 s a step, so the target of 0.05 s per step
+    is about 6x the baseline.
     """
     ds, _ = make_dataset(n_time=2, n_lat=FULL_SHAPE[0], n_lon=FULL_SHAPE[1], seed=7, ivt=True)
     lat, lon = ds.lat.values, ds.lon.values
@@ -349,7 +349,7 @@ def scaling(paths: list[Path], repeat: int = 3, arrangements=None) -> dict:
     print(
         f"\ndask speed-up over {n_time} full-size steps read lazily from NetCDF (one task per "
         f"step, each reading its own step; {repeat} alternating 1/2-worker pairs; "
-        f"load {os.getloadavg()[0]:.1f}); issue 16's target: 1 -> 2 workers >= 1.85x"
+        f"load {os.getloadavg()[0]:.1f}); target: 1 -> 2 workers >= 1.85x"
     )
     labels, events = label_dataset(ds)
     start = time.perf_counter()
@@ -573,7 +573,7 @@ def main(argv=None):
         "--only",
         type=_parts,
         help=f"comma-separated parts to run, of {','.join(PARTS)} (default: all; --only "
-        "speed,scaling for issue 16's speed figures alone, about 3 minutes on 2 idle cores)",
+        "speed,scaling for the speed figures alone, about 3 minutes on 2 idle cores)",
     )
     parser.add_argument(
         "--scaling-repeat", type=int, default=3, help="1/2-worker pairs per arrangement"

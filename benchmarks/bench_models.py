@@ -37,7 +37,9 @@ Prints:
    its verbose log (and primitives made during the step: cache misses), then TensorFlow's op
    types by time from ``tf.profiler`` (what ran outside oneDNN: casts, concatenation,
    dropout, the loss, the optimiser);
-9. ``--wgrad``: the bfloat16 weight gradient of the paper Tiramisu's dense-block
+9. ``--levers``: XLA (``jit_compile=True``) and ``ONEDNN_MAX_CPU_ISA=AVX512_CORE_AMX``, each
+   against the training step without it in the same run, float32 and mixed_bfloat16;
+10. ``--wgrad``: the bfloat16 weight gradient of the paper Tiramisu's dense-block
    convolutions, oneDNN's primitive against TensorFlow matmul formulations (per kernel tap;
    im2col of the output gradient or of the input; NCHW), timed in turn, with their errors.
 
@@ -55,6 +57,7 @@ Usage::
     python benchmarks/bench_models.py --speedup --models tiramisu [--knob-cases toy,paper]
     python benchmarks/bench_models.py --profile 192x288 --models tiramisu [--precision ...]
     python benchmarks/bench_models.py --wgrad --batch 1 --steps 5
+    python benchmarks/bench_models.py --levers --models tiramisu --knob-cases paper --steps 3
 """
 
 from __future__ import annotations
@@ -773,6 +776,80 @@ def print_speedup(args) -> None:
     print(f"# load at the end {os.getloadavg()[0]:.1f}")
 
 
+#: Levers read when TensorFlow starts (``--levers``): a fresh process each, label -> environment
+ISA_LEVERS = {
+    "oneDNN's own ISA choice": {},
+    "ONEDNN_MAX_CPU_ISA=AVX512_CORE_AMX": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"},
+}
+
+
+def _lever_one(name: str, case: str, precision: str, rounds: int) -> None:
+    """Child of :func:`print_levers`: the step's median seconds in this process's setting."""
+    shape, preset, batch = KNOB_CASES[case]
+    step = _variant(name, shape, preset, batch, precision=precision)
+    t = _interleaved({"x": step}, rounds)["x"]
+    print(json.dumps(dict(seconds=t, load=os.getloadavg()[0])), flush=True)
+
+
+def print_levers(args) -> None:
+    """``--levers``: what each lever does to a training step, against the step without it in
+    the same run (float32 and mixed_bfloat16): XLA (``jit_compile=True``) timed in turn with
+    the default step in one process; the oneDNN ISA in fresh processes, alternated."""
+    from climnb.models.precision import cpu_bf16_flags
+
+    precisions = ["float32", "mixed_bfloat16"] if cpu_bf16_flags() else ["float32"]
+    rounds = args.steps
+    print(f"# levers: load {os.getloadavg()[0]:.1f}; medians of {rounds} steps")
+    for case in args.knob_cases.split(","):
+        shape, preset, batch = KNOB_CASES[case]
+        for name in _names(args):
+            print(f"\n## {name}, {preset} preset at {shape[0]}x{shape[1]}, batch {batch}")
+            variants = {}
+            for precision in precisions:
+                for jit in (False, True):
+                    variants[precision, jit] = _variant(
+                        name, shape, preset, batch, precision=precision, jit=jit
+                    )
+            t0 = time.perf_counter()
+            t = _interleaved(variants, rounds)
+            print(f"  (XLA rows: {time.perf_counter() - t0:.0f} s with compilation)")
+            for precision in precisions:
+                off, on = t[precision, False], t[precision, True]
+                print(
+                    f"  {precision:15} XLA off {off * 1e3:8.1f} ms/step, on {on * 1e3:8.1f}: "
+                    f"{off / on:5.2f}x"
+                )
+            if len(precisions) == 2:
+                print(
+                    "  bf16 / fp32 steps per second: without XLA "
+                    f"{t['float32', False] / t['mixed_bfloat16', False]:.2f}x, with "
+                    f"{t['float32', True] / t['mixed_bfloat16', True]:.2f}x"
+                )
+            for precision in precisions:
+                out: dict[str, list[float]] = {k: [] for k in ISA_LEVERS}
+                for _ in range(2):
+                    for label, env in ISA_LEVERS.items():
+                        cmd = [sys.executable, __file__, "--lever-one", name, case, precision]
+                        cmd += ["--steps", str(rounds)]
+                        proc = subprocess.run(
+                            cmd, capture_output=True, text=True, env={**os.environ, **env}
+                        )
+                        if proc.returncode:
+                            print(f"  {label}: failed: {proc.stderr.strip().splitlines()[-1:]}")
+                            continue
+                        out[label].append(
+                            json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]
+                        )
+                base = float(np.median(out[next(iter(ISA_LEVERS))] or [np.nan]))
+                for label, times in out.items():
+                    m = float(np.median(times or [np.nan]))
+                    print(
+                        f"  {precision:15} {label:36} {m * 1e3:8.1f} ms/step "
+                        f"({', '.join(f'{x * 1e3:.0f}' for x in times)}) {base / m:5.2f}x"
+                    )
+    print(f"# load at the end {os.getloadavg()[0]:.1f}")
+
+
 #: Dense-block convolutions of the paper Tiramisu at 192 x 288 (``--wgrad``): (h, w, in, out,
 #: k); the first four are 56 % of its convolution FLOP (the up path's last block, the first
 #: block and the up path's second-last), then one of each coarser resolution.
@@ -1066,6 +1143,13 @@ def main(argv=None) -> None:
         "with single convolutions' bf16 rates timed in the same rounds",
     )
     parser.add_argument(
+        "--levers",
+        action="store_true",
+        help="instead: XLA (jit_compile) and ONEDNN_MAX_CPU_ISA=AVX512_CORE_AMX, each against "
+        "the step without it in the same run, float32 and mixed_bfloat16 (--knob-cases, "
+        "--models, --steps)",
+    )
+    parser.add_argument(
         "--wgrad",
         action="store_true",
         help="instead: bfloat16 weight gradients of the paper Tiramisu's convolutions, oneDNN's "
@@ -1080,6 +1164,7 @@ def main(argv=None) -> None:
         help="with --knobs: also oneDNN off and thread counts (a fresh process each, slower)",
     )
     parser.add_argument("--knob-one", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--lever-one", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # name precision width bn
     parser.add_argument("--profile-one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1095,6 +1180,10 @@ def main(argv=None) -> None:
         return _knob_one(name, case, int(intra), int(inter), args.steps)
     if args.knobs:
         return print_knobs(args)
+    if args.lever_one:
+        return _lever_one(*args.lever_one, args.steps)
+    if args.levers:
+        return print_levers(args)
     if args.speedup:
         return print_speedup(args)
     if args.wgrad:

@@ -3,8 +3,8 @@
 Runs the table of ``tests/bad_input_cases.py`` (the same one ``tests/test_bad_input.py``
 runs) at toy size and prints, per case, whether it was handled: exit status 2, one error line
 naming the file and the problem, and no file changed. Then the figures: cases tried, handled,
-not set up here (the tmpfs cases need root), and the unhandled ones grouped by the area
-(branch) they belong to, each with what went wrong.
+not set up here (the tmpfs cases need root), and the unhandled ones grouped by command, each
+with what went wrong.
 
     .venv/bin/python benchmarks/bench_reliability.py [--only label-] [--keep DIR] [-v]
 
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
                 "      "
                 + (outcome.stderr.strip() or outcome.raised)[:400].replace("\n", "\n      ")
             )
-        (unhandled[case.owner].append((case, problems)) if problems else handled.append(case))
+        (unhandled[case.command].append((case, problems)) if problems else handled.append(case))
     seconds = time.perf_counter() - start
     tried = len(cases) - len(unavailable)
     n_unhandled = sum(map(len, unhandled.values()))
@@ -83,13 +83,13 @@ def main(argv=None) -> int:
             by_command[case.command][0] += 1
             by_command[case.command][1] += case in handled
     print("per command: " + ", ".join(f"{k} {h}/{n}" for k, (n, h) in sorted(by_command.items())))
-    for owner, items in sorted(unhandled.items()):
-        print(f"\nunhandled, area {owner} ({len(items)}):")
+    for command, items in sorted(unhandled.items()):
+        print(f"\nunhandled, {command} ({len(items)}):")
         for case, problems in items:
             print(f"  {case.id}: {problems[0][:160]}")
     if args.xfail:
         print("\nUNHANDLED = {")
-        for _owner, items in sorted(unhandled.items()):
+        for _command, items in sorted(unhandled.items()):
             for case, problems in items:
                 print(f"    {case.id!r}: {problems[0][:70]!r},")
         print("}")

@@ -10,6 +10,8 @@ Importing this module registers the accessor (``import climnb`` stays light and 
   definition's object rules);
 * ``ds.climnb.tracks(mask)``: events of a class mask linked over time
   (:func:`climnb.tracks.track_events`), as a CF trajectory Dataset;
+* ``ds.climnb.verify(mask, best_track)``: the cyclone tracks of a class mask verified
+  against best tracks (:func:`climnb.stats.verify.verify_tracks`: POD, FAR, per storm);
 * ``ds.climnb.explore(prediction)``: the segmentation explorer (HoloViews);
 * ``ds.climnb.frequency(mask, by)``: how often each point lies in each class
   (:func:`climnb.stats.frequency`).
@@ -32,10 +34,15 @@ from __future__ import annotations
 
 import os
 
+import pandas as pd
 import xarray as xr
 
+from climnb.io.besttrack import read_best_tracks
 from climnb.io.netcdf import input_grid, normalize
 from climnb.labels import label_dataset
+from climnb.stats import class_mask, frequency
+from climnb.stats.verify import verify_tracks
+from climnb.tracks import TrackConfig, default_max_gap, track_events, tracks_to_dataset
 
 __all__ = ["ClimnbAccessor"]
 
@@ -83,10 +90,24 @@ class ClimnbAccessor:
         """Events of ``mask`` (a class mask on this grid, or the name of one in the Dataset)
         linked over time into tracks: a CF trajectory Dataset (see
         :func:`climnb.tracks.track_events`; keyword arguments go there)."""
-        from climnb.tracks import track_events, tracks_to_dataset
-
         mask = self._ds[mask] if isinstance(mask, str) else mask
         return tracks_to_dataset(track_events(self._canonical(mask), **kwargs))
+
+    def verify(self, mask: xr.DataArray | str, best_track, **kwargs):
+        """The cyclone tracks of ``mask`` (a class mask on this grid, or the name of one)
+        verified against best tracks: ``best_track`` is a file (IBTrACS CSV or NetCDF,
+        HURDAT2) or the table :func:`climnb.io.besttrack.read_best_tracks` gives. Returns a
+        :class:`climnb.stats.verify.Verification` (``scores``, ``storms``, ``tracks``); keyword
+        arguments (``radius_km``, ``min_wind_kt``, ``start``, ``end``) go to
+        :func:`climnb.stats.verify.verify_tracks`. Gaps are bridged as ``climnb tracks`` does."""
+        mask = self._ds[mask] if isinstance(mask, str) else mask
+        canonical = self._canonical(mask).assign_attrs(mask.attrs)
+        obs = track_events(canonical, TrackConfig(max_gap_steps=default_max_gap(canonical)))
+        if not isinstance(best_track, pd.DataFrame):
+            best_track = read_best_tracks(best_track)
+        times = canonical.time.values
+        kwargs = {"start": times[0], "end": times[-1], **kwargs}
+        return verify_tracks(obs, best_track, **kwargs)
 
     def explore(
         self,
@@ -125,8 +146,6 @@ class ClimnbAccessor:
         the Dataset's own (prediction, labels, truth, LABELS); ``by``: ``"all"``, ``"season"``
         or ``"month"`` (see :func:`climnb.stats.frequency`).
         """
-        from climnb.stats import class_mask, frequency
-
         mask = self._ds[mask] if isinstance(mask, str) else mask
         mask = class_mask(self._ds if mask is None else mask)
         freq = frequency(self._canonical(mask).assign_attrs(mask.attrs), by)

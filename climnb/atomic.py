@@ -8,6 +8,12 @@ clean-up of what killed runs left (:func:`remove_leftovers`) takes only the temp
 processes that are gone, never those of a run writing the same output at this moment; a
 second run into an output that a live run is writing is refused (:class:`OutputBusy`).
 
+A command takes the exclusive claim on each of its outputs before any work (:func:`claim`):
+a file ``.NAME.claim`` beside the output, made atomically (a hard link of a complete
+temporary file, which fails if the name exists), that records the process id and the host.
+Of two runs started in the same millisecond, one gets it and the other is refused; the claim
+goes when the run ends, and the claim of a process that is gone (killed) is taken over.
+
 Examples
 --------
 >>> import tempfile, pathlib
@@ -21,15 +27,26 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
 import shutil
+import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["OutputBusy", "atomic_path", "owner_alive", "remove_leftovers", "temp_path"]
+__all__ = [
+    "OutputBusy",
+    "atomic_path",
+    "claim",
+    "claim_path",
+    "claims",
+    "owner_alive",
+    "remove_leftovers",
+    "temp_path",
+]
 
 log = logging.getLogger(__name__)
 
@@ -142,3 +159,144 @@ def _restore(p: Path) -> bool:
     os.replace(p, target)
     log.warning("%s: put back the finished output that a killed run had moved aside", target)
     return True
+
+
+def claim_path(path: str | os.PathLike) -> Path:
+    """The name of the claim on the output ``path``: ``.NAME.claim`` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.claim")
+
+
+@contextlib.contextmanager
+def claim(path: str | os.PathLike) -> Iterator[Path]:
+    """Hold the exclusive claim on the output ``path`` while the block runs.
+
+    The claim is the file :func:`claim_path` made atomically: a temporary file holding this
+    process's id and host is hard-linked to the claim's name, which fails when the name
+    exists, so of any number of runs started together exactly one gets it, and a reader never
+    sees a half-written claim. A claim of a process of this host that is gone (killed) is
+    taken over; one of a live process, or of another host, raises :class:`OutputBusy` with a
+    line naming the output, the holder and the way forward. The claim is removed at the end.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "labels.nc"
+    >>> with claim(out) as held:
+    ...     held.name, held.exists()
+    ('.labels.nc.claim', True)
+    >>> held.exists()
+    False
+    """
+    path = Path(path)
+    made = _make_parents(path.parent)
+    held = claim_path(path)
+    token = uuid.uuid4().hex
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "token": token}
+    tmp = temp_path(held)
+    try:
+        tmp.write_text(json.dumps(record))
+        for _ in range(100):  # each round either takes the claim or takes over a dead one
+            if _link(tmp, held, record):
+                break
+            _take_over(path, held)
+        else:  # pragma: no cover - a claim reappearing a hundred times over
+            raise OutputBusy(f"{path}: another run keeps claiming it; choose another output")
+    except OSError as err:  # a full disk fails a write that names no file: name the output
+        _remove_folders(made)
+        if err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
+    except BaseException:
+        _remove_folders(made)
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+    try:
+        yield held
+    finally:
+        if _read_claim(held).get("token") == token:  # ours still: never another run's
+            held.unlink(missing_ok=True)
+        _remove_folders(made)
+
+
+def _link(tmp: Path, held: Path, record: dict) -> bool:
+    """Make the claim ``held`` (a hard link of the complete ``tmp``); whether it was free.
+    Where the file system has no hard links, ``O_CREAT | O_EXCL`` makes it."""
+    try:
+        os.link(tmp, held)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # no hard links here (some network and FUSE file systems)
+        pass
+    try:
+        fd = os.open(held, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(record))
+    return True
+
+
+def _remove_folders(made: list[Path]) -> None:
+    """Remove the folders a claim made for its output, those still empty (deepest first)."""
+    for folder in made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents; those made, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for f in reversed(missing):
+        f.mkdir(exist_ok=True)
+    return missing
+
+
+@contextlib.contextmanager
+def claims(paths: Iterable[str | os.PathLike]) -> Iterator[list[Path]]:
+    """:func:`claim` on each of ``paths`` in turn (the first refused ends it: nobody waits,
+    so two runs of the same outputs cannot hold one each and wait for the other); all
+    released at the end."""
+    with contextlib.ExitStack() as stack:
+        ordered = dict.fromkeys(Path(os.path.abspath(p)) for p in paths)
+        yield [stack.enter_context(claim(p)) for p in ordered]
+
+
+def _read_claim(held: Path) -> dict:
+    try:
+        record = json.loads(held.read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _take_over(path: Path, held: Path) -> None:
+    """Remove the claim ``held`` if its process is gone; else refuse (:class:`OutputBusy`)."""
+    record = _read_claim(held)
+    if not record and not held.exists():
+        return  # released in the meantime: try again
+    pid, host = record.get("pid"), record.get("host")
+    here = socket.gethostname()
+    if record and host == here and not owner_alive(pid if isinstance(pid, int) else None):
+        stale = temp_path(held, ".old")
+        try:  # renamed first: of two runs finding it stale, one removes it
+            os.rename(held, stale)
+        except FileNotFoundError:
+            return
+        if _read_claim(stale).get("token") != record.get("token"):  # a fresh claim: put back
+            with contextlib.suppress(OSError):
+                os.link(stale, held)
+        stale.unlink(missing_ok=True)
+        log.info("%s: took over the claim of process %s, which is gone", path, pid)
+        return
+    who = f"process {pid} on {host}" if record else "another run"
+    where = "on another host: " if host not in (None, here) else ""
+    raise OutputBusy(
+        f"{path}: another run ({who}) is writing it now; wait for it to finish, stop it, or "
+        f"choose another output ({where}remove {held} if no run is writing it)"
+    )

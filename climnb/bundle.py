@@ -28,8 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+import climnb
 from climnb.atomic import temp_path
 from climnb.channels import CLASS_NAMES
+from climnb.models import MODEL_NAMES, build_model, get_config
+from climnb.models.backend import import_keras
+from climnb.models.layers import register_layers
 
 __all__ = ["Bundle", "BundleError", "save_bundle", "load_bundle", "MODEL_FILE", "META_FILE"]
 
@@ -182,8 +186,6 @@ def save_bundle(
 
 
 def _metadata(model, channels, minval, maxval, name, preset, overrides, stride, extra) -> dict:
-    import climnb
-
     shape = tuple(model.input_shape[1:])
     if len(shape) != 3 or shape[-1] != len(channels):
         raise BundleError(
@@ -217,8 +219,6 @@ def _jsonable(obj):
 
 
 def _architecture_stride(name: str, preset: str, overrides: dict) -> int:
-    from climnb.models import get_config
-
     try:
         return get_config(name, preset, **overrides).stride
     except (ValueError, TypeError) as err:
@@ -254,6 +254,25 @@ def _replace_dir(new: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _check_lengths(meta_path: Path, meta: dict, shape: tuple) -> None:
+    """Refuse metadata whose channels, normalisation values and model input disagree in
+    number (an edited or mixed-up ``climnb.json``), naming each count."""
+    norm = meta["normalisation"]
+    counts = {
+        "channels": len(meta["channels"]),
+        "minval": len(norm["minval"]),
+        "maxval": len(norm["maxval"]),
+    }
+    if shape and shape[-1] is not None:
+        counts["model input channels"] = int(shape[-1])
+    if len(set(counts.values())) > 1:
+        said = ", ".join(f"{n} {k}" for k, n in counts.items())
+        raise BundleError(
+            f"{meta_path}: its counts disagree ({said}): the metadata was edited or comes "
+            "from another model; copy the bundle again or save it again from the training run"
+        )
+
+
 def load_bundle(path: PathLike) -> Bundle:
     """Read a bundle's metadata; the Keras model itself loads on first use.
 
@@ -282,7 +301,11 @@ def load_bundle(path: PathLike) -> Bundle:
         )
     if not (path / m.get("file", MODEL_FILE)).is_file():
         raise BundleError(f"{path}: the model file {MODEL_FILE} is missing")
-    shape = tuple(m["input_shape"])
+    try:
+        shape = tuple(m["input_shape"])
+        _check_lengths(meta_path, meta, shape)
+    except (TypeError, KeyError) as err:
+        raise BundleError(f"{meta_path}: unreadable bundle metadata: {err!r}") from None
     return Bundle(
         path=path,
         channels=tuple(meta["channels"]),
@@ -299,12 +322,29 @@ def load_bundle(path: PathLike) -> Bundle:
     )
 
 
-def _load_keras(path: Path):
-    from climnb.models.backend import import_keras
-    from climnb.models.layers import register_layers
+def _check_archive(path: Path) -> None:
+    """Refuse a ``model.keras`` that is not a whole zip archive (cut short by a copy or a
+    full disk, or bytes changed), which Keras would call "File not found"."""
+    import zipfile
 
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()  # every member's CRC-32
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as err:
+        bad = f"not a whole zip archive ({err})"
+    else:
+        bad = bad and f"its member {bad} fails its CRC-32"
+    if bad:
+        raise BundleError(
+            f"{path}: the model file is damaged (truncated or changed: {bad}); copy the bundle "
+            "again or save it again from the training run"
+        )
+
+
+def _load_keras(path: Path):
     keras = import_keras()
     register_layers()  # climnb's own layers (batch norm, input channels) for model.keras files
+    _check_archive(path)
     try:
         return keras.models.load_model(path, compile=False)
     except Exception as err:  # Keras raises many types for a bad file
@@ -313,9 +353,6 @@ def _load_keras(path: Path):
 
 def _rebuild(bundle: Bundle, saved, height: int, width: int):
     """The saved network for a (height, width) input, with the saved weights."""
-    from climnb.models import MODEL_NAMES, build_model
-    from climnb.models.backend import import_keras
-
     shape = (height, width, len(bundle.channels))
     log.info("rebuilding %s for input %s x %s", bundle.name, height, width)
     try:

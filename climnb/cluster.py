@@ -15,6 +15,11 @@ One call starts engines for the situation the notebook finds itself in:
   the kernel dies; a job that stays pending longer than ``pending_timeout`` is cancelled with
   an error naming the job and Slurm's pending reason. Chosen explicitly, never detected.
 
+Without Horovod (a hub environment that lacks it), the default is one engine, and
+:meth:`Engines.init_horovod` readies it to train in one process (the training loop's one-rank
+stand-in): :attr:`Engines.summary` says so in one line, with how to get Horovod. Several
+engines cannot train together without it: :meth:`Engines.init_horovod` refuses them in one line.
+
 Under Slurm (``"slurm"`` and ``"sbatch"``) the engines' ``srun`` gets ``--mpi=pmix`` when the
 site's Slurm offers PMIx and neither ``SLURM_MPI_TYPE`` nor an ``--mpi`` launcher argument says
 otherwise: OpenMPI ranks started by a bare ``srun`` fail in ``MPI_Init_thread`` where Slurm's
@@ -47,6 +52,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from typing import Literal
+
+from climnb.doctor import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +189,8 @@ class ClusterConfig:
     Attributes
     ----------
     n : number of engines (Horovod ranks). ``None``: the allocation's task count under Slurm,
-        else 2, or 1 in a small session (:class:`SessionLimits`: a Binder-sized hub session).
+        else 2, or 1 in a small session (:class:`SessionLimits`: a Binder-sized hub session)
+        or without Horovod.
     launcher : ``"auto"`` (detect), ``"slurm"``, ``"mpi"``, ``"local"`` or ``"sbatch"``
         (submit the engines as a batch job; never chosen by ``"auto"``).
     threads_per_engine : compute threads of each engine. ``None``: the cores of a node (as
@@ -297,7 +305,12 @@ class Engines:
         # a submitted job is an allocation of its own: the notebook's (if any) does not apply
         self.slurm = None if self.launcher == "sbatch" else SlurmAllocation.from_env()
         self.limits = SessionLimits.detect()
+        #: Horovod can be imported here (the engines run this Python): several engines can
+        #: train together; without it, one engine trains alone.
+        self.horovod = _has_module("horovod")
         n = config.n
+        if n is None and not self.horovod:
+            n = 1
         if n is None:
             default = 1 if self.limits.small and self.launcher != "sbatch" else 2
             n = (self.slurm.n_tasks if self.launcher == "slurm" and self.slurm else None) or default
@@ -553,6 +566,18 @@ class Engines:
             info["engine ids"] = ", ".join(map(str, sorted(self.client.ids)))
         return info
 
+    @property
+    def summary(self) -> str:
+        """One line: the engines, their threads, and what training on them will do."""
+        plural = "s" if self.n != 1 else ""
+        line = f"{self.n} {self.launcher} engine{plural}, {self.threads} thread(s) each"
+        if self.horovod:
+            return line
+        return (
+            f"{line}; Horovod is not installed: training in one process without it (to train "
+            f"on several: {install_hint('horovod')})"
+        )
+
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={v}" for k, v in self._state().items())
         return f"<Engines {body}>"
@@ -568,18 +593,28 @@ class Engines:
     # --- Horovod -------------------------------------------------------------------------------
 
     def init_horovod(self):
-        """Initialise Horovod on every engine; return a table of rank, host and engine id."""
+        """Initialise Horovod on every engine; return a table of rank, host and engine id.
+
+        Without Horovod: one engine is readied to train alone (rank 0 of 1, controller
+        ``"none"``); several are refused with :class:`EngineStartError`, in one line."""
         import pandas as pd
 
+        if not self.horovod and self.n > 1:
+            raise EngineStartError(
+                f"Horovod is not installed, so {self.n} engines cannot train together: start "
+                f"one engine (n=1) to train in one process without it, or install Horovod: "
+                f"{install_hint('horovod')}"
+            )
         view = self.view
         # Every engine imports TensorFlow before any calls hvd.init: Horovod's Gloo rendezvous
         # gives up (and ends the engine) when a peer is still importing after its timeout, as
         # happened on a loaded 2-core machine.
         view.apply_async(_engine_set_threads, self.threads).get(timeout=self.config.timeout)
-        gloo = self._gloo_env() if self.launcher == "local" else [{}] * len(view.targets)
+        local = self.launcher == "local" and self.horovod
+        gloo = self._gloo_env() if local else [{}] * len(view.targets)
         rows = []
         results = [
-            self.client[eid].apply_async(_engine_init_horovod, self.threads, env)
+            self.client[eid].apply_async(_engine_init_horovod, self.threads, env, self.horovod)
             for eid, env in zip(view.targets, gloo, strict=True)
         ]
         for eid, result in zip(view.targets, results, strict=True):
@@ -825,13 +860,24 @@ def _engine_set_threads(threads: int) -> None:
         pass
 
 
-def _engine_init_horovod(threads: int, env: dict[str, str]) -> dict:
-    """Runs on an engine: set the Gloo variables, initialise Horovod, describe itself."""
+def _engine_init_horovod(threads: int, env: dict[str, str], horovod: bool = True) -> dict:
+    """Runs on an engine: set the Gloo variables, initialise Horovod, describe itself
+    (without Horovod: rank 0 of 1, as the training loop will run there)."""
     import os
     import socket
 
     os.environ.update(env)
     _engine_set_threads(threads)
+    if not horovod:
+        return {
+            "rank": 0,
+            "local_rank": 0,
+            "size": 1,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "threads": threads,
+            "controller": "none",
+        }
     import horovod.tensorflow as hvd
 
     hvd.init()

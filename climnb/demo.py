@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import climnb.labels
 from climnb.atomic import atomic_path
+from climnb.labels import LabelConfig
 from climnb.versions import __version__, written_by
 
 if TYPE_CHECKING:
@@ -288,7 +290,10 @@ class NotebookCopy:
 
 
 def copy_notebooks(
-    dest: str | os.PathLike, *, source: str | os.PathLike | None = None
+    dest: str | os.PathLike,
+    *,
+    source: str | os.PathLike | None = None,
+    kernelspec: dict[str, str] | None = None,
 ) -> list[NotebookCopy]:
     """Copy the numbered notebooks, without outputs, into ``dest``; never overwrite an edit.
 
@@ -300,6 +305,8 @@ def copy_notebooks(
     ----------
     dest : the folder (made if missing).
     source : folder of ``NN_*.ipynb`` notebooks; default :func:`packaged_notebooks`.
+    kernelspec : the copies' ``kernelspec`` metadata (the kernel they open on), e.g.
+        :func:`climnb.kernel.notebook_kernelspec`; ``None``: as in ``source``.
     """
     dest = Path(dest).expanduser()
     dest.mkdir(parents=True, exist_ok=True)
@@ -307,7 +314,7 @@ def copy_notebooks(
     record = _read_copies(record_path)
     done = []
     for notebook in find_notebooks(Path(source) if source else packaged_notebooks()):
-        text = _without_outputs(notebook)
+        text = _without_outputs(notebook, kernelspec)
         target, digest = dest / notebook.name, _sha256(text.encode())
         action = _copy_action(target, digest, record.get(notebook.name))
         if action in ("copied", "updated"):
@@ -315,7 +322,7 @@ def copy_notebooks(
                 tmp.write_text(text, encoding="utf-8")
         if action != "kept":
             record[notebook.name] = digest
-        log.info("%s %s", action, target)
+        log.debug("%s %s", action, target)  # the caller says what was done
         done.append(NotebookCopy(notebook.name, target, action))
     with atomic_path(record_path) as tmp:
         tmp.write_text(json.dumps({"climnb": __version__, "sha256": record}, indent=1) + "\n")
@@ -331,10 +338,12 @@ def _copy_action(target: Path, digest: str, copied: str | None) -> str:
     return "updated" if current == copied else "kept"
 
 
-def _without_outputs(notebook: Path) -> str:
+def _without_outputs(notebook: Path, kernelspec: dict[str, str] | None = None) -> str:
     import nbformat
 
     nb = nbformat.read(notebook, as_version=4)
+    if kernelspec:
+        nb.metadata["kernelspec"] = dict(kernelspec)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -470,7 +479,6 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
 def _teacher_config(model: Path):
     """The teacher's settings the model bundle records, else the labeller's defaults."""
     from climnb.bundle import META_FILE, load_bundle
-    from climnb.labels import LabelConfig
     from climnb.postprocess import teacher_config
 
     recorded = teacher_config(load_bundle(model)) if (model / META_FILE).exists() else None
@@ -479,8 +487,6 @@ def _teacher_config(model: Path):
 
 def _teacher(path: Path, ds: xr.Dataset, config) -> np.ndarray:
     import xarray as xr
-
-    import climnb.labels
 
     if path.exists():
         with xr.open_dataset(path) as lab:

@@ -20,7 +20,14 @@ from climnb.versions import __version__
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KernelInstall", "default_display_name", "install_kernel", "kernel_env"]
+__all__ = [
+    "KernelInstall",
+    "default_display_name",
+    "find_kernel",
+    "install_kernel",
+    "kernel_env",
+    "notebook_kernelspec",
+]
 
 #: Kernel name of ``climnb kernel install`` without ``--name``.
 DEFAULT_NAME = "climnb"
@@ -92,6 +99,36 @@ def install_kernel(
     launchers = {tool: shutil.which(tool, path=path_env) for tool in LAUNCHERS}
     log.info("installed kernel %s in %s", Path(path).name, path)
     return KernelInstall(Path(path).name, Path(path), display_name, sys.executable, launchers)
+
+
+def find_kernel() -> tuple[str, str] | None:
+    """The installed kernel that runs this Python, ``(name, display name)``: the one named
+    :data:`DEFAULT_NAME` first, else the first by name; ``None`` where none does (or Jupyter's
+    kernels cannot be listed)."""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        specs = KernelSpecManager().get_all_specs()
+    except Exception as err:  # noqa: BLE001 - an unreadable kernel folder: as if none
+        log.debug("cannot list the kernels: %s", err)
+        return None
+    here = os.path.realpath(sys.executable)
+    mine = [
+        (name, found["spec"].get("display_name") or name)
+        for name, found in specs.items()
+        if found["spec"].get("argv") and os.path.realpath(found["spec"]["argv"][0]) == here
+    ]
+    mine.sort(key=lambda kernel: (kernel[0] != DEFAULT_NAME, kernel[0]))
+    return mine[0] if mine else None
+
+
+def notebook_kernelspec() -> dict[str, str] | None:
+    """The ``kernelspec`` metadata that makes a notebook open on :func:`find_kernel`'s kernel."""
+    found = find_kernel()
+    if found is None:
+        return None
+    name, display_name = found
+    return {"name": name, "display_name": display_name, "language": "python"}
 
 
 def _scripts() -> str:

@@ -32,6 +32,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from climnb.channels import CHANNEL_NAMES
+
 __all__ = ["SOURCES", "dress"]
 
 G = 9.80665
@@ -117,8 +119,6 @@ def _merra2(ds: xr.Dataset) -> xr.Dataset:
 
 
 def _cam5(ds: xr.Dataset) -> xr.Dataset:
-    from climnb.channels import CHANNEL_NAMES
-
     return ds[[*CHANNEL_NAMES, "truth"]]
 
 

@@ -8,8 +8,10 @@ The rule (``climnb label``, ``predict``, ``tracks``, ``samples``, ``stage``, ``s
 ``stats``): a missing parent folder is created when the output is written. Refused before any
 work, with one line naming the path (exit status 2):
 
-* an output that is an input, lies inside an input (a Zarr store, a sample folder) or, for a
-  folder output, holds one; two outputs of one command that are the same path;
+* an output that is an input (the same path, a symbolic or a hard link to it, a member of an
+  input glob), lies inside an input (a Zarr store, a sample folder, an expert folder) or, for
+  a folder output, holds one; two outputs of one command that are the same path
+  (:func:`check_outputs` checks all of a command's outputs against all of its inputs);
 * a file output that is an existing directory (a Zarr store is replaced by a ``*.zarr``
   output), a folder output that is an existing file;
 * an output whose parent is a file, or that cannot be written (permissions, read-only file
@@ -38,7 +40,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["OutputError", "check_output"]
+__all__ = ["OutputError", "check_output", "check_outputs", "input_paths"]
 
 PathLike = str | os.PathLike
 
@@ -89,6 +91,49 @@ def check_output(
     if kind == "folder" and out.is_dir():
         _check_folder(out, option, overwrite, contents, what)
     _check_inputs(out, resolved, inputs, kind, option)
+    return out
+
+
+def check_outputs(
+    outputs: Mapping[str, PathLike | None],
+    inputs: PathLike | Sequence[PathLike] = (),
+    **rule,
+) -> dict[str, Path]:
+    """Every output of one command (option -> path; ``None``: not asked) checked by
+    :func:`check_output` against every input the command reads and against each other; the
+    checked paths by option. ``rule``: :func:`check_output`'s keyword arguments (``kind``,
+    ``overwrite``, ...), the same for each.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> sorted(check_outputs({"--out": d / "a.nc", "--csv": d / "a.csv", "--events": None}))
+    ['--csv', '--out']
+    >>> check_outputs({"--out": d / "a.nc", "--csv": d / "a.nc"})
+    Traceback (most recent call last):
+    ...
+    climnb.outputs.OutputError: --csv ...a.nc is the same file as --out; give another name
+    """
+    inputs = input_paths(inputs)
+    checked: dict[str, Path] = {}
+    for option, path in outputs.items():
+        if path is not None:
+            checked[option] = check_output(path, inputs, option=option, others=checked, **rule)
+    return checked
+
+
+def input_paths(inputs: PathLike | Sequence[PathLike]) -> list[Path]:
+    """``inputs`` as paths, glob patterns expanded (a pattern matching nothing is kept as
+    given: whoever reads the inputs names it). Folders stay folders: an output inside one is
+    an output inside an input."""
+    import glob
+
+    out = []
+    for p in [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs:
+        text = os.fspath(p)
+        matches = sorted(glob.glob(text)) if glob.has_magic(text) else []
+        out += [Path(m) for m in matches] or [Path(text)]
     return out
 
 
@@ -146,11 +191,37 @@ def _check_folder(out: Path, option: str, overwrite: bool, contents, what: str) 
 
 def _check_inputs(out: Path, resolved: Path, inputs, kind: str, option: str) -> None:
     """``out`` must not be an input, lie inside one, or (a folder) hold one."""
-    for p in map(Path, [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs):
+    for p in input_paths(inputs):
         src = _resolve(p, "input")
         if resolved == src or (out.exists() and p.exists() and os.path.samefile(out, p)):
             raise OutputError(f"{option} {out} is an input ({p}); refusing to overwrite it")
+        link = _linked_inside(out, src)
+        if link is not None:
+            raise OutputError(
+                f"{option} {out} is a hard link to {link}, in the input {p}; refusing to "
+                "overwrite it"
+            )
         if src.is_dir() and src in resolved.parents:
             raise OutputError(f"{option} {out} is inside the input {p}; write it elsewhere")
         if kind == "folder" and resolved in src.parents:
             raise OutputError(f"{option} {out} holds the input {p}; write it elsewhere")
+
+
+def _linked_inside(out: Path, folder: Path) -> Path | None:
+    """The file in the input ``folder`` that ``out`` is a hard link of (``None``: none)."""
+    try:
+        st = out.stat()
+    except OSError:
+        return None
+    if st.st_nlink < 2 or not folder.is_dir() or out.is_dir():
+        return None
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = Path(root, name)
+            try:
+                other = path.stat()
+            except OSError:
+                continue
+            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                return path
+    return None

@@ -47,15 +47,18 @@ import h5py
 import numpy as np
 import xarray as xr
 
+import climnb
 from climnb.bundle import Bundle, BundleError, load_bundle
 from climnb.grid import cf_coords, to_caller_grid
 from climnb.io.manifest import sha256_file
+from climnb.io.netcdf import normalize
 from climnb.io.samples import SampleError, inspect_sample, read_sample
 from climnb.io.sampleset import SAMPLE_GLOB, SPLITS, SampleSet
 from climnb.labels.config import ARConfig
 from climnb.postprocess import apply_river_rules, river_config
+from climnb.store import input_grid, open_fields
 
-__all__ = ["predict", "predict_batch", "open_input", "pad_fields"]
+__all__ = ["predict", "predict_batch", "open_input", "pad_fields", "tile_plan", "forward_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +89,6 @@ def _open_source(source: xr.Dataset | PathLike | Sequence[PathLike]) -> xr.Datas
     files = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if all(_is_samples(f) for f in files):
         return _open_samples(files)
-    from climnb.store import open_fields
 
     return open_fields(files)
 
@@ -102,7 +104,6 @@ def _channels(ds: xr.Dataset, channels: Sequence[str], source) -> xr.Dataset:
             f"the model needs {', '.join(channels)}; the input has "
             f"{', '.join(map(str, ds.data_vars)) or 'no variables'}"
         )
-    from climnb.io.netcdf import normalize
 
     return normalize(ds[list(channels)], required=channels)
 
@@ -248,6 +249,137 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 _MODEL_LOCK = threading.Lock()  # dask threads share a bundle: build each grid's network once
 
+#: Resident memory of a forward pass over the activations that
+#: :func:`climnb.models.footprint.activation_bytes_per_pixel` counts: oneDNN's reordered
+#: copies in blocked layouts and the runtime's pools on top (measured on the paper Tiramisu at
+#: 768 x 1152: 1.7x in float32, 1.8x in bfloat16; ``benchmarks/bench_predict.py``).
+RUNTIME_FACTOR = 2.0
+#: Bytes per pixel and channel of a batch outside the network: the float32 input, its
+#: normalised and padded copies, the float32 output and its classes.
+BATCH_BYTES = 4 * 4
+
+
+def _forward_function(model):
+    """``model``'s inference as one TensorFlow graph function, made once per model.
+
+    In a graph TensorFlow frees each activation once its last reader has run; a Keras
+    functional model called eagerly keeps every layer's output until the call returns (5.1 GB
+    against 2.0 GB for a full-size bfloat16 step of the paper Tiramisu).
+    """
+    with _MODEL_LOCK:
+        fn = getattr(model, "_climnb_forward", None)
+        if fn is None:
+            from climnb.models.backend import import_tf
+
+            tf = import_tf()
+            spec = tf.TensorSpec((None, *model.input_shape[1:]), tf.float32)
+            # a partial, not a lambda: TensorFlow counts traces per code object, and would warn
+            # of "retracing" when the tiles' networks (one per width) are each traced once
+            # no AutoGraph: the network has no Python control flow on tensors to convert
+            fn = tf.function(
+                functools.partial(model, training=False), input_signature=[spec], autograph=False
+            )
+            model._climnb_forward = fn
+    return fn
+
+
+def tile_plan(width: int, core: int, halo: int) -> list[tuple[slice, slice, slice]]:
+    """Longitude tiles of a ``width``-column step: each tile's ``core`` columns plus up to
+    ``halo`` columns of its neighbours on each side (none past the step's edges).
+
+    Returns (input columns, columns of the tile's output to keep, output columns) per tile.
+    With ``halo`` at least the network's receptive radius
+    (:func:`climnb.models.footprint.receptive_radius`) and everything a multiple of its
+    stride, the kept columns equal those of the whole step.
+
+    >>> [(w.start, w.stop, k.start, k.stop) for w, k, _ in tile_plan(96, 32, 16)]
+    [(0, 48, 0, 32), (16, 80, 16, 48), (48, 96, 16, 48)]
+    """
+    tiles = []
+    for a in range(0, width, core):
+        b = min(a + core, width)
+        lo, hi = max(0, a - halo), min(width, b + halo)
+        tiles.append((slice(lo, hi), slice(a - lo, b - lo), slice(a, b)))
+    return tiles
+
+
+def _footprint(model) -> tuple[int | None, float]:
+    """(receptive radius, activation bytes per pixel) of ``model``, worked out once."""
+    from climnb.models.footprint import activation_bytes_per_pixel, receptive_radius
+
+    known = getattr(model, "_climnb_footprint", None)
+    if known is None:
+        known = (receptive_radius(model), activation_bytes_per_pixel(model))
+        model._climnb_footprint = known
+    return known
+
+
+def forward_bytes(bundle: Bundle, height: int, width: int, batch: int = 1) -> float:
+    """Estimated resident memory of one forward pass over ``batch`` steps of ``height`` x
+    ``width`` (a padded grid), the batch's own arrays included: activations grow with the
+    pixels, so tiles of any width are costed from the whole grid's network."""
+    with _MODEL_LOCK:
+        model = bundle.model(height, width)
+    return _cost(bundle, model, height * width * batch)
+
+
+def _cost(bundle: Bundle, model, pixels: int) -> float:
+    _, per_pixel = _footprint(model)
+    channels = len(bundle.channels) + bundle.n_classes
+    return pixels * (RUNTIME_FACTOR * per_pixel + BATCH_BYTES * channels)
+
+
+def _plan(bundle: Bundle, shape: tuple[int, ...], memory: float | None):
+    """(samples per pass, core columns, halo columns) to run a padded batch of ``shape`` in
+    ``memory`` bytes; a core of the whole width means no tiling."""
+    n, h, w = shape[:3]
+    if memory is None:
+        return n, w, 0
+    with _MODEL_LOCK:
+        model = bundle.model(h, w)
+    fits = int(memory // _cost(bundle, model, h * w))
+    if fits >= 1:
+        return min(n, fits), w, 0
+    radius, _ = _footprint(model)
+    stride = bundle.stride
+    if radius is None:
+        raise BundleError(
+            f"{bundle.name} ({bundle.preset}) sees the whole width (global pooling), so a "
+            f"{h} x {w} step cannot be split: it needs about "
+            f"{_cost(bundle, model, h * w) / 1e9:.1f} GB a worker; raise --memory or lower "
+            "--workers"
+        )
+    halo = -(-radius // stride) * stride
+    for core in range(w - stride, 0, -stride):
+        if _cost(bundle, model, h * min(w, core + 2 * halo)) <= memory:
+            return 1, core, halo
+    least = _cost(bundle, model, h * min(w, stride + 2 * halo))
+    raise BundleError(
+        f"{memory / 1e9:.2f} GB a worker is too little for {bundle.name} ({bundle.preset}) "
+        f"on {h} x {w}: its narrowest tile ({stride} columns and {halo} either side, the "
+        f"network's receptive field) needs about {least / 1e9:.2f} GB; raise --memory or "
+        "lower --workers"
+    )
+
+
+def _run(bundle: Bundle, x: np.ndarray, memory: float | None) -> np.ndarray:
+    """The network's float32 output over a padded batch, ``memory`` bytes at a time."""
+    n, h, w = x.shape[:3]
+    per_pass, core, halo = _plan(bundle, x.shape, memory)
+    out = None
+    for i in range(0, n, per_pass):
+        for cols, keep, into in tile_plan(w, core, halo):
+            part = np.ascontiguousarray(x[i : i + per_pass, :, cols])
+            with _MODEL_LOCK:
+                model = bundle.model(h, part.shape[2])
+            y = _forward_function(model)(part)
+            y = np.asarray(y, np.float32)[:, :, keep]
+            if out is None:
+                out = np.empty((n, h, w, y.shape[-1]), np.float32)
+            out[i : i + per_pass, :, into] = y
+            del y, part
+    return out
+
 
 def check_ranges(bundle: Bundle, x: np.ndarray, *, where: str) -> None:
     """Refuse fields far outside the range their channel had in training: ``x`` (..., channels)
@@ -285,13 +417,21 @@ def check_ranges(bundle: Bundle, x: np.ndarray, *, where: str) -> None:
 
 
 def predict_batch(
-    bundle: Bundle, x: np.ndarray, *, probabilities: bool = False, check_range: bool = True
+    bundle: Bundle,
+    x: np.ndarray,
+    *,
+    probabilities: bool = False,
+    check_range: bool = True,
+    memory: float | None = None,
 ) -> np.ndarray:
     """Run the network over one batch ``x`` (time, lat, lon, channels) on the canonical grid.
 
     Returns class ids (time, lat, lon) uint8, or with ``probabilities`` the per-class
     probabilities (time, lat, lon, class) float32 (the softmax of the network's output, unless
-    it already ends in one). ``x`` is not changed.
+    it already ends in one). ``x`` is not changed. With ``memory`` (GB), the batch is run
+    a few steps at a time, or a step in longitude tiles, so that the forward pass's estimated
+    peak (:func:`forward_bytes`) stays within it; tiles carry the network's receptive field
+    of their neighbours, so the classes are those of the whole step.
     """
     x = np.array(x, np.float32)  # a copy: normalisation works in place
     if check_range:
@@ -300,9 +440,7 @@ def predict_batch(
     if n_bad:
         log.warning("%d missing values in a batch set to the normalised minimum", n_bad)
     x, (rows, cols) = pad_fields(bundle.normalise(x), bundle.stride)
-    with _MODEL_LOCK:
-        model = bundle.model(*x.shape[1:3])
-    out = np.asarray(model(x, training=False), np.float32)[:, rows, cols]
+    out = _run(bundle, x, None if memory is None else memory * 1e9)[:, rows, cols]
     if not probabilities:
         return out.argmax(axis=-1).astype(np.uint8)
     return out if _is_probability(out) else _softmax(out)
@@ -321,6 +459,7 @@ def predict(
     grid: str = "input",
     check_range: bool = True,
     river_rules: bool | ARConfig = False,
+    memory: float | None = None,
 ) -> xr.DataArray | xr.Dataset:
     """Segment every time step of ``source`` with a trained network, lazily.
 
@@ -355,6 +494,13 @@ def predict(
         teacher's settings when the bundle records them, else ``ARConfig()``
         (:func:`climnb.postprocess.river_config`); an :class:`~climnb.labels.ARConfig` is used
         as given. Only ``prediction`` changes, not the probabilities.
+    memory : GB that one running batch may hold (its forward pass, its input and output;
+        the runtime shared by all batches, about 0.6 GB with TensorFlow, not included). A
+        batch that does not fit runs fewer steps at a time, then one step in longitude tiles
+        that carry the network's receptive field of their neighbours (the same classes as
+        the whole step; :func:`tile_plan`); ``None`` runs each batch whole. A network that
+        sees the whole width (DeepLabv3+'s image pooling) is not tiled: BundleError names
+        the memory it needs.
 
     Returns
     -------
@@ -374,6 +520,8 @@ def predict(
         raise ValueError(f"grid must be 'input' or 'canonical', got {grid!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if memory is not None and not memory > 0:
+        raise ValueError(f"memory must be a positive number of GB, got {memory!r}")
     raw = _open_source(source)
     ds = _channels(raw, bundle.channels, source)
     if ds.sizes["time"] == 0:
@@ -381,9 +529,18 @@ def predict(
     if check_range:  # before any work: the first and the last step
         check_ranges(bundle, _ends(ds, bundle.channels), where=_describe(source))
     x = _stacked(ds, bundle.channels, batch_size)
-    token = dask.base.tokenize(str(bundle.path), bundle.extra, x.name, probabilities, check_range)
+    if memory is not None:  # before any work: a budget no tile fits is refused here
+        padded = [-(-n // bundle.stride) * bundle.stride for n in x.shape[1:3]]
+        _plan(bundle, (min(batch_size, x.shape[0]), *padded), memory * 1e9)
+    token = dask.base.tokenize(
+        str(bundle.path), bundle.extra, x.name, probabilities, check_range, memory
+    )
     block = functools.partial(
-        predict_batch, bundle, probabilities=probabilities, check_range=check_range
+        predict_batch,
+        bundle,
+        probabilities=probabilities,
+        check_range=check_range,
+        memory=memory,
     )
     if probabilities:
         probs = x.map_blocks(
@@ -450,8 +607,6 @@ def _describe(source) -> str:
 
 
 def _input_grid(source):
-    from climnb.store import input_grid
-
     return input_grid(source)
 
 
@@ -470,8 +625,6 @@ def _stacked(ds: xr.Dataset, channels: Sequence[str], batch_size: int):
 
 
 def _as_xarray(bundle: Bundle, ds: xr.Dataset, classes, probs) -> xr.DataArray | xr.Dataset:
-    import climnb
-
     coords = {
         k: v for k, v in cf_coords(ds).coords.items() if set(v.dims) <= {"time", "lat", "lon"}
     }

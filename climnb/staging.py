@@ -448,7 +448,7 @@ def _stage_stores(config, comm, mine, plan, source, read, progress) -> dict:
 def _list_source(config: StagingConfig) -> _Source | Exception:
     try:
         ss = SampleSet.open(config.source)
-        ss.check_complete()  # every file a manifest lists is there
+        ss.check_complete()  # the files its manifest lists, all there, and no stray
         ss.check_disjoint()  # no split shares a file name or a time step with another
         pool = "train" if ss.splits else None
         train = _rows(ss, pool)

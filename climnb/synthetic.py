@@ -23,6 +23,14 @@ smooth, slowly changing field standing for the ratio of the column's mean wind t
 wind, so IVT is not the 850 hPa proxy that detectors see. Background humidity and jet strength
 also vary from seed to seed.
 
+Rivers that touch: ``make_dataset(river_layout="side_by_side" | "end_to_end")`` draws its
+two or three rivers as one group, each beside the last (a parallel axis 1.1-1.4 half widths
+from its edge) or each starting beyond the end of the last (a gap of 0.5-1 of their half
+widths, turned by 10-30 degrees), so that their regions of IVT >= 250 touch with weaker
+transport between their cores. The group moves and dies as one. ``river_id`` then says
+which river each river pixel of the truth belongs to: the river whose own added transport
+(moisture times jet) is largest there.
+
 The truth of a storm is its disc (the radius of its moisture and rain). The truth of a river is
 not its drawing: it is its connected region of generated IVT >= 250 kg m-1 s-1 (the common
 fixed threshold of IVT catalogues) within the river's reach, so that the score measures
@@ -65,9 +73,15 @@ __all__ = [
     "EARTH_RADIUS_KM",
     "TOY_SHAPE",
     "FULL_SHAPE",
+    "RIVER_LAYOUTS",
 ]
 
 EARTH_RADIUS_KM = 6371.0
+#: Layouts of rivers that touch (``make_dataset(river_layout=...)``).
+RIVER_LAYOUTS = ("side_by_side", "end_to_end")
+#: Gaps tried between rivers that touch, widest first, in half widths of the two rivers (between
+#: their axes side by side, or between one's end and the next's start)
+_GAPS = (1.8, 1.7, 1.6, 1.5, 1.4, 1.3, 1.2, 1.1, 1.0)
 TOY_SHAPE = (96, 144)
 FULL_SHAPE = (768, 1152)
 
@@ -117,6 +131,7 @@ class _River:
     shape: float = 6.0  # profile exponent: 2 Gaussian .. 8 flat-topped
     skew: float = 1.0  # width on the left of the axis / width on the right
     jet_width: float = 1.0  # jet half width / moisture half width
+    turn: float = 0.0  # radians from the heading of the river it follows (end to end)
     path: np.ndarray = field(default=None, repr=False)  # (n, 2) lat, unwrapped lon
 
 
@@ -164,7 +179,17 @@ def _great_circle_km(lat1, lon1, lat2, lon2):
 class _Events:
     """Draws, moves and retires storms and rivers so that each step has a fixed count."""
 
-    def __init__(self, rng, n_tc, n_ar, tc_radius_km, moving_fraction, style=None, future=PRESENT):
+    def __init__(
+        self,
+        rng,
+        n_tc,
+        n_ar,
+        tc_radius_km,
+        moving_fraction,
+        style=None,
+        future=PRESENT,
+        layout=None,
+    ):
         self.rng = rng
         self.future = future
         # the rivers' cross-sections come from their own generator, so that the events'
@@ -179,7 +204,11 @@ class _Events:
         for i in range(n_tc):  # hemispheres alternate; the first storm always moves
             moving = (i == 0 and moving_fraction > 0) or None
             self.storms.append(self._new_storm(moving=moving, hemi=first * (-1) ** i))
-        self.rivers = [self._new_river(seam=(i == 0)) for i in range(n_ar)]
+        self.layout, self.n_ar = layout, n_ar
+        if layout is None:
+            self.rivers = [self._new_river(seam=(i == 0)) for i in range(n_ar)]
+        else:
+            self._new_group(seam=True)
 
     def _id(self):
         self.next_id += 1
@@ -267,8 +296,57 @@ class _Events:
             r.lon += r.dlon
             r.path[:, 1] += r.dlon
             r.life -= 1
-            if r.life <= 0:
+            if r.life <= 0 and self.layout is None:
                 self.rivers[i] = self._new_river()
+        if self.layout is not None and self.rivers[0].life <= 0:
+            self._new_group()
+
+    def _new_group(self, seam: bool = False) -> list[_River]:
+        """``n_ar`` rivers that touch: each beside the last or beyond its end (``layout``,
+        placed by :meth:`place_group`); they move and die together."""
+        rng = self.rng
+        group = []
+        for k in range(self.n_ar):
+            r = self._new_river(seam=seam and k == 0)
+            # strong rivers with distinct cores (flat-topped moisture, a jet narrower than
+            # it), so that a reader of the map sees two rivers where their regions touch
+            r.moisture, r.jet = rng.uniform(24.0, 34.0), rng.uniform(18.0, 28.0)
+            r.shape, r.jet_width, r.skew = rng.uniform(5.0, 8.0), rng.uniform(0.6, 0.8), 1.0
+            # and poleward all along (a straight axis), as the river rules ask of each
+            r.heading, r.curvature = np.radians(rng.uniform(20.0, 35.0)), 0.0
+            if self.layout == "end_to_end":  # a chain, kept within the mid-latitudes
+                r.heading, r.length_km = np.radians(rng.uniform(18.0, 28.0)), 3000.0
+                r.lat = np.sign(r.lat) * rng.uniform(26.0, 32.0)
+            r.path = _river_path(r, float(np.sign(r.lat)))
+            if seam and k == 0:
+                r.path[:, 1] -= r.path[len(r.path) // 2, 1]
+            r.turn = np.radians(rng.uniform(5.0, 10.0))
+            group.append(r)
+        self.rivers = group
+        self.place_group([_GAPS[0]] * (self.n_ar - 1))
+        self.placed = False  # make_dataset picks, pair by pair, the widest gap that touches
+        return group
+
+    def place_group(self, gaps) -> None:
+        """Put each river of the group ``gaps[i]`` half widths beside the last (parallel, on
+        its poleward side) or beyond its end (turned towards the equator by 5-10 degrees
+        while it still heads poleward)."""
+        self.gaps = list(gaps)
+        pairs = zip(self.rivers[:-1], self.rivers[1:], self.gaps, strict=True)
+        for last, r, gap in pairs:
+            hemi = float(np.sign(last.lat))
+            r.dlon, r.life = last.dlon, last.life
+            km = gap * (last.width_km + r.width_km) / 2.0
+            if self.layout == "side_by_side":
+                r.path = _offset(last.path, km, hemi)
+                r.heading, r.length_km = last.heading, last.length_km
+            else:
+                end = last.heading + last.curvature * last.length_km / 1000.0
+                ok = end - r.turn > np.radians(8.0)
+                r.heading = end - r.turn if ok else end + r.turn
+                r.lat, r.lon = _advance(last.path[-1], last.path[-2], km)
+                r.path = _river_path(r, hemi)
+            r.lat, r.lon = float(r.path[0, 0]), float(r.path[0, 1])
 
     def _replacement(self, i: int) -> _Storm:
         """A new storm placed clear of all storms but the one it replaces."""
@@ -292,6 +370,26 @@ def _river_path(r: _River, hemi: float, n: int = 64) -> np.ndarray:
         lat, lon = lat + dlat, lon + dlon
         points.append((lat, lon))
     return np.array(points)
+
+
+def _offset(path: np.ndarray, km: float, hemi: float) -> np.ndarray:
+    """The polyline ``path`` moved ``km`` to its poleward side, along its local normal."""
+    east, north = _tangents(path[:, 0], path[:, 1])
+    side = hemi if np.mean(east) >= 0 else -hemi  # the normal that points poleward
+    n_east, n_north = -north * side, east * side
+    lat = path[:, 0] + np.degrees(km * n_north / EARTH_RADIUS_KM)
+    lon = path[:, 1] + np.degrees(km * n_east / (EARTH_RADIUS_KM * np.cos(np.radians(path[:, 0]))))
+    return np.stack([lat, lon], axis=1)
+
+
+def _advance(point, before, km: float) -> tuple[float, float]:
+    """The point ``km`` beyond ``point`` in the direction from ``before`` to it."""
+    de = (point[1] - before[1]) * np.cos(np.radians(point[0]))
+    dn = point[0] - before[0]
+    norm = max(float(np.hypot(de, dn)), 1e-12)
+    lat = point[0] + np.degrees(km * dn / norm / EARTH_RADIUS_KM)
+    lon = point[1] + np.degrees(km * de / norm / (EARTH_RADIUS_KM * np.cos(np.radians(point[0]))))
+    return float(lat), float(lon)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -437,7 +535,8 @@ def _draw_storm(f, truth, lat, lon, s: _Storm):
 
 
 def _draw_river(f, lat, lon, r: _River):
-    """Add river ``r`` to the fields; returns ``(index, distance_km, axis_km)`` for its truth."""
+    """Add river ``r`` to the fields; returns ``(index, distance_km, axis_km, transport)`` for
+    its truth (``transport``: its own added moisture times jet on ``index``)."""
     hw = r.width_km / 2.0
     hw_left, hw_right = hw * np.sqrt(r.skew), hw / np.sqrt(r.skew)
     reach = 2.5 * max(hw_left, hw_right) * max(1.0, r.jet_width)  # beyond: nothing added
@@ -477,7 +576,7 @@ def _draw_river(f, lat, lon, r: _River):
     f["PRECT"][idx] += 1.5e-7 * moist
     f["U850"][idx] += r.jet * jet * east[j]
     f["V850"][idx] += r.jet * jet * north[j]
-    return idx, d, min(hw_left, hw_right) / 4.0
+    return idx, d, min(hw_left, hw_right) / 4.0, r.moisture * moist * r.jet * jet
 
 
 def _profile(u, shape):
@@ -488,7 +587,7 @@ def _profile(u, shape):
 def _river_truth(truth, ivt, drawn, threshold=IVT_THRESHOLD) -> bool:
     """Mark a river's connected region of IVT >= ``threshold`` that holds its axis; returns
     whether it has one."""
-    idx, d, axis_km = drawn
+    idx, d, axis_km = drawn[:3]
     region = (ivt[idx] >= threshold) & np.isfinite(d)
     labels, _ = ndimage.label(region, structure=np.ones((3, 3), bool))
     axis = d <= max(axis_km, np.nanmin(d))
@@ -497,6 +596,18 @@ def _river_truth(truth, ivt, drawn, threshold=IVT_THRESHOLD) -> bool:
     box = truth[idx]
     truth[idx] = np.where(mask & (box == 0), 2, box)
     return bool(mask.any())
+
+
+def _river_ids(truth, drawn, ids) -> np.ndarray:
+    """The id of the river whose own transport is largest at each river pixel of ``truth``
+    (-1 elsewhere)."""
+    best = np.zeros(truth.shape)
+    out = np.full(truth.shape, -1, np.int32)
+    for (idx, _, _, transport), rid in zip(drawn, ids, strict=True):
+        more = transport > best[idx]
+        best[idx] = np.where(more, transport, best[idx])
+        out[idx] = np.where(more, rid, out[idx])
+    return np.where(truth == 2, out, -1)
 
 
 def _xyz(lat, lon):
@@ -574,6 +685,7 @@ def make_dataset(
     moving_fraction: float = 0.6,
     ivt: bool = False,
     future: Future | None = None,
+    river_layout: str | None = None,
 ) -> tuple[xr.Dataset, pd.DataFrame]:
     """Generate CAM5-like fields with known tropical cyclones and atmospheric rivers.
 
@@ -591,6 +703,9 @@ def make_dataset(
         (kg m-1 s-1), from which the rivers' truth is drawn.
     future : a second climate (:class:`Future`): more rivers, stronger storms, rivers
         shifted poleward; ``None`` is today's. Its settings go in the attributes.
+    river_layout : ``"side_by_side"`` or ``"end_to_end"`` draws the ``n_ar`` (2 or 3) rivers
+        as one group that touches (see the module's docstring) and adds ``river_id``;
+        ``None`` (default) draws them apart, as before.
 
     Returns
     -------
@@ -598,7 +713,9 @@ def make_dataset(
         The 16 channels of :data:`climnb.channels.CHANNELS` as float32 (time, lat, lon) with CF
         attributes, plus ``truth`` (uint8: 0 background, 1 tropical cyclone, 2 atmospheric
         river; a cyclone wins where both overlap; a river's truth is its region of
-        IVT >= 250 kg m-1 s-1, see the module's docstring).
+        IVT >= 250 kg m-1 s-1, see the module's docstring). With ``river_layout``,
+        ``river_id`` (int32: the ``event_id`` of the river each river pixel of ``truth``
+        belongs to, -1 elsewhere).
     events : pandas.DataFrame
         One row per event and time: ``time, event_id, class_id, class_name, lat, lon`` (centre
         of a storm, midpoint of a river), ``radius_km, psl_drop_pa, max_wind`` (storms),
@@ -612,38 +729,62 @@ def make_dataset(
     """
     future = future or PRESENT
     _validate(n_time, n_lat, n_lon, n_tc, n_ar, tc_radius_km, moving_fraction)
+    if river_layout is not None and (
+        river_layout not in RIVER_LAYOUTS or n_ar + future.more_rivers not in (2, 3)
+    ):
+        raise ValueError(
+            f"river_layout must be one of {RIVER_LAYOUTS} with 2 or 3 rivers (n_ar), got "
+            f"{river_layout!r} with {n_ar + future.more_rivers}"
+        )
     n_ar += future.more_rivers
     time, lat, lon = _coords(n_time, n_lat, n_lon, start, freq)
     rng = np.random.default_rng(seed)
     topo = _topography(rng, lat, lon)
     noise = _Noise(rng, lat, lon, n_fields=7)
     style = np.random.default_rng([seed, 1])  # cross-sections, background and column wind
-    events = _Events(rng, n_tc, n_ar, tc_radius_km, moving_fraction, style, future)
+    events = _Events(
+        rng, n_tc, n_ar, tc_radius_km, moving_fraction, style, future, layout=river_layout
+    )
     column = _Noise(style, lat, lon, n_fields=1, memory=0.9)
     rh0, jet0 = style.uniform(0.68, 0.8), style.uniform(9.0, 14.0)
     names = list(CHANNEL_NAMES) + (["IVTU", "IVTV", "IVT"] if ivt else [])
     data = {name: np.empty((n_time, n_lat, n_lon), np.float32) for name in names}
     truth = np.zeros((n_time, n_lat, n_lon), np.uint8)
+    river_id = np.full((n_time, n_lat, n_lon), -1, np.int32) if river_layout else None
     rows = []
     for t in range(n_time):
         if t:
             noise.step()
             column.step()
             events.step()
-        f = _background(lat, noise, topo, rh0, jet0)
-        drawn = [_draw_river(f, lat, lon, r) for r in events.rivers]
-        for s in events.storms:
-            _draw_storm(f, truth[t], lat, lon, s)
-        f = _finish(f)
-        ratio = np.clip(0.7 + 0.1 * column.field(0), 0.5, 0.9)
-        f["IVTU"], f["IVTV"] = ratio * f["TMQ"] * f["U850"], ratio * f["TMQ"] * f["V850"]
-        f["IVT"] = np.hypot(f["IVTU"], f["IVTV"])
-        strong = [_river_truth(truth[t], f["IVT"], d) for d in drawn]
+        f, drawn, strong = _draw_step(truth[t], events, lat, lon, noise, column, topo, rh0, jet0)
+        if river_id is not None:
+            ids = [r.id for r in events.rivers]
+            for pair in range(len(ids) - 1) if not events.placed else ():
+                for gap in _GAPS[1:]:  # the widest gap at which the pair touches
+                    if _touching(_river_ids(truth[t], drawn, ids), ids[: pair + 2]):
+                        break
+                    events.place_group(events.gaps[:pair] + [gap] + events.gaps[pair + 1 :])
+                    f, drawn, strong = _draw_step(
+                        truth[t], events, lat, lon, noise, column, topo, rh0, jet0
+                    )
+            events.placed = True
+            river_id[t] = _river_ids(truth[t], drawn, ids)
         peaks = [float(f["IVT"][d[0]][np.isfinite(d[1])].max()) for d in drawn]
         for name in names:
             data[name][t] = f[name]
         rows += _catalogue(time[t], events, strong, peaks)
     ds = _to_dataset(data, truth, time, lat, lon, seed)
+    if river_id is not None:
+        ds["river_id"] = (
+            ("time", "lat", "lon"),
+            river_id,
+            {
+                "long_name": "event_id of the river of each river pixel of truth",
+                "comment": "-1 where truth is not a river",
+            },
+        )
+        ds.attrs["river_layout"] = river_layout
     if future != PRESENT:
         ds.attrs.update(
             future_more_rivers=future.more_rivers,
@@ -651,6 +792,33 @@ def make_dataset(
             future_river_shift_deg=future.river_shift_deg,
         )
     return ds, _events_frame(rows)
+
+
+def _draw_step(truth, events: _Events, lat, lon, noise, column, topo, rh0, jet0):
+    """The fields of one step with its events drawn in (``truth`` filled); returns the fields,
+    the rivers' drawings and whether each has truth pixels."""
+    truth[:] = 0
+    f = _background(lat, noise, topo, rh0, jet0)
+    drawn = [_draw_river(f, lat, lon, r) for r in events.rivers]
+    for s in events.storms:
+        _draw_storm(f, truth, lat, lon, s)
+    f = _finish(f)
+    ratio = np.clip(0.7 + 0.1 * column.field(0), 0.5, 0.9)
+    f["IVTU"], f["IVTV"] = ratio * f["TMQ"] * f["U850"], ratio * f["TMQ"] * f["V850"]
+    f["IVT"] = np.hypot(f["IVTU"], f["IVTV"])
+    strong = [_river_truth(truth, f["IVT"], d) for d in drawn]
+    return f, drawn, strong
+
+
+def _touching(river_id: np.ndarray, ids) -> bool:
+    """Whether the rivers ``ids`` all lie in one connected region of river pixels (8
+    neighbours, across the 0/360 seam: the grid is labelled twice side by side)."""
+    twice = np.concatenate([river_id, river_id], axis=1)
+    labels, _ = ndimage.label(twice >= 0, structure=np.ones((3, 3), bool))
+    for k in np.unique(labels[labels > 0]):
+        if set(ids) <= set(np.unique(twice[labels == k]).tolist()):
+            return True
+    return False
 
 
 def _catalogue(time, events: _Events, strong, peaks) -> list[dict]:

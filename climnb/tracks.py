@@ -63,6 +63,8 @@ __all__ = [
     "tracks_to_dataset",
     "write_tracks",
     "read_tracks",
+    "tracks_period",
+    "default_max_gap",
     "OBS_COLUMNS",
     "SUMMARY_COLUMNS",
 ]
@@ -466,3 +468,23 @@ def read_tracks(path: str | os.PathLike) -> pd.DataFrame:
             }
         )
     return conform(obs, OBS_COLUMNS)
+
+
+def tracks_period(path: str | os.PathLike) -> tuple[str | None, str | None]:
+    """The first and last time a trajectory file's tracks were looked for in (its
+    ``time_coverage_start`` and ``_end``), or None where the file does not say."""
+    with xr.open_dataset(path) as ds:
+        return ds.attrs.get("time_coverage_start") or None, ds.attrs.get(
+            "time_coverage_end"
+        ) or None
+
+
+def default_max_gap(mask: xr.DataArray) -> int:
+    """The steps a track may miss by default: the gap the labeller's cyclone tracks allowed
+    (labels' ``storm_max_gap_h``) in steps of the mask's time axis, else 0."""
+    hours = mask.attrs.get("storm_max_gap_h")
+    times = track_times(mask.time.values) if "time" in mask.dims else []
+    if hours is None or len(times) < 2:
+        return 0
+    step = (times[1] - times[0]).total_seconds() / 3600.0
+    return int(float(hours) // step) if step > 0 else 0

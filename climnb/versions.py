@@ -98,7 +98,10 @@ def show_versions(file=None) -> None:
         print(f"{name:<11}: {version or 'not installed'}", file=file)
     build = horovod_build()
     if build is None:
-        print("horovod build: not installed (make setup builds it)", file=file)
+        print(
+            "horovod build: not installed (`climnb versions --check` says how to get it)",
+            file=file,
+        )
     else:
         built = [k for k, v in build.items() if v]
         missing = [k for k, v in build.items() if not v]

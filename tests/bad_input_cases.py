@@ -11,8 +11,7 @@ directory, stdout/stderr captured) and :func:`judge` checks what a careful tool 
   output, no temporary file, no new folder), nothing removed.
 
 Used by ``tests/test_bad_input.py`` (one test per case) and ``benchmarks/bench_reliability.py``
-(tried / handled, and the list of the unhandled ones). ``owner`` says whose area a case is in,
-so that an unhandled case goes to the right person.
+(tried / handled, and the list of the unhandled ones).
 
 Some cases need root (a small or read-only tmpfs mounted over a folder: as root, file
 permissions do not stop reads or writes); they raise :class:`Unavailable` elsewhere.
@@ -36,9 +35,6 @@ from pathlib import Path
 import pandas as pd
 
 __all__ = ["CASES", "Case", "Golden", "Outcome", "Unavailable", "judge", "make_golden", "run_case"]
-
-# the owners' areas (branches) this session; "lead" where nobody is working on it
-SAMPLESET, TRAINING, REALDATA, PANGEO, LEAD = "sampleset", "training", "realdata", "pangeo", "lead"
 
 N_TIME = 40  # 5 days of toy steps: enough for a split by time blocks with 24 h gaps
 # the smallest Tiramisu (tests/_training.py's TINY: one layer per dense block), so that a case
@@ -271,14 +267,12 @@ class Case:
     """One bad input.
 
     id : readable test id, ``command-what``.
-    owner : whose area the fix lies in (branch name; ``lead`` where nobody's).
     build : ``build(ctx) -> argv`` makes the inputs in ``ctx.d`` and returns the command line.
     names : strings the error line must contain (file names, options); ``a|b``: either.
     keyword : regular expression (case-insensitive) the error line must match: the problem.
     """
 
     id: str
-    owner: str
     build: Callable[[Ctx], list[str]]
     names: tuple[str, ...]
     keyword: str
@@ -291,11 +285,11 @@ class Case:
 CASES: list[Case] = []
 
 
-def case(id: str, owner: str, names: tuple[str, ...] | str, keyword: str):
+def case(id: str, names: tuple[str, ...] | str, keyword: str):
     names = (names,) if isinstance(names, str) else names
 
     def register(build):
-        CASES.append(Case(id, owner, build, names, keyword))
+        CASES.append(Case(id, build, names, keyword))
         return build
 
     return register
@@ -325,81 +319,81 @@ NO_WRITE = r"writ|read-only|read only|permission|not a directory"
 NO_SPACE = r"space|full|disk|quota|writ"
 SAME = r"input|same|overwrit"
 
-# --- label (realdata) --------------------------------------------------------------------------
+# --- label ------------------------------------------------------------------------------------
 
 
-@case("label-out-equals-input", REALDATA, "fields.nc", SAME)
+@case("label-out-equals-input", "fields.nc", SAME)
 def _(c):
     f = c.fields()
     return _label(c, f, "--out", f)
 
 
-@case("label-events-equals-input", REALDATA, "fields.nc", SAME)
+@case("label-events-equals-input", "fields.nc", SAME)
 def _(c):
     f = c.fields()
     return _label(c, f, "--out", c.p("labels.nc"), "--events", f)
 
 
-@case("label-events-equals-out", REALDATA, "labels.nc", r"same|events|overwrit|both")
+@case("label-events-equals-out", "labels.nc", r"same|events|overwrit|both")
 def _(c):
     return _label(c, c.fields(), "--out", c.p("labels.nc"), "--events", c.p("labels.nc"))
 
 
-@case("label-out-is-directory", REALDATA, "outdir", NOT_DIR)
+@case("label-out-is-directory", "outdir", NOT_DIR)
 def _(c):
     return _label(c, c.fields(), "--out", c.dir("outdir"))
 
 
-@case("label-out-under-a-file", REALDATA, "plainfile", NO_WRITE + "|" + NOT_DIR)
+@case("label-out-under-a-file", "plainfile", NO_WRITE + "|" + NOT_DIR)
 def _(c):
     c.text("plainfile", "a regular file\n")
     return _label(c, c.fields(), "--out", c.p("plainfile/labels.nc"))
 
 
-@case("label-out-read-only", REALDATA, "rofs", NO_WRITE)
+@case("label-out-read-only", "rofs", NO_WRITE)
 def _(c):
     ro = c.read_only("rofs", {"fields.nc": c.g.fields})
     return _label(c, str(ro / "fields.nc"), "--out", str(ro / "labels.nc"))
 
 
-@case("label-disk-full", REALDATA, "labels.nc", NO_SPACE)
+@case("label-disk-full", "labels.nc", NO_SPACE)
 def _(c):
     return _label(c, c.fields(), "--out", str(c.full_disk() / "labels.nc"))
 
 
-@case("label-input-missing", REALDATA, "nothere.nc", NO_FILE)
+@case("label-input-missing", "nothere.nc", NO_FILE)
 def _(c):
     return _label(c, c.p("nothere.nc"), "--out", c.p("labels.nc"))
 
 
-@case("label-input-empty-file", REALDATA, "empty.nc", NOT_NETCDF + "|empty")
+@case("label-input-empty-file", "empty.nc", NOT_NETCDF + "|empty")
 def _(c):
     return _label(c, c.text("empty.nc", b""), "--out", c.p("labels.nc"))
 
 
-@case("label-input-not-netcdf", REALDATA, "notes.nc", NOT_NETCDF)
+@case("label-input-not-netcdf", "notes.nc", NOT_NETCDF)
 def _(c):
     return _label(c, c.text("notes.nc", "time,TMQ\n0,1\n"), "--out", c.p("labels.nc"))
 
 
-@case("label-input-truncated", REALDATA, "fields.nc", NOT_NETCDF)
+@case("label-input-truncated", "fields.nc", NOT_NETCDF)
 def _(c):
     return _label(c, c.truncate(c.fields(), 0.4), "--out", c.p("labels.nc"))
 
 
-@case("label-input-is-directory", REALDATA, "indir", NOT_DIR + "|" + NOT_NETCDF)
+@case("label-input-is-directory", "indir", NOT_DIR + "|" + NOT_NETCDF)
 def _(c):
     return _label(c, c.dir("indir"), "--out", c.p("labels.nc"))
 
 
-@case("label-no-fields", REALDATA, "fields.nc", r"missing|lacks|no variable|need|none of")
+@case("label-no-fields", "fields.nc", r"missing|lacks|no variable|need|none of")
 def _(c):
     from climnb.channels import CHANNEL_NAMES
 
     return _label(c, c.fields(change=_drop(*CHANNEL_NAMES)), "--out", c.p("labels.nc"))
 
 
-@case("label-variable-wrong-dims", REALDATA, ("fields.nc", "PSL"), r"dimension|shape")
+@case("label-variable-wrong-dims", ("fields.nc", "PSL"), r"dimension|shape")
 def _(c):
     def change(ds):
         ds["PSL"] = ds.PSL.expand_dims(level=[850.0, 500.0]).transpose("time", "level", ...)
@@ -408,7 +402,7 @@ def _(c):
     return _label(c, c.fields(change=change), "--out", c.p("labels.nc"))
 
 
-@case("label-variable-text-dtype", REALDATA, ("fields.nc", "TMQ"), r"dtype|type|numeric|number")
+@case("label-variable-text-dtype", ("fields.nc", "TMQ"), r"dtype|type|numeric|number")
 def _(c):
     def change(ds):
         ds["TMQ"] = ds.TMQ.astype(int).astype(str)
@@ -417,22 +411,22 @@ def _(c):
     return _label(c, c.fields(change=change), "--out", c.p("labels.nc"))
 
 
-@case("label-empty-time-axis", REALDATA, "fields.nc", r"time|empty|no step")
+@case("label-empty-time-axis", "fields.nc", r"time|empty|no step")
 def _(c):
     return _label(c, c.fields(change=lambda ds: ds.isel(time=slice(0, 0))), "--out", c.p("l.nc"))
 
 
-@case("label-workers-zero", REALDATA, "--workers", r"at least|positive")
+@case("label-workers-zero", "--workers", r"at least|positive")
 def _(c):
     return _label(c, c.fields(), "--out", c.p("labels.nc"), "--workers", "0")
 
 
-@case("label-percentile-over-100", REALDATA, "percentile", r"0|100|range|between")
+@case("label-percentile-over-100", "percentile", r"0|100|range|between")
 def _(c):
     return _label(c, c.fields(), "--out", c.p("labels.nc"), "--ar-percentile", "150")
 
 
-# --- samples (sampleset) -------------------------------------------------------------------------
+# --- samples ----------------------------------------------------------------------------------
 
 
 def _samples(c: Ctx, inputs, out, *argv) -> list[str]:
@@ -440,100 +434,100 @@ def _samples(c: Ctx, inputs, out, *argv) -> list[str]:
     return ["samples", "--input", *inputs, "--out", out, *argv]
 
 
-@case("samples-out-equals-input", SAMPLESET, "fields.nc", SAME + "|" + NOT_DIR)
+@case("samples-out-equals-input", "fields.nc", SAME + "|" + NOT_DIR)
 def _(c):
     f = c.fields()
     return _samples(c, f, f)
 
 
-@case("samples-out-is-a-file", SAMPLESET, "plainfile", NOT_DIR)
+@case("samples-out-is-a-file", "plainfile", NOT_DIR)
 def _(c):
     return _samples(c, c.fields(), c.text("plainfile", "not a folder\n"))
 
 
-@case("samples-out-not-empty", SAMPLESET, "samples", r"overwrite|not empty|exist|already")
+@case("samples-out-not-empty", "samples", r"overwrite|not empty|exist|already")
 def _(c):
     return _samples(c, c.fields(), str(c.samples()), "--seed", "1")
 
 
-@case("samples-out-under-a-file", SAMPLESET, "plainfile", NO_WRITE + "|" + NOT_DIR)
+@case("samples-out-under-a-file", "plainfile", NO_WRITE + "|" + NOT_DIR)
 def _(c):
     c.text("plainfile", "a regular file\n")
     return _samples(c, c.fields(), c.p("plainfile/samples"))
 
 
-@case("samples-out-read-only", SAMPLESET, "rofs", NO_WRITE)
+@case("samples-out-read-only", "rofs", NO_WRITE)
 def _(c):
     return _samples(c, c.fields(), str(c.read_only() / "samples"))
 
 
-@case("samples-disk-full", SAMPLESET, "fulldisk", NO_SPACE)
+@case("samples-disk-full", "fulldisk", NO_SPACE)
 def _(c):
     return _samples(c, c.fields(), str(c.full_disk() / "samples"))
 
 
-@case("samples-input-missing", SAMPLESET, "nothere.nc", NO_FILE)
+@case("samples-input-missing", "nothere.nc", NO_FILE)
 def _(c):
     return _samples(c, c.p("nothere.nc"), c.p("samples"))
 
 
-@case("samples-input-truncated", SAMPLESET, "fields.nc", NOT_NETCDF)
+@case("samples-input-truncated", "fields.nc", NOT_NETCDF)
 def _(c):
     return _samples(c, c.truncate(c.fields(), 0.4), c.p("samples"))
 
 
-@case("samples-no-label-variable", SAMPLESET, ("fields.nc", "truth"), r"label")
+@case("samples-no-label-variable", ("fields.nc", "truth"), r"label")
 def _(c):
     return _samples(c, c.fields(change=_drop("truth")), c.p("samples"))
 
 
-@case("samples-missing-channel", SAMPLESET, ("fields.nc", "PSL"), r"lack|missing|no variable")
+@case("samples-missing-channel", ("fields.nc", "PSL"), r"lack|missing|no variable")
 def _(c):
     return _samples(c, c.fields(change=_drop("PSL")), c.p("samples"))
 
 
-@case("samples-label-value-7", SAMPLESET, "fields.nc", r"label|class")
+@case("samples-label-value-7", "fields.nc", r"label|class")
 def _(c):
     return _samples(c, c.fields(change=_set("truth", 7)), c.p("samples"))
 
 
-@case("samples-label-value-negative", SAMPLESET, "fields.nc", r"label|class")
+@case("samples-label-value-negative", "fields.nc", r"label|class")
 def _(c):
     return _samples(c, c.fields(change=_set("truth", -1)), c.p("samples"))
 
 
-@case("samples-label-value-fraction", SAMPLESET, "fields.nc", r"label|class|integer")
+@case("samples-label-value-fraction", "fields.nc", r"label|class|integer")
 def _(c):
     return _samples(c, c.fields(change=_set("truth", 1.5)), c.p("samples"))
 
 
-@case("samples-nan-in-field", SAMPLESET, ("fields.nc", "TMQ"), r"nan|finite")
+@case("samples-nan-in-field", ("fields.nc", "TMQ"), r"nan|finite")
 def _(c):
     return _samples(c, c.fields(change=_set("TMQ", float("nan"))), c.p("samples"))
 
 
-@case("samples-inf-in-field", SAMPLESET, ("fields.nc", "PSL"), r"inf|finite")
+@case("samples-inf-in-field", ("fields.nc", "PSL"), r"inf|finite")
 def _(c):
     return _samples(c, c.fields(change=_set("PSL", float("inf"))), c.p("samples"))
 
 
-@case("samples-gap-too-long", SAMPLESET, "gap", r"too few|too short|gap")
+@case("samples-gap-too-long", "gap", r"too few|too short|gap")
 def _(c):
     return _samples(c, c.fields(), c.p("samples"), "--gap-hours", "1000")
 
 
-@case("samples-same-input-twice", SAMPLESET, "fields.nc", r"time|same|duplicate|twice")
+@case("samples-same-input-twice", "fields.nc", r"time|same|duplicate|twice")
 def _(c):
     f = c.fields()
     return _samples(c, [f, f], c.p("samples"))
 
 
-@case("samples-run-negative", SAMPLESET, "run", r"negative|at least|positive|>= ?0")
+@case("samples-run-negative", "run", r"negative|at least|positive|>= ?0")
 def _(c):
     return _samples(c, c.fields(), c.p("samples"), "--run", "-1")
 
 
-# --- stage (sampleset) ---------------------------------------------------------------------------
+# --- stage ------------------------------------------------------------------------------------
 
 
 def _stage(c: Ctx, source, dest, *argv) -> list[str]:
@@ -541,86 +535,86 @@ def _stage(c: Ctx, source, dest, *argv) -> list[str]:
     return ["stage", "--source", str(source), "--dest", str(dest), *base, *argv]
 
 
-@case("stage-source-missing", SAMPLESET, "nothere", NO_FILE + "|" + NOT_DIR)
+@case("stage-source-missing", "nothere", NO_FILE + "|" + NOT_DIR)
 def _(c):
     return _stage(c, c.p("nothere"), c.p("node{node}"))
 
 
-@case("stage-source-empty", SAMPLESET, "emptydir", r"no sample|empty|nothing")
+@case("stage-source-empty", "emptydir", r"no sample|empty|nothing")
 def _(c):
     return _stage(c, c.dir("emptydir"), c.p("node{node}"))
 
 
-@case("stage-source-is-a-file", SAMPLESET, "plainfile", NOT_DIR)
+@case("stage-source-is-a-file", "plainfile", NOT_DIR)
 def _(c):
     return _stage(c, c.text("plainfile", "x\n"), c.p("node{node}"))
 
 
-@case("stage-dest-equals-source", SAMPLESET, "train", SAME + "|source")
+@case("stage-dest-equals-source", "train", SAME + "|source")
 def _(c):
     train = c.samples() / "train"
     return _stage(c, train, train)
 
 
-@case("stage-dest-under-a-file", SAMPLESET, "plainfile", NO_WRITE + "|" + NOT_DIR)
+@case("stage-dest-under-a-file", "plainfile", NO_WRITE + "|" + NOT_DIR)
 def _(c):
     c.text("plainfile", "x\n")
     return _stage(c, c.samples() / "train", c.p("plainfile/node{node}"))
 
 
-@case("stage-dest-read-only", SAMPLESET, "rofs", NO_WRITE)
+@case("stage-dest-read-only", "rofs", NO_WRITE)
 def _(c):
     return _stage(c, c.samples() / "train", str(c.read_only() / "node{node}"))
 
 
-@case("stage-disk-full", SAMPLESET, "fulldisk", NO_SPACE)
+@case("stage-disk-full", "fulldisk", NO_SPACE)
 def _(c):
     return _stage(c, c.samples() / "train", str(c.full_disk() / "node{node}"))
 
 
-@case("stage-truncated-source-file", SAMPLESET, "data-", r"truncat|corrupt|digest|checksum|size")
+@case("stage-truncated-source-file", "data-", r"truncat|corrupt|digest|checksum|size")
 def _(c):
     s = c.samples()
     c.truncate(c.first(s))
     return _stage(c, s / "train", c.p("node{node}"))
 
 
-@case("stage-stats-missing", SAMPLESET, "nostats.h5", NO_FILE)
+@case("stage-stats-missing", "nostats.h5", NO_FILE)
 def _(c):
     return _stage(c, c.samples() / "train", c.p("node{node}"), "--stats", c.p("nostats.h5"))
 
 
-@case("stage-stats-not-hdf5", SAMPLESET, "bad.h5", r"stat|hdf|readable|corrupt")
+@case("stage-stats-not-hdf5", "bad.h5", r"stat|hdf|readable|corrupt")
 def _(c):
     bad = c.text("bad.h5", "not statistics\n")
     return _stage(c, c.samples() / "train", c.p("node{node}"), "--stats", bad)
 
 
-@case("stage-samples-per-rank-zero", SAMPLESET, "per-rank|per_rank", r"at least|positive")
+@case("stage-samples-per-rank-zero", "per-rank|per_rank", r"at least|positive")
 def _(c):
     argv = _stage(c, c.samples() / "train", c.p("node{node}"))
     argv[argv.index("--samples-per-rank") + 1] = "0"
     return argv
 
 
-@case("stage-ranks-per-node-zero", SAMPLESET, "ranks-per-node|ranks_per_node", r"at least|positive")
+@case("stage-ranks-per-node-zero", "ranks-per-node|ranks_per_node", r"at least|positive")
 def _(c):
     argv = _stage(c, c.samples() / "train", c.p("node{node}"))
     argv[argv.index("--ranks-per-node") + 1] = "0"
     return argv
 
 
-@case("stage-nodes-zero", SAMPLESET, "nodes", r"at least|positive")
+@case("stage-nodes-zero", "nodes", r"at least|positive")
 def _(c):
     return _stage(c, c.samples() / "train", c.p("node{node}"), "--nodes", "0")
 
 
-@case("stage-two-nodes-without-placeholder", SAMPLESET, "{node}", r"dest|contain")
+@case("stage-two-nodes-without-placeholder", "{node}", r"dest|contain")
 def _(c):
     return _stage(c, c.samples() / "train", c.p("local"), "--nodes", "2")
 
 
-# --- train (training) ----------------------------------------------------------------------------
+# --- train ------------------------------------------------------------------------------------
 
 
 def _train(c: Ctx, data, *argv, out: str = "run") -> list[str]:
@@ -640,51 +634,51 @@ def _h5(path: Path, edit: Callable) -> None:
         edit(f)
 
 
-@case("train-batch-size-zero", TRAINING, "batch", r"at least|positive")
+@case("train-batch-size-zero", "batch", r"at least|positive")
 def _(c):
     return _train(c, c.samples(), "--batch-size", "0")
 
 
-@case("train-batch-size-negative", TRAINING, "batch", r"at least|positive")
+@case("train-batch-size-negative", "batch", r"at least|positive")
 def _(c):
     return _train(c, c.samples(), "--batch-size", "-2")
 
 
-@case("train-epochs-zero", TRAINING, "epochs", r"at least|positive")
+@case("train-epochs-zero", "epochs", r"at least|positive")
 def _(c):
     return _train(c, c.samples(), "--epochs", "0")
 
 
-@case("train-batch-larger-than-data", TRAINING, "batch", r"files|too few|smaller")
+@case("train-batch-larger-than-data", "batch", r"files|too few|smaller")
 def _(c):
     return _train(c, c.samples(), "--batch-size", "64")
 
 
-@case("train-data-missing", TRAINING, "nothere", NO_FILE + "|no sample|not a director")
+@case("train-data-missing", "nothere", NO_FILE + "|no sample|not a director")
 def _(c):
     return _train(c, c.p("nothere"))
 
 
-@case("train-data-empty", TRAINING, "emptydir", r"no sample|empty")
+@case("train-data-empty", "emptydir", r"no sample|empty")
 def _(c):
     return _train(c, c.dir("emptydir"))
 
 
-@case("train-stats-missing", TRAINING, "stats.h5", NO_FILE)
+@case("train-stats-missing", "stats.h5", NO_FILE)
 def _(c):
     s = c.samples()
     (s / "stats.h5").unlink()
     return _train(c, s)
 
 
-@case("train-stats-not-hdf5", TRAINING, "stats.h5", r"readable|hdf|corrupt|statistic")
+@case("train-stats-not-hdf5", "stats.h5", r"readable|hdf|corrupt|statistic")
 def _(c):
     s = c.samples()
     (s / "stats.h5").write_text("not statistics\n")
     return _train(c, s)
 
 
-@case("train-stats-channel-order", TRAINING, "stats.h5", r"channel|order")
+@case("train-stats-channel-order", "stats.h5", r"channel|order")
 def _(c):
     s = c.samples()
 
@@ -698,7 +692,7 @@ def _(c):
     return _train(c, s)
 
 
-@case("train-stats-nan", TRAINING, "stats.h5", r"nan|finite")
+@case("train-stats-nan", "stats.h5", r"nan|finite")
 def _(c):
     s = c.samples()
 
@@ -709,7 +703,7 @@ def _(c):
     return _train(c, s)
 
 
-@case("train-stats-wrong-length", TRAINING, "stats.h5", r"values|channel|length|shape")
+@case("train-stats-wrong-length", "stats.h5", r"values|channel|length|shape")
 def _(c):
     s = c.samples()
 
@@ -724,7 +718,7 @@ def _(c):
     return _train(c, s)
 
 
-@case("train-sample-nan", TRAINING, "data-", r"nan|finite|digest|checksum|manifest|changed")
+@case("train-sample-nan", "data-", r"nan|finite|digest|checksum|manifest|changed")
 def _(c):
     s = c.samples()
 
@@ -736,9 +730,7 @@ def _(c):
     return _train(c, s)
 
 
-@case(
-    "train-sample-flipped-bytes", TRAINING, "data-", r"digest|checksum|manifest|corrupt|not finite"
-)
+@case("train-sample-flipped-bytes", "data-", r"digest|checksum|manifest|corrupt|not finite")
 def _(c):
     from climnb.io.samples import inspect_sample
 
@@ -752,7 +744,7 @@ def _(c):
     return _train(c, s)
 
 
-@case("train-sample-label-value-7", TRAINING, "data-", r"label|class|digest|checksum|manifest")
+@case("train-sample-label-value-7", "data-", r"label|class|digest|checksum|manifest")
 def _(c):
     s = c.samples()
 
@@ -764,7 +756,7 @@ def _(c):
     return _train(c, s)
 
 
-@case("train-sample-float64-data", TRAINING, "data-", r"float32|dtype|digest|checksum|manifest")
+@case("train-sample-float64-data", "data-", r"float32|dtype|digest|checksum|manifest")
 def _(c):
     s = c.samples()
 
@@ -777,7 +769,7 @@ def _(c):
     return _train(c, s)
 
 
-@case("train-sample-wrong-grid", TRAINING, "data-", r"grid|shape|digest|checksum|manifest")
+@case("train-sample-wrong-grid", "data-", r"grid|shape|digest|checksum|manifest")
 def _(c):
     s = c.samples()
 
@@ -791,52 +783,52 @@ def _(c):
     return _train(c, s)
 
 
-@case("train-sample-truncated", TRAINING, "data-", r"truncat|corrupt|digest|checksum|size")
+@case("train-sample-truncated", "data-", r"truncat|corrupt|digest|checksum|size")
 def _(c):
     s = c.samples()
     c.truncate(sorted((s / "train").glob("data-*.h5"))[-1], 0.6)
     return _train(c, s)
 
 
-@case("train-sample-empty-file", TRAINING, "data-", r"truncat|corrupt|empty|readable|digest")
+@case("train-sample-empty-file", "data-", r"truncat|corrupt|empty|readable|digest")
 def _(c):
     s = c.samples()
     c.first(s).write_bytes(b"")
     return _train(c, s)
 
 
-@case("train-config-missing", TRAINING, "nothere.json", NO_FILE)
+@case("train-config-missing", "nothere.json", NO_FILE)
 def _(c):
     return _train(c, c.samples(), "--config", c.p("nothere.json"))
 
 
-@case("train-config-not-json", TRAINING, "bad.json", r"json|parse|decode|invalid")
+@case("train-config-not-json", "bad.json", r"json|parse|decode|invalid")
 def _(c):
     return _train(c, c.samples(), "--config", c.text("bad.json", "epochs: 3\n"))
 
 
-@case("train-config-unknown-key", TRAINING, ("cfg.json", "epoch"), r"unknown")
+@case("train-config-unknown-key", ("cfg.json", "epoch"), r"unknown")
 def _(c):
     return _train(c, c.samples(), "--config", c.config("cfg.json", epoch=3))
 
 
-@case("train-out-is-a-file", TRAINING, "plainfile", NOT_DIR)
+@case("train-out-is-a-file", "plainfile", NOT_DIR)
 def _(c):
     c.text("plainfile", "a regular file\n")
     return _train(c, c.samples(), out="plainfile")
 
 
-@case("train-out-equals-data", TRAINING, "samples", SAME + "|data")
+@case("train-out-equals-data", "samples", SAME + "|data")
 def _(c):
     return _train(c, c.samples(), out="samples")
 
 
-@case("train-learning-rate-negative", TRAINING, "learning|lr", r"positive|negative|> ?0")
+@case("train-learning-rate-negative", "learning|lr", r"positive|negative|> ?0")
 def _(c):
     return _train(c, c.samples(), "--lr", "-0.1")
 
 
-# --- predict (pangeo) ----------------------------------------------------------------------------
+# --- predict ----------------------------------------------------------------------------------
 
 
 def _predict(c: Ctx, *inputs, out: str | None = None, model: str | None = None, extra=()):
@@ -845,34 +837,34 @@ def _predict(c: Ctx, *inputs, out: str | None = None, model: str | None = None, 
     return ["predict", "--model", model, *map(str, inputs), "--out", out, "--no-progress", *extra]
 
 
-@case("predict-out-equals-input", PANGEO, "fields.nc", SAME)
+@case("predict-out-equals-input", "fields.nc", SAME)
 def _(c):
     f = c.fields()
     return _predict(c, f, out=f)
 
 
-@case("predict-out-is-directory", PANGEO, "outdir", NOT_DIR)
+@case("predict-out-is-directory", "outdir", NOT_DIR)
 def _(c):
     return _predict(c, c.fields(), out=c.dir("outdir"))
 
 
-@case("predict-out-under-a-file", PANGEO, "plainfile", NO_WRITE + "|" + NOT_DIR)
+@case("predict-out-under-a-file", "plainfile", NO_WRITE + "|" + NOT_DIR)
 def _(c):
     c.text("plainfile", "x\n")
     return _predict(c, c.fields(), out=c.p("plainfile/pred.nc"))
 
 
-@case("predict-disk-full", PANGEO, "pred.nc", NO_SPACE)
+@case("predict-disk-full", "pred.nc", NO_SPACE)
 def _(c):
     return _predict(c, c.fields(), out=str(c.full_disk() / "pred.nc"))
 
 
-@case("predict-model-missing", PANGEO, "nomodel", NO_FILE + "|bundle")
+@case("predict-model-missing", "nomodel", NO_FILE + "|bundle")
 def _(c):
     return _predict(c, c.fields(), model=c.p("nomodel"))
 
 
-@case("predict-model-bad-metadata", PANGEO, "badbundle", r"metadata|bundle|json")
+@case("predict-model-bad-metadata", "badbundle", r"metadata|bundle|json")
 def _(c):
     b = c.d / "badbundle"
     shutil.copytree(c.g.bundle, b)
@@ -882,28 +874,28 @@ def _(c):
     return _predict(c, c.fields(), model=str(b))
 
 
-@case("predict-input-missing", PANGEO, "nothere.nc", NO_FILE)
+@case("predict-input-missing", "nothere.nc", NO_FILE)
 def _(c):
     return _predict(c, c.p("nothere.nc"))
 
 
-@case("predict-input-not-netcdf", PANGEO, "notes.nc", NOT_NETCDF)
+@case("predict-input-not-netcdf", "notes.nc", NOT_NETCDF)
 def _(c):
     return _predict(c, c.text("notes.nc", "hello\n"))
 
 
-@case("predict-input-lacks-channel", PANGEO, ("fields.nc", "PSL"), r"lack|missing")
+@case("predict-input-lacks-channel", ("fields.nc", "PSL"), r"lack|missing")
 def _(c):
     return _predict(c, c.fields(change=_drop("PSL")))
 
 
-@case("predict-sample-truncated", PANGEO, "data-", r"truncat|corrupt|readable")
+@case("predict-sample-truncated", "data-", r"truncat|corrupt|readable")
 def _(c):
     s = c.samples()
     return _predict(c, c.truncate(c.first(s, "test"), 0.5))
 
 
-@case("predict-sample-set-flipped-bytes", PANGEO, "data-", r"content changed|corrupt")
+@case("predict-sample-set-flipped-bytes", "data-", r"content changed|corrupt")
 def _(c):
     s = c.samples()
     victim = c.first(s, "test")
@@ -913,98 +905,98 @@ def _(c):
     return _predict(c, s / "test")
 
 
-@case("predict-sample-set-stray-file", PANGEO, "data-2100", r"not listed|manifest")
+@case("predict-sample-set-stray-file", "data-2100", r"not listed|manifest")
 def _(c):
     s = c.samples()
     shutil.copyfile(c.first(s, "test"), s / "test" / "data-2100-01-01-00-1.h5")
     return _predict(c, s)
 
 
-@case("predict-batch-size-zero", PANGEO, "batch", r"at least|positive")
+@case("predict-batch-size-zero", "batch", r"at least|positive")
 def _(c):
     return _predict(c, c.fields(), extra=("--batch-size", "0"))
 
 
-@case("predict-input-empty-folder", PANGEO, "emptydir", r"no sample|no .*files?|empty|netcdf")
+@case("predict-input-empty-folder", "emptydir", r"no sample|no .*files?|empty|netcdf")
 def _(c):
     return _predict(c, c.dir("emptydir"))
 
 
-# --- tracks (pangeo) -----------------------------------------------------------------------------
+# --- tracks -----------------------------------------------------------------------------------
 
 
 def _tracks(*argv) -> list[str]:
     return ["tracks", *map(str, argv)]
 
 
-@case("tracks-input-missing", PANGEO, "nothere.nc", NO_FILE)
+@case("tracks-input-missing", "nothere.nc", NO_FILE)
 def _(c):
     return _tracks(c.p("nothere.nc"), "--out", c.p("tracks.nc"))
 
 
-@case("tracks-input-not-netcdf", PANGEO, "notes.nc", NOT_NETCDF)
+@case("tracks-input-not-netcdf", "notes.nc", NOT_NETCDF)
 def _(c):
     return _tracks(c.text("notes.nc", "hello\n"), "--out", c.p("tracks.nc"))
 
 
-@case("tracks-out-equals-input", PANGEO, "fields.nc", SAME)
+@case("tracks-out-equals-input", "fields.nc", SAME)
 def _(c):
     f = c.fields()
     return _tracks(f, "--out", f)
 
 
-@case("tracks-out-is-directory", PANGEO, "outdir", NOT_DIR)
+@case("tracks-out-is-directory", "outdir", NOT_DIR)
 def _(c):
     return _tracks(c.fields(), "--out", c.dir("outdir"))
 
 
-@case("tracks-no-class-mask", PANGEO, ("fields.nc", "truth"), r"no class mask|mask")
+@case("tracks-no-class-mask", ("fields.nc", "truth"), r"no class mask|mask")
 def _(c):
     return _tracks(c.fields(change=_drop("truth")), "--out", c.p("tracks.nc"))
 
 
-@case("tracks-csv-equals-out", PANGEO, "tracks.nc", SAME + "|csv")
+@case("tracks-csv-equals-out", "tracks.nc", SAME + "|csv")
 def _(c):
     return _tracks(c.fields(), "--out", c.p("tracks.nc"), "--csv", c.p("tracks.nc"))
 
 
-# --- synth and demo (lead) -----------------------------------------------------------------------
+# --- synth and demo ---------------------------------------------------------------------------
 
 
-@case("synth-out-is-directory", LEAD, "outdir", NOT_DIR)
+@case("synth-out-is-directory", "outdir", NOT_DIR)
 def _(c):
     return ["synth", "--out", c.dir("outdir"), "--n-time", "2"]
 
 
-@case("synth-out-under-a-file", LEAD, "plainfile", NO_WRITE + "|" + NOT_DIR)
+@case("synth-out-under-a-file", "plainfile", NO_WRITE + "|" + NOT_DIR)
 def _(c):
     c.text("plainfile", "x\n")
     return ["synth", "--out", c.p("plainfile/f.nc"), "--n-time", "2"]
 
 
-@case("synth-negative-storms", LEAD, "n_tc", r"negative|at least|>= ?0")
+@case("synth-negative-storms", "n_tc", r"negative|at least|>= ?0")
 def _(c):
     return ["synth", "--out", c.p("f.nc"), "--n-time", "2", "--n-tc", "-1"]
 
 
-@case("synth-disk-full", LEAD, "f.nc", NO_SPACE)
+@case("synth-disk-full", "f.nc", NO_SPACE)
 def _(c):
     return ["synth", "--out", str(c.full_disk() / "f.nc"), "--n-time", "2"]
 
 
-@case("demo-notebooks-missing", LEAD, "nonotebooks", NO_FILE + "|no (numbered )?notebook")
+@case("demo-notebooks-missing", "nonotebooks", NO_FILE + "|no (numbered )?notebook")
 def _(c):
     return ["demo", "--notebooks", c.p("nonotebooks"), "--reports", c.p("reports")]
 
 
-@case("demo-only-unknown-prefix", LEAD, "99", r"no (numbered )?notebook|match|unknown")
+@case("demo-only-unknown-prefix", "99", r"no (numbered )?notebook|match|unknown")
 def _(c):
     nb = c.dir("notebooks")
     Path(nb, "00_quickstart.ipynb").write_text('{"cells": [], "nbformat": 4}')
     return ["demo", "--notebooks", nb, "--reports", c.p("reports"), "--only", "99"]
 
 
-# --- round 3 (issue 25): leakage, calendars, repeated times, promises of manifests, units,
+# --- leakage, calendars, repeated times, promises of manifests, units,
 # types, busy outputs; each class across the commands it concerns --------------------------------
 
 LIVE_PID = 1  # init: always alive, never this process; stands for another live run
@@ -1075,37 +1067,37 @@ def _delete_listed(c: Ctx, s: Path) -> str:
     return victim.name
 
 
-@case("samples-gap-negative", SAMPLESET, "--gap-hours", r">= ?0|negative")
+@case("samples-gap-negative", "--gap-hours", r">= ?0|negative")
 def _(c):
     return _samples(c, c.fields(), c.p("samples"), "--gap-hours", "-24")
 
 
-@case("samples-gap-nan", SAMPLESET, "--gap-hours", r"finite")
+@case("samples-gap-nan", "--gap-hours", r"finite")
 def _(c):
     return _samples(c, c.fields(), c.p("samples"), "--gap-hours", "nan")
 
 
-@case("samples-gap-infinite", SAMPLESET, "--gap-hours", r"finite")
+@case("samples-gap-infinite", "--gap-hours", r"finite")
 def _(c):
     return _samples(c, c.fields(), c.p("samples"), "--gap-hours", "inf")
 
 
-@case("samples-random-gap-negative", SAMPLESET, "--gap-hours", r">= ?0|negative")
+@case("samples-random-gap-negative", "--gap-hours", r">= ?0|negative")
 def _(c):
     return _samples(c, c.fields(), c.p("samples"), "--split", "random", "--gap-hours", "-1")
 
 
-@case("samples-times-repeated", SAMPLESET, ("fields.nc", "2000-01-01T03"), r"same time|repeat")
+@case("samples-times-repeated", ("fields.nc", "2000-01-01T03"), r"same time|repeat")
 def _(c):
     return _samples(c, c.fields(change=_times(_repeat)), c.p("samples"))
 
 
-@case("samples-inputs-overlap", SAMPLESET, ("a.nc", "b.nc"), r"overlap")
+@case("samples-inputs-overlap", ("a.nc", "b.nc"), r"overlap")
 def _(c):
     return _samples(c, _overlapping(c), c.p("samples"))
 
 
-@case("samples-finer-than-hourly", SAMPLESET, "fields.nc", r"same hour|finer")
+@case("samples-finer-than-hourly", "fields.nc", r"same hour|finer")
 def _(c):
     def halves(t):
         return t[0] + (t - t[0]) // 6  # 30-minute steps: two per file name
@@ -1113,24 +1105,24 @@ def _(c):
     return _samples(c, c.fields(change=_times(halves)), c.p("samples"))
 
 
-@case("samples-label-file-other-times", SAMPLESET, ("labels.nc", "fields.nc"), r"same times")
+@case("samples-label-file-other-times", ("labels.nc", "fields.nc"), r"same times")
 def _(c):
     labels = _labels_file(c, change=lambda ds: ds.isel(time=slice(0, 30)))
     return _samples(c, [_fields_only(c), labels], c.p("samples"))
 
 
-@case("samples-label-file-other-grid", SAMPLESET, ("labels.nc", "fields.nc"), r"same grid")
+@case("samples-label-file-other-grid", ("labels.nc", "fields.nc"), r"same grid")
 def _(c):
     labels = _labels_file(c, change=lambda ds: ds.assign_coords(lon=ds.lon + 1.25))
     return _samples(c, [_fields_only(c), labels], c.p("samples"))
 
 
-@case("samples-label-file-alone", SAMPLESET, "labels.nc", r"channels|fields")
+@case("samples-label-file-alone", "labels.nc", r"channels|fields")
 def _(c):
     return _samples(c, _labels_file(c), c.p("samples"))
 
 
-@case("samples-input-neither-fields-nor-labels", SAMPLESET, "other.nc", r"neither")
+@case("samples-input-neither-fields-nor-labels", "other.nc", r"neither")
 def _(c):
     def foo(ds):  # no CF attributes either: TMQ's standard_name would make it TMQ again
         out = ds[["TMQ"]].rename(TMQ="foo")
@@ -1141,53 +1133,53 @@ def _(c):
     return _samples(c, [c.fields(), other], c.p("samples"))
 
 
-@case("samples-labels-option-not-there", SAMPLESET, ("fields.nc", "nothere"), r"label")
+@case("samples-labels-option-not-there", ("fields.nc", "nothere"), r"label")
 def _(c):
     return _samples(c, c.fields(), c.p("samples"), "--labels", "nothere")
 
 
-@case("samples-out-busy", SAMPLESET, ("samples", "process 1"), r"another run")
+@case("samples-out-busy", ("samples", "process 1"), r"another run")
 def _(c):
     _live_temp(c, "samples")
     return _samples(c, c.fields(), c.p("samples"))
 
 
-@case("samples-out-busy-partial", SAMPLESET, ("samples", "process 1"), r"another run")
+@case("samples-out-busy-partial", ("samples", "process 1"), r"another run")
 def _(c):
     partial = Path(c.dir(".samples.0123456789abcdef.partial"))
     (partial / ".run.json").write_text(json.dumps({"key": "x", "pid": LIVE_PID}))
     return _samples(c, c.fields(), c.p("samples"))
 
 
-@case("stage-manifest-lists-deleted-file", SAMPLESET, "train", r"missing")
+@case("stage-manifest-lists-deleted-file", "train", r"missing")
 def _(c):
     s = c.samples()
     _delete_listed(c, s)
     return _stage(c, s, c.p("node{node}"))
 
 
-@case("stage-splits-share-a-file", SAMPLESET, ("train", "validation"), r"both|share")
+@case("stage-splits-share-a-file", ("train", "validation"), r"both|share")
 def _(c):
     s = c.samples()
     _leak(c, s)
     return _stage(c, s, c.p("node{node}"))
 
 
-@case("stage-splits-share-a-time", SAMPLESET, ("train", "validation"), r"both|share")
+@case("stage-splits-share-a-time", ("train", "validation"), r"both|share")
 def _(c):
     s = c.samples()
     _leak(c, s, by_time=True)
     return _stage(c, s, c.p("node{node}"))
 
 
-@case("stage-samples-per-rank-absurd", SAMPLESET, "--samples-per-rank", r"at most")
+@case("stage-samples-per-rank-absurd", "--samples-per-rank", r"at most")
 def _(c):
     argv = _stage(c, c.samples(), c.p("node{node}"))
     argv[argv.index("--samples-per-rank") + 1] = "10000000"
     return argv
 
 
-@case("stage-samples-per-rank-negative", SAMPLESET, "per-rank|per_rank", r"at least")
+@case("stage-samples-per-rank-negative", "per-rank|per_rank", r"at least")
 def _(c):
     argv = _stage(c, c.samples() / "train", c.p("node{node}"))
     argv[argv.index("--samples-per-rank") + 1] = "-5"
@@ -1199,92 +1191,92 @@ def _train_cfg(c: Ctx, **settings) -> list[str]:
     return _train(c, c.samples(), "--config", c.text("cfg.json", json.dumps(cfg)))
 
 
-@case("train-config-growth-rate-text", TRAINING, ("cfg.json", "growth_rate"), r"whole number")
+@case("train-config-growth-rate-text", ("cfg.json", "growth_rate"), r"whole number")
 def _(c):
     return _train_cfg(c, model_overrides={"growth_rate": "6", "initial_filters": 8})
 
 
-@case("train-config-dropout-text", TRAINING, ("cfg.json", "dropout"), r"number")
+@case("train-config-dropout-text", ("cfg.json", "dropout"), r"number")
 def _(c):
     return _train_cfg(c, model_overrides={**TRAIN_CONFIG["model_overrides"], "dropout": "0.1"})
 
 
-@case("train-config-blocks-a-number", TRAINING, ("cfg.json", "blocks"), r"list")
+@case("train-config-blocks-a-number", ("cfg.json", "blocks"), r"list")
 def _(c):
     return _train_cfg(c, model_overrides={**TRAIN_CONFIG["model_overrides"], "blocks": 3})
 
 
-@case("train-config-override-unknown", TRAINING, ("cfg.json", "growth"), r"no field|unknown")
+@case("train-config-override-unknown", ("cfg.json", "growth"), r"no field|unknown")
 def _(c):
     return _train_cfg(c, model_overrides={"growth": 6})
 
 
-@case("train-config-learning-rate-text", TRAINING, ("cfg.json", "learning_rate"), r"number")
+@case("train-config-learning-rate-text", ("cfg.json", "learning_rate"), r"number")
 def _(c):
     return _train_cfg(c, optimizer={"learning_rate": "1e-3"})
 
 
-@case("train-config-scale-lr-text", TRAINING, ("cfg.json", "scale_lr"), r"true or false")
+@case("train-config-scale-lr-text", ("cfg.json", "scale_lr"), r"true or false")
 def _(c):
     return _train_cfg(c, scale_lr="yes")
 
 
-@case("train-config-epochs-fraction", TRAINING, ("cfg.json", "epochs"), r"whole number")
+@case("train-config-epochs-fraction", ("cfg.json", "epochs"), r"whole number")
 def _(c):
     return _train_cfg(c, epochs=1.5)
 
 
-@case("train-config-split-seed-fraction", TRAINING, ("cfg.json", "split_seed"), r"whole number")
+@case("train-config-split-seed-fraction", ("cfg.json", "split_seed"), r"whole number")
 def _(c):
     return _train_cfg(c, split_seed=0.5)
 
 
-@case("train-config-channels-a-number", TRAINING, ("cfg.json", "channels"), r"list")
+@case("train-config-channels-a-number", ("cfg.json", "channels"), r"list")
 def _(c):
     return _train_cfg(c, channels=5)
 
 
-@case("train-learning-rate-nan", TRAINING, "--lr", r"finite")
+@case("train-learning-rate-nan", "--lr", r"finite")
 def _(c):
     return _train(c, c.samples(), "--lr", "nan")
 
 
-@case("train-learning-rate-infinite", TRAINING, "--lr", r"finite")
+@case("train-learning-rate-infinite", "--lr", r"finite")
 def _(c):
     return _train(c, c.samples(), "--lr", "inf")
 
 
-@case("train-warmup-negative", TRAINING, "warmup", r">= ?0")
+@case("train-warmup-negative", "warmup", r">= ?0")
 def _(c):
     return _train(c, c.samples(), "--warmup-steps", "-1")
 
 
-@case("train-out-read-only", TRAINING, "rofs", NO_WRITE)
+@case("train-out-read-only", "rofs", NO_WRITE)
 def _(c):
     ro = c.read_only("rofs")
     return _train(c, c.samples(), out=str(ro / "run"))
 
 
-@case("train-out-under-a-file", TRAINING, "plainfile", NOT_DIR)
+@case("train-out-under-a-file", "plainfile", NOT_DIR)
 def _(c):
     c.text("plainfile", "x\n")
     return _train(c, c.samples(), out="plainfile/run")
 
 
-@case("train-out-busy", TRAINING, ("run", "process 1"), r"another run")
+@case("train-out-busy", ("run", "process 1"), r"another run")
 def _(c):
     _live_temp(c, "run")
     return _train(c, c.samples())
 
 
-@case("train-data-manifest-lists-deleted-file", TRAINING, "train", r"missing")
+@case("train-data-manifest-lists-deleted-file", "train", r"missing")
 def _(c):
     s = c.samples()
     _delete_listed(c, s)
     return _train(c, s)
 
 
-@case("train-data-splits-share-a-file", TRAINING, ("train", "validation"), r"both|share")
+@case("train-data-splits-share-a-file", ("train", "validation"), r"both|share")
 def _(c):
     s = c.samples()
     _leak(c, s)
@@ -1301,130 +1293,128 @@ def _scaled(var: str, factor: float = 1.0, offset: float = 0.0, drop_units: bool
     return change
 
 
-@case("predict-psl-in-hpa", PANGEO, ("fields.nc", "PSL"), r"training range|units")
+@case("predict-psl-in-hpa", ("fields.nc", "PSL"), r"training range|units")
 def _(c):
     return _predict(c, c.fields(change=_scaled("PSL", 0.01)))
 
 
-@case("predict-t500-in-celsius", PANGEO, ("fields.nc", "T500"), r"training range|units")
+@case("predict-t500-in-celsius", ("fields.nc", "T500"), r"training range|units")
 def _(c):
     return _predict(c, c.fields(change=_scaled("T500", offset=-273.15)))
 
 
-@case("predict-tmq-in-grams", PANGEO, ("fields.nc", "TMQ"), r"training range|units")
+@case("predict-tmq-in-grams", ("fields.nc", "TMQ"), r"training range|units")
 def _(c):
     return _predict(c, c.fields(change=_scaled("TMQ", 1000.0)))
 
 
-@case("predict-sample-set-deleted-file", PANGEO, "train", r"missing")
+@case("predict-sample-set-deleted-file", "train", r"missing")
 def _(c):
     s = c.samples()
     _delete_listed(c, s)
     return _predict(c, s)
 
 
-@case("predict-out-busy", PANGEO, ("pred.nc", "process 1"), r"another run")
+@case("predict-out-busy", ("pred.nc", "process 1"), r"another run")
 def _(c):
     _live_temp(c, "pred.nc")
     return _predict(c, c.fields())
 
 
-@case("tracks-variable-is-a-field", PANGEO, ("fields.nc", "TMQ"), r"not a class mask")
+@case("tracks-variable-is-a-field", ("fields.nc", "TMQ"), r"not a class mask")
 def _(c):
     return _tracks(c.fields(), "--variable", "TMQ", "--out", c.p("tracks.nc"))
 
 
-@case("tracks-mask-value-7", PANGEO, ("fields.nc", "truth"), r"class mask|0\.\.2")
+@case("tracks-mask-value-7", ("fields.nc", "truth"), r"class mask|0\.\.2")
 def _(c):
     return _tracks(c.fields(change=_set("truth", 7)), "--out", c.p("tracks.nc"))
 
 
-@case("tracks-mask-negative", PANGEO, ("fields.nc", "truth"), r"class mask|0\.\.2")
+@case("tracks-mask-negative", ("fields.nc", "truth"), r"class mask|0\.\.2")
 def _(c):
     return _tracks(c.fields(change=_set("truth", -1)), "--out", c.p("tracks.nc"))
 
 
-@case("tracks-mask-fraction", PANGEO, ("fields.nc", "truth"), r"class mask")
+@case("tracks-mask-fraction", ("fields.nc", "truth"), r"class mask")
 def _(c):
     return _tracks(c.fields(change=_set("truth", 0.5)), "--out", c.p("tracks.nc"))
 
 
-@case("tracks-variable-not-there", PANGEO, ("fields.nc", "nothere"), r"no class mask")
+@case("tracks-variable-not-there", ("fields.nc", "nothere"), r"no class mask")
 def _(c):
     return _tracks(c.fields(), "--variable", "nothere", "--out", c.p("tracks.nc"))
 
 
-@case("tracks-times-repeated", PANGEO, ("fields.nc", "2000-01-01T03:00"), r"repeated")
+@case("tracks-times-repeated", ("fields.nc", "2000-01-01T03:00"), r"repeated")
 def _(c):
     return _tracks(c.fields(change=_times(_repeat)), "--out", c.p("tracks.nc"))
 
 
-@case("tracks-inputs-overlap", PANGEO, ("a.nc", "b.nc"), r"repeated|overlap")
+@case("tracks-inputs-overlap", ("a.nc", "b.nc"), r"repeated|overlap")
 def _(c):
     return _tracks(*_overlapping(c), "--out", c.p("tracks.nc"))
 
 
-@case("tracks-times-backwards", PANGEO, "fields.nc", r"backwards|order")
+@case("tracks-times-backwards", "fields.nc", r"backwards|order")
 def _(c):
     return _tracks(c.fields(change=_times(_backwards)), "--out", c.p("tracks.nc"))
 
 
-@case("tracks-out-busy", PANGEO, ("tracks.nc", "process 1"), r"another run")
+@case("tracks-out-busy", ("tracks.nc", "process 1"), r"another run")
 def _(c):
     _live_temp(c, "tracks.nc")
     return _tracks(c.fields(), "--out", c.p("tracks.nc"))
 
 
-@case("tracks-csv-busy", PANGEO, ("tracks.csv", "process 1"), r"another run")
+@case("tracks-csv-busy", ("tracks.csv", "process 1"), r"another run")
 def _(c):
     _live_temp(c, "tracks.csv")
     return _tracks(c.fields(), "--out", c.p("tracks.nc"), "--csv", c.p("tracks.csv"))
 
 
-@case("label-out-busy", SAMPLESET, ("labels.nc", "process 1"), r"another run")
+@case("label-out-busy", ("labels.nc", "process 1"), r"another run")
 def _(c):
     _live_temp(c, "labels.nc")
     return _label(c, c.fields(), "--out", c.p("labels.nc"))
 
 
-@case("train-config-overrides-a-number", TRAINING, ("cfg.json", "model_overrides"), r"object")
+@case("train-config-overrides-a-number", ("cfg.json", "model_overrides"), r"object")
 def _(c):
     return _train_cfg(c, model_overrides=5)
 
 
-@case("train-config-optimizer-text", TRAINING, ("cfg.json", "optimizer"), r"object")
+@case("train-config-optimizer-text", ("cfg.json", "optimizer"), r"object")
 def _(c):
     return _train_cfg(c, optimizer="adam")
 
 
-@case("train-config-threads-text", TRAINING, ("cfg.json", "threads"), r"whole number")
+@case("train-config-threads-text", ("cfg.json", "threads"), r"whole number")
 def _(c):
     return _train_cfg(c, threads="2")
 
 
-@case("train-config-keep-checkpoints-text", TRAINING, ("cfg.json", "keep_checkpoints"), "whole")
+@case("train-config-keep-checkpoints-text", ("cfg.json", "keep_checkpoints"), "whole")
 def _(c):
     return _train_cfg(c, keep_checkpoints="2")
 
 
-@case("train-config-learning-rate-nan", TRAINING, ("cfg.json", "learning_rate"), r"finite")
+@case("train-config-learning-rate-nan", ("cfg.json", "learning_rate"), r"finite")
 def _(c):
     return _train_cfg(c, optimizer={"learning_rate": float("nan")})
 
 
-@case(
-    "train-config-class-weighting-number", TRAINING, ("cfg.json", "class_weighting"), "text|one of"
-)
+@case("train-config-class-weighting-number", ("cfg.json", "class_weighting"), "text|one of")
 def _(c):
     return _train_cfg(c, class_weighting=3)
 
 
-@case("train-config-split-a-number", TRAINING, ("cfg.json", "split"), r"list")
+@case("train-config-split-a-number", ("cfg.json", "split"), r"list")
 def _(c):
     return _train_cfg(c, split=0.8)
 
 
-@case("predict-last-file-in-hpa", PANGEO, ("b.nc", "PSL"), r"training range|units")
+@case("predict-last-file-in-hpa", ("b.nc", "PSL"), r"training range|units")
 def _(c):
     first = c.fields("a.nc", change=lambda ds: ds.isel(time=slice(0, 20)))
     change = _scaled("PSL", 0.01)
@@ -1432,101 +1422,101 @@ def _(c):
     return _predict(c, first, second)
 
 
-@case("samples-label-file-times-repeated", SAMPLESET, "labels.nc", r"same time|repeated")
+@case("samples-label-file-times-repeated", "labels.nc", r"same time|repeated")
 def _(c):
     labels = _labels_file(c, change=_times(_repeat))
     return _samples(c, [_fields_only(c), labels], c.p("samples"))
 
 
-@case("samples-labels-given-twice", SAMPLESET, "labels.nc", r"overlap|twice")
+@case("samples-labels-given-twice", "labels.nc", r"overlap|twice")
 def _(c):
     first = _labels_file(c)
     second = _labels_file(c, "labels2.nc")
     return _samples(c, [_fields_only(c), first, second], c.p("samples"))
 
 
-# --- missing parts, links that go nowhere, two writers (issue 25) ------------------------------
+# --- missing parts, links that go nowhere, two writers ----------------------------------------
 
 MISSING_CHUNK = r"lacks chunk"
 LOOP = r"loop of symbolic links"
 
 
-@case("label-zarr-missing-chunk", REALDATA, ("fields.zarr", "TMQ", "c/3/1/0"), MISSING_CHUNK)
+@case("label-zarr-missing-chunk", ("fields.zarr", "TMQ", "c/3/1/0"), MISSING_CHUNK)
 def _(c):
     store = c.zarr()
     (store / "TMQ" / "c" / "3" / "1" / "0").unlink()  # a quarter of the globe at step 3
     return _label(c, str(store), "--out", c.p("labels.nc"))
 
 
-@case("label-zarr2-missing-chunk", REALDATA, ("fields.zarr", "PRECT", "5.0.1"), MISSING_CHUNK)
+@case("label-zarr2-missing-chunk", ("fields.zarr", "PRECT", "5.0.1"), MISSING_CHUNK)
 def _(c):
     store = c.zarr(zarr_format=2)
     (store / "PRECT" / "5.0.1").unlink()
     return _label(c, str(store), "--out", c.p("labels.nc"))
 
 
-@case("label-zarr-variable-without-metadata", REALDATA, ("fields.zarr", "U850"), r"zarr.json")
+@case("label-zarr-variable-without-metadata", ("fields.zarr", "U850"), r"zarr.json")
 def _(c):
     store = c.zarr()
     (store / "U850" / "zarr.json").unlink()  # storms need U850: that class would vanish
     return _label(c, str(store), "--out", c.p("labels.nc"))
 
 
-@case("label-zarr2-variable-without-zarray", REALDATA, ("fields.zarr", "TMQ"), r"\.zarray")
+@case("label-zarr2-variable-without-zarray", ("fields.zarr", "TMQ"), r"\.zarray")
 def _(c):
     store = c.zarr(zarr_format=2)
     (store / "TMQ" / ".zarray").unlink()
     return _label(c, str(store), "--out", c.p("labels.nc"))
 
 
-@case("label-zarr2-variable-without-zattrs", REALDATA, ("fields.zarr", "PSL"), r"\.zattrs")
+@case("label-zarr2-variable-without-zattrs", ("fields.zarr", "PSL"), r"\.zattrs")
 def _(c):
     store = c.zarr(zarr_format=2)
     (store / "PSL" / ".zattrs").unlink()
     return _label(c, str(store), "--out", c.p("labels.nc"))
 
 
-@case("label-zarr-empty-chunk-file", REALDATA, ("fields.zarr", "PSL", "c/1/0/0"), r"empty chunk")
+@case("label-zarr-empty-chunk-file", ("fields.zarr", "PSL", "c/1/0/0"), r"empty chunk")
 def _(c):
     store = c.zarr()
     _rewrite(store / "PSL" / "c" / "1" / "0" / "0", b"")  # a copy cut short
     return _label(c, str(store), "--out", c.p("labels.nc"))
 
 
-@case("label-zarr-store-empty", REALDATA, "fields.zarr", r"no Zarr metadata")
+@case("label-zarr-store-empty", "fields.zarr", r"no Zarr metadata")
 def _(c):
     return _label(c, c.dir("fields.zarr"), "--out", c.p("labels.nc"))
 
 
-@case("predict-zarr-missing-chunk", PANGEO, ("fields.zarr", "TMQ", "c/0/0/0"), MISSING_CHUNK)
+@case("predict-zarr-missing-chunk", ("fields.zarr", "TMQ", "c/0/0/0"), MISSING_CHUNK)
 def _(c):
     store = c.zarr()
     (store / "TMQ" / "c" / "0" / "0" / "0").unlink()
     return _predict(c, store)
 
 
-@case("predict-zarr-coordinate-missing-chunk", PANGEO, ("fields.zarr", "lat"), MISSING_CHUNK)
+@case("predict-zarr-coordinate-missing-chunk", ("fields.zarr", "lat"), MISSING_CHUNK)
 def _(c):
     store = c.zarr()
     (store / "lat" / "c" / "0").unlink()  # latitudes read as NaN
     return _predict(c, store)
 
 
-@case("samples-zarr-missing-chunk", SAMPLESET, ("fields.zarr", "PRECT", "c/7/0/1"), MISSING_CHUNK)
+@case("samples-zarr-missing-chunk", ("fields.zarr", "PRECT", "c/7/0/1"), MISSING_CHUNK)
 def _(c):
     store = c.zarr()  # refused before the split (which 8 steps are too few for)
     (store / "PRECT" / "c" / "7" / "0" / "1").unlink()
     return _samples(c, [str(store)], c.p("samples"))
 
 
-@case("tracks-zarr-mask-missing-time-chunk", PANGEO, ("mask.zarr", "time", "c/0"), MISSING_CHUNK)
+@case("tracks-zarr-mask-missing-time-chunk", ("mask.zarr", "time", "c/0"), MISSING_CHUNK)
 def _(c):
     store = c.zarr("mask.zarr", keep=["truth"])
     (store / "time" / "c" / "0").unlink()  # every time read as the fill value
     return _tracks(store, "--out", c.p("tracks.nc"))
 
 
-@case("stats-zarr-mask-without-metadata", "lead", ("mask.zarr", "truth"), r"zarr.json")
+@case("stats-zarr-mask-without-metadata", ("mask.zarr", "truth"), r"zarr.json")
 def _(c):
     store = c.zarr("mask.zarr", keep=["truth"])
     (store / "truth" / "zarr.json").unlink()
@@ -1551,42 +1541,42 @@ def _rewrite(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-@case("label-zarr-chunk-bytes-damaged", REALDATA, ("fields.zarr", "TMQ", "c/3/1/0"), DAMAGED)
+@case("label-zarr-chunk-bytes-damaged", ("fields.zarr", "TMQ", "c/3/1/0"), DAMAGED)
 def _(c):
     store = c.zarr()
     _damage(store / "TMQ" / "c" / "3" / "1" / "0")
     return _label(c, str(store), "--out", c.p("labels.nc"))
 
 
-@case("label-zarr2-chunk-bytes-damaged", REALDATA, ("fields.zarr", "PRECT", "5.0.1"), DAMAGED)
+@case("label-zarr2-chunk-bytes-damaged", ("fields.zarr", "PRECT", "5.0.1"), DAMAGED)
 def _(c):
     store = c.zarr(zarr_format=2)
     _damage(store / "PRECT" / "5.0.1")
     return _label(c, str(store), "--out", c.p("labels.nc"))
 
 
-@case("samples-zarr-chunk-bytes-damaged", SAMPLESET, ("fields.zarr", "U850", "c/7/0/1"), DAMAGED)
+@case("samples-zarr-chunk-bytes-damaged", ("fields.zarr", "U850", "c/7/0/1"), DAMAGED)
 def _(c):
     store = c.zarr(steps=N_TIME)  # read when split: the 40 steps a split needs
     _damage(store / "U850" / "c" / "7" / "0" / "1")
     return _samples(c, str(store), c.p("samples"))
 
 
-@case("predict-zarr-chunk-bytes-damaged", PANGEO, ("fields.zarr", "PSL", "c/0/1/1"), DAMAGED)
+@case("predict-zarr-chunk-bytes-damaged", ("fields.zarr", "PSL", "c/0/1/1"), DAMAGED)
 def _(c):
     store = c.zarr()
     _damage(store / "PSL" / "c" / "0" / "1" / "1")
     return _predict(c, store)
 
 
-@case("tracks-zarr-mask-chunk-bytes-damaged", PANGEO, ("mask.zarr", "truth", "c/2/0/0"), DAMAGED)
+@case("tracks-zarr-mask-chunk-bytes-damaged", ("mask.zarr", "truth", "c/2/0/0"), DAMAGED)
 def _(c):
     store = c.zarr("mask.zarr", keep=["truth"])
     _damage(store / "truth" / "c" / "2" / "0" / "0")
     return _tracks(store, "--out", c.p("tracks.nc"))
 
 
-@case("score-zarr-mask-chunk-bytes-damaged", "lead", ("mask.zarr", "truth", "c/0/0/1"), DAMAGED)
+@case("score-zarr-mask-chunk-bytes-damaged", ("mask.zarr", "truth", "c/0/0/1"), DAMAGED)
 def _(c):
     store = c.zarr("mask.zarr", keep=["truth"])
     _damage(store / "truth" / "c" / "0" / "0" / "1")
@@ -1594,7 +1584,7 @@ def _(c):
     return ["score", str(store), "--expert", expert, "--variable", "truth"]
 
 
-@case("score-zarr-mask-without-metadata", "lead", ("mask.zarr", "truth"), r"zarr.json")
+@case("score-zarr-mask-without-metadata", ("mask.zarr", "truth"), r"zarr.json")
 def _(c):
     store = c.zarr("mask.zarr", keep=["truth"])
     (store / "truth" / "zarr.json").unlink()  # xr.open_zarr skipped the variable
@@ -1602,7 +1592,7 @@ def _(c):
     return ["score", str(store), "--expert", expert, "--variable", "truth"]
 
 
-@case("score-zarr-mask-missing-time-chunk", "lead", ("mask.zarr", "time", "c/0"), MISSING_CHUNK)
+@case("score-zarr-mask-missing-time-chunk", ("mask.zarr", "time", "c/0"), MISSING_CHUNK)
 def _(c):
     store = c.zarr("mask.zarr", keep=["truth"])
     (store / "time" / "c" / "0").unlink()  # every time read as the fill value
@@ -1619,101 +1609,101 @@ def _halves(c: Ctx, second: Callable | None = None) -> list[str]:
     return [first, rest]
 
 
-@case("label-times-repeated", REALDATA, ("fields.nc", "2000-01-01T03:00"), r"repeated")
+@case("label-times-repeated", ("fields.nc", "2000-01-01T03:00"), r"repeated")
 def _(c):
     return _label(c, c.fields(change=_times(_repeat)), "--out", c.p("labels.nc"))
 
 
-@case("label-inputs-overlap", REALDATA, ("a.nc", "b.nc"), r"also in|overlap")
+@case("label-inputs-overlap", ("a.nc", "b.nc"), r"also in|overlap")
 def _(c):
     return _label(c, *_overlapping(c), "--out", c.p("labels.nc"))
 
 
-@case("label-inputs-longitudes-shifted", REALDATA, ("b.nc", "a.nc", "longitude"), r"grid differs")
+@case("label-inputs-longitudes-shifted", ("b.nc", "a.nc", "longitude"), r"grid differs")
 def _(c):
     shifted = _halves(c, lambda ds: ds.assign_coords(lon=ds.lon + 1.25))
     return _label(c, *shifted, "--out", c.p("labels.nc"))
 
 
-@case("samples-inputs-latitudes-differ", SAMPLESET, ("b.nc", "a.nc", "latitude"), r"grid differs")
+@case("samples-inputs-latitudes-differ", ("b.nc", "a.nc", "latitude"), r"grid differs")
 def _(c):
     moved = _halves(c, lambda ds: ds.assign_coords(lat=ds.lat * 0.99))
     return _samples(c, moved, c.p("samples"))
 
 
-@case("label-input-symlink-loop", REALDATA, "loop", LOOP)
+@case("label-input-symlink-loop", "loop", LOOP)
 def _(c):
     return _label(c, c.loop(), "--out", c.p("labels.nc"))
 
 
-@case("label-out-symlink-loop", REALDATA, ("--out", "loop"), LOOP)
+@case("label-out-symlink-loop", ("--out", "loop"), LOOP)
 def _(c):
     return _label(c, c.fields(), "--out", c.loop() + "/labels.nc")
 
 
-@case("predict-input-broken-link", PANGEO, ("gone.nc", "nothere.nc"), r"broken symbolic link")
+@case("predict-input-broken-link", ("gone.nc", "nothere.nc"), r"broken symbolic link")
 def _(c):
     return _predict(c, c.link("gone.nc", "nothere.nc"))
 
 
-@case("tracks-input-symlink-loop", PANGEO, "loop", LOOP)
+@case("tracks-input-symlink-loop", "loop", LOOP)
 def _(c):
     return _tracks(c.loop(), "--out", c.p("tracks.nc"))
 
 
-@case("samples-input-symlink-loop", SAMPLESET, "loop", LOOP)
+@case("samples-input-symlink-loop", "loop", LOOP)
 def _(c):
     return _samples(c, [c.loop()], c.p("samples"))
 
 
-@case("label-zarr-out-being-written", REALDATA, "labels.zarr", r"another run \(process 1\)")
+@case("label-zarr-out-being-written", "labels.zarr", r"another run \(process 1\)")
 def _(c):
     (c.d / ".labels.zarr.1-deadbeef.tmp").mkdir()  # process 1 is alive: a live writer's store
     return _label(c, c.fields(), "--out", c.p("labels.zarr"))
 
 
-@case("predict-zarr-out-being-written", PANGEO, "pred.zarr", r"another run \(process 1\)")
+@case("predict-zarr-out-being-written", "pred.zarr", r"another run \(process 1\)")
 def _(c):
     (c.d / ".pred.zarr.1-deadbeef.tmp").mkdir()
     return _predict(c, c.fields(), out=c.p("pred.zarr"))
 
 
-# --- options checked alike by every command (session 3): seeds, argparse's own errors ------------
+# --- options checked alike by every command: seeds, argparse's own errors ---------------------
 
 SEED = r"whole number >= 0"
 
 
-@case("synth-seed-negative", LEAD, "--seed", SEED)
+@case("synth-seed-negative", "--seed", SEED)
 def _(c):
     return ["synth", "--out", c.p("f.nc"), "--n-time", "2", "--seed", "-1"]
 
 
-@case("samples-seed-negative", SAMPLESET, "--seed", SEED)
+@case("samples-seed-negative", "--seed", SEED)
 def _(c):
     return _samples(c, c.fields(), c.p("samples"), "--seed", "-3")
 
 
-@case("stage-seed-negative", SAMPLESET, "--seed", SEED)
+@case("stage-seed-negative", "--seed", SEED)
 def _(c):
     return _stage(c, c.samples() / "train", c.p("node{node}"), "--seed", "-1")
 
 
-@case("train-seed-negative", TRAINING, "--seed", SEED)
+@case("train-seed-negative", "--seed", SEED)
 def _(c):
     return _train(c, c.samples(), "--seed", "-1")
 
 
-@case("stats-compare-seed-text", LEAD, "--seed", SEED)
+@case("stats-compare-seed-text", "--seed", SEED)
 def _(c):
     return ["stats", "compare", c.fields(), c.fields("b.nc"), "--seed", "one"]
 
 
-@case("label-workers-not-a-number", REALDATA, "--workers", r"invalid int")
+@case("label-workers-not-a-number", "--workers", r"invalid int")
 def _(c):
     return _label(c, c.fields(), "--out", c.p("labels.nc"), "--workers", "two")
 
 
-@case("label-step-all-nan", REALDATA, ("fields.nc", "TMQ", "2000-01-01T15:00"), r"no valid")
+@case("label-step-all-nan", ("fields.nc", "TMQ", "2000-01-01T15:00"), r"no valid")
 def _(c):
     """A field missing at one whole step: named with its file and time (the message named the
     variable only, found while writing)."""
@@ -1726,13 +1716,13 @@ def _(c):
     return _label(c, c.fields(change=gone), "--out", c.p("labels.nc"))
 
 
-@case("train-out-disk-full", TRAINING, "fulldisk", NO_SPACE)
+@case("train-out-disk-full", "fulldisk", NO_SPACE)
 def _(c):
     c.full_disk()  # a 64 KiB file system, full
     return _train(c, c.samples(), out="fulldisk/run")
 
 
-@case("predict-bundle-overrides-not-recorded", TRAINING, "oldbundle", r"weights|overrides")
+@case("predict-bundle-overrides-not-recorded", "oldbundle", r"weights|overrides")
 def _(c):
     """A bundle of a network trained with ``model_overrides`` that does not record them (as
     bundles did before): predict on another grid rebuilt the preset's network and failed in
@@ -1769,7 +1759,7 @@ def _save(model, path: Path, stats, preset: str) -> Path:
     )
 
 
-# --- score, notebooks, kernel (lead): the commands added with issues 22 and 26 -------------------
+# --- score, notebooks, kernel -----------------------------------------------------------------
 
 
 def _expert(c: Ctx, name: str, change: Callable | None = None) -> str:
@@ -1784,13 +1774,13 @@ def _expert(c: Ctx, name: str, change: Callable | None = None) -> str:
     return c.fields(name, to_expert)
 
 
-@case("score-expert-without-labels", "lead", "data-2000-01-01-00-1_1.nc", r"LABELS")
+@case("score-expert-without-labels", "data-2000-01-01-00-1_1.nc", r"LABELS")
 def _(c):
     expert = _expert(c, "data-2000-01-01-00-1_1.nc", lambda ds: ds.drop_vars("LABELS"))
     return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
 
 
-@case("score-expert-value-7", "lead", "data-2000-01-01-00-1_1.nc", r"0, 1|0/1/2|values?")
+@case("score-expert-value-7", "data-2000-01-01-00-1_1.nc", r"0, 1|0/1/2|values?")
 def _(c):
     def seven(ds):
         ds["LABELS"][0, 0, 0] = 7
@@ -1800,36 +1790,241 @@ def _(c):
     return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
 
 
-@case("score-expert-badly-named", "lead", "labels_expert.nc", r"data-YYYY|layout|name")
+@case("score-expert-badly-named", "labels_expert.nc", r"data-YYYY|layout|name")
 def _(c):
     return ["score", c.fields(), "--expert", _expert(c, "labels_expert.nc")]
 
 
-@case("score-no-time-in-common", "lead", "fields.nc", r"time|common|share")
+@case("score-no-time-in-common", "fields.nc", r"time|common|share")
 def _(c):
     def later(ds):
-        return ds.assign_coords(time=ds.time + pd.Timedelta(days=3650))
+        return ds.assign_coords(time=ds.time + pd.Timedelta(days=3653))  # 2010-01-01, as named
 
     expert = _expert(c, "data-2010-01-01-00-1_1.nc", later)
     return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
 
 
-@case("score-mask-missing", "lead", "nothere.nc", NO_FILE)
+@case("score-mask-missing", "nothere.nc", NO_FILE)
 def _(c):
     return ["score", c.p("nothere.nc"), "--expert", _expert(c, "data-2000-01-01-00-1_1.nc")]
 
 
-@case("notebooks-into-a-file", "lead", "afile", NOT_DIR + "|file")
+@case("notebooks-into-a-file", "afile", NOT_DIR + "|file")
 def _(c):
     return ["notebooks", c.text("afile", "a regular file\n")]
 
 
-@case("kernel-bad-name", "lead", "--name|bad name", r"name|letters|character")
+@case("kernel-bad-name", "--name|bad name", r"name|letters|character")
 def _(c):
     return ["kernel", "install", "--prefix", c.p("prefix"), "--name", "bad name/../x"]
 
 
-# --- stats (issue 23): the cases live in tests/bad_input_stats.py ---------------------------------
+# --- outputs, claims, units and names: every output against every input, one run an output ---
+
+
+@case("score-csv-is-an-expert-file", ("--csv", "data-2000-01-01-00-1_1.nc"), SAME)
+def _(c):
+    expert = _expert(c, "expert/data-2000-01-01-00-1_1.nc")
+    return ["score", c.fields(), "--expert", str(c.d / "expert"), "--csv", expert]
+
+
+@case("score-csv-is-a-member-of-the-expert-glob", ("--csv", "data-2000"), SAME)
+def _(c):
+    expert = _expert(c, "data-2000-01-01-00-1_1.nc")
+    pattern = c.p("data-*.nc")
+    return ["score", c.fields(), "--expert", pattern, "--variable", "truth", "--csv", expert]
+
+
+_GRIB = Path(__file__).parent / "data" / "nam_florence_subset.grib2"
+
+
+@case("label-grib-missing-its-last-100-bytes", "nam.grib2", r"truncated")
+def _(c):
+    return _label(c, c.text("nam.grib2", _GRIB.read_bytes()[:-100]), "--out", c.p("l.nc"))
+
+
+@case("label-grib-damaged-header", "nam.grib2", r"damaged|not a GRIB")
+def _(c):
+    data = bytearray(_GRIB.read_bytes())
+    data[7] = 107  # the edition byte of the first message
+    return _label(c, c.text("nam.grib2", bytes(data)), "--out", c.p("l.nc"))
+
+
+@case("score-expert-file-named-for-another-step", "1_1.nc", r"its name says")
+def _(c):
+    expert = _expert(c, "data-2000-01-01-06-1_1.nc")  # holds the step of 2000-01-01 00:00
+    return ["score", c.fields(), "--expert", expert, "--variable", "truth"]
+
+
+@case("predict-out-is-a-file-of-the-model", ("--out", "model"), SAME)
+def _(c):
+    model = c.d / "model"
+    shutil.copytree(c.g.bundle, model)
+    target = sorted(p for p in model.rglob("*") if p.is_file())[0]
+    return ["predict", "--model", str(model), c.fields(), "--out", str(target)]
+
+
+@case("synth-events-is-out", ("--events", "f.nc"), SAME)
+def _(c):
+    return ["synth", "--n-time", "2", "--out", c.p("f.nc"), "--events", c.p("f.nc")]
+
+
+@case("label-out-claimed-by-a-live-run", ("labels.nc",), r"another run.*writing it")
+def _(c):
+    from climnb.atomic import claim_path
+
+    out = c.d / "labels.nc"
+    record = {"pid": os.getpid(), "host": __import__("socket").gethostname(), "token": "t"}
+    claim_path(out).write_text(json.dumps(record))  # this process: alive
+    return _label(c, c.fields(), "--out", str(out))
+
+
+@case("label-units-psl-hpa-on-pa", ("fields.nc", "PSL", "--units PSL="), r"plausible")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--units", "PSL=hPa")
+
+
+@case("label-units-tmq-in-metres", ("fields.nc", "TMQ", "--units TMQ="), r"plausible")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--units", "TMQ=m")
+
+
+@case("label-rename-onto-a-variable-it-has", ("--rename TMQ=PSL",), r"already")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--rename", "TMQ=PSL")
+
+
+@case("label-rename-then-units-as-advised", ("fields.nc", "PSL"), r"plausible")
+def _(c):  # TMQ's values as PSL under units Pa: the plausibility check, not 0 storms
+    def psl_from_tmq(ds):
+        ds["PSL"] = ds["TMQ"].assign_attrs(units="kg m-2")
+        return ds
+
+    f = c.fields("fields.nc", psl_from_tmq)
+    return _label(c, f, "--out", c.p("l.nc"), "--units", "PSL=Pa")
+
+
+@case("label-regrid-100", "--regrid", r"degrees")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--regrid", "100")
+
+
+@case("label-regrid-inf", "--regrid", r"degrees")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--regrid", "inf")
+
+
+@case("label-regrid-zero", "--regrid", r"degrees")
+def _(c):
+    return _label(c, c.fields(), "--out", c.p("l.nc"), "--regrid", "0")
+
+
+@case("verify-csv-is-the-best-track-file", ("--csv", "ibtracs.csv"), SAME)
+def _(c):
+    best = c.text("ibtracs.csv", "SID,ISO_TIME,LAT,LON,USA_WIND\n")
+    return ["verify", c.fields("tracks.nc"), "--best-track", best, "--csv", best]
+
+
+@case("verify-csv-and-tracks-csv-are-one-file", ("--tracks-csv", "v.csv"), r"same file")
+def _(c):
+    best = c.text("ibtracs.csv", "SID,ISO_TIME,LAT,LON,USA_WIND\n")
+    argv = ["verify", c.fields("tracks.nc"), "--best-track", best, "--csv", c.p("v.csv")]
+    return [*argv, "--tracks-csv", c.p("v.csv")]
+
+
+@case("kernel-empty-name", "--name", r"empty")
+def _(c):
+    return ["kernel", "install", "--prefix", c.p("prefix"), "--name", ""]
+
+
+@case("kernel-name-python3", "--name", r"standard Python kernel")
+def _(c):
+    return ["kernel", "install", "--prefix", c.p("prefix"), "--name", "python3"]
+
+
+# --- a Latin-1 name, a stray sample, a damaged bundle, a resumed run of another model,
+# all-background labels, a variable one file lacks (a float16 store: tests/test_float16_inputs.py)
+
+
+@case("label-latin1-file-name", "caf\\xe9.nc", r"not UTF-8.*rename")
+def _(c):
+    name = os.fsdecode(b"caf\xe9.nc")
+    shutil.copyfile(c.g.fields, c.d / name)
+    return _label(c, str(c.d / name), "--out", c.p("l.nc"))
+
+
+@case("train-sample-set-stray-file", "data-1999", r"not listed")
+def _(c):
+    s = c.samples()
+    stray = s / "train" / "data-1999-12-31-00-1.h5"
+    shutil.copyfile(c.first(s), stray)
+
+    def other_grid(f):  # a sample of a grid of half the resolution, named to be read first
+        for name in ("data", "labels_0", "lat", "lon"):
+            half = f[f"climate/{name}"][::2, ::2] if f[f"climate/{name}"].ndim > 1 else None
+            half = f[f"climate/{name}"][::2] if half is None else half
+            del f[f"climate/{name}"]
+            f[f"climate/{name}"] = half
+
+    _h5(stray, other_grid)
+    return _train(c, s)
+
+
+@case("predict-model-keras-truncated", ("model.keras",), r"damaged")
+def _(c):
+    model = c.d / "model"
+    shutil.copytree(c.g.bundle, model)
+    c.truncate(model / "model.keras", 0.5)
+    return _predict(c, c.fields(), model=str(model))
+
+
+@case("train-resume-another-model", ("run", "--no-resume"), r"another model")
+def _(c):
+    from climnb.cli import main
+
+    s = c.samples()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(_train(c, s)) == 0, "the first run failed"
+    other = {
+        **TRAIN_CONFIG,
+        "model_overrides": {**TRAIN_CONFIG["model_overrides"], "growth_rate": 6},
+    }
+    cfg = c.text("other.json", json.dumps(other))
+    return _train(c, s, "--config", cfg)
+
+
+@case("train-labels-all-background", ("samples", "--data|label"), r"all background")
+def _(c):
+    from climnb.cli import main
+
+    def background(ds):
+        ds["truth"] = ds.truth * 0
+        return ds
+
+    s = c.p("samples")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(_samples(c, c.fields(change=background), s, "--seed", "0")) == 0
+    return _train(c, s)
+
+
+@case("label-second-file-lacks-psl", ("b.nc", "PSL"), r"lacks variable")
+def _(c):
+    a = c.fields("a.nc", lambda ds: ds.isel(time=slice(0, 20)))
+    b = c.fields("b.nc", lambda ds: ds.isel(time=slice(20, 40)).drop_vars("PSL"))
+    return _label(c, a, b, "--out", c.p("l.nc"))
+
+
+@case("predict-bundle-one-channel-short", ("climnb.json", "15 channels"), r"16 minval")
+def _(c):
+    model = c.d / "model"
+    shutil.copytree(c.g.bundle, model)
+    meta = json.loads((model / "climnb.json").read_text())
+    meta["channels"] = meta["channels"][:-1]  # ZBOT's line lost in an edit: 15 names
+    (model / "climnb.json").write_text(json.dumps(meta))
+    return _predict(c, c.fields(), model=str(model))
+
+
+# --- stats: the cases live in tests/bad_input_stats.py ----------------------------------------
 from bad_input_stats import STATS_CASES  # noqa: E402
 
 CASES += STATS_CASES

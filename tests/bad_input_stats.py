@@ -6,19 +6,18 @@ nothing written. Run by ``tests/test_stats_cli.py``; :data:`STATS_CASES` can joi
 from __future__ import annotations
 
 import numpy as np
-from bad_input_cases import Case, Ctx
+from bad_input_cases import SAME, Case, Ctx
 
 __all__ = ["STATS_CASES"]
 
 STATS_CASES: list[Case] = []
-OWNER = "lead"
 
 
 def case(id: str, names: tuple[str, ...] | str, keyword: str):
     names = (names,) if isinstance(names, str) else names
 
     def register(build):
-        STATS_CASES.append(Case(id, OWNER, build, names, keyword))
+        STATS_CASES.append(Case(id, build, names, keyword))
         return build
 
     return register
@@ -118,3 +117,104 @@ def _(c: Ctx):
 def _(c: Ctx):
     f = c.fields()
     return ["stats", f, "--out", f]
+
+
+# --- outputs against every input, missing values, units, tracks and regions -------------------
+
+
+@case("stats-events-is-the-fields-file", ("--events", "f.nc"), SAME)
+def _(c: Ctx):
+    return ["stats", c.fields("m.nc"), "--fields", c.fields("f.nc"), "--events", c.p("f.nc")]
+
+
+@case("stats-out-is-the-tracks-file", ("--out", "tracks.nc"), SAME)
+def _(c: Ctx):
+    tracks = _tracks_of(c, c.fields(), "tracks.nc")
+    return ["stats", c.fields(), "--tracks", tracks, "--out", tracks]
+
+
+@case("stats-compare-csv-is-a-fields-file", ("--csv", "fa.nc"), SAME)
+def _(c: Ctx):
+    a, b = c.fields("a.nc"), c.fields("b.nc")
+    fa, fb = c.fields("fa.nc"), c.fields("fb.nc")
+    return ["stats", "compare", a, b, "--fields", fa, fb, "--block", "8", "--csv", fa]
+
+
+@case("stats-tracks-of-another-run", ("--tracks",), r"match no region|not have")
+def _(c: Ctx):
+    other = c.fields("other.nc", lambda ds: ds.roll(lon=37, roll_coords=False))
+    tracks = _tracks_of(c, other, "other_tracks.nc")
+    return ["stats", c.fields(), "--tracks", tracks, "--events", c.p("ev.csv")]
+
+
+@case("stats-precip-nan-above-5-percent", ("rain.nc", "PRECT", "steps"), r"missing.*5 %")
+def _(c: Ctx):
+    return ["stats", c.fields("rain.nc", _nan("PRECT")), "--precip", c.p("p.csv")]
+
+
+@case("stats-float-mask-nan-above-5-percent", ("mask.nc", "truth", "steps"), r"missing.*5 %")
+def _(c: Ctx):
+    return ["stats", c.fields("mask.nc", _nan("truth")), "--out", c.p("freq.nc")]
+
+
+@case("stats-precip-mm-day-labelled-m-s", ("rain.nc", "PRECT", "--units"), r"plausible")
+def _(c: Ctx):
+    def mm_day(ds):
+        ds["PRECT"] = (ds.PRECT * 86400e3).assign_attrs(units="m s-1")
+        return ds
+
+    return ["stats", c.fields("rain.nc", mm_day), "--precip", c.p("p.csv")]
+
+
+@case("stats-region-longitude-first", ("--region", "gulf"), r"latitude -98.*latitudes first")
+def _(c: Ctx):
+    return ["stats", c.fields(), "--landfall", c.p("l.csv"), "--region", "gulf=-98:-80,18:31"]
+
+
+@case("stats-geojson-latitude-longitude-swapped", ("gulf",), r"latitude 98 is outside")
+def _(c: Ctx):
+    import json
+
+    ring = [[18, -98], [31, -98], [31, -80], [18, -80], [18, -98]]
+    feature = {"type": "Feature", "properties": {"name": "gulf"}}
+    feature["geometry"] = {"type": "Polygon", "coordinates": [ring]}
+    path = c.text("gulf.geojson", json.dumps({"type": "FeatureCollection", "features": [feature]}))
+    return ["stats", c.fields(), "--landfall", c.p("l.csv"), "--region", path]
+
+
+@case("stats-compare-block-negative", "--block", r"whole number")
+def _(c: Ctx):
+    return ["stats", "compare", c.fields(), c.fields("b.nc"), "--block", "-8"]
+
+
+@case("stats-compare-block-fraction", "--block", r"whole number")
+def _(c: Ctx):
+    return ["stats", "compare", c.fields(), c.fields("b.nc"), "--block", "2.5"]
+
+
+@case("stats-compare-block-week", "--block", r"whole number|'year'")
+def _(c: Ctx):
+    return ["stats", "compare", c.fields(), c.fields("b.nc"), "--block", "week"]
+
+
+def _nan(var: str):
+    """``var`` with a NaN band over a third of the globe at 10 of the 40 steps (8 %)."""
+
+    def change(ds):
+        ds[var] = ds[var].astype("float64")
+        ds[var][1:11, :30, :] = np.nan
+        return ds
+
+    return change
+
+
+def _tracks_of(c: Ctx, fields: str, name: str) -> str:
+    """Tracks of ``fields`` written by ``climnb tracks`` (before the case's snapshot)."""
+    import contextlib
+    import io
+
+    from climnb.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["tracks", fields, "--out", c.p(name)]) == 0
+    return c.p(name)

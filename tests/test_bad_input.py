@@ -13,9 +13,6 @@ pytest.importorskip(
     "keras", reason="the predict cases need a model bundle: pip install 'climnb[train]'"
 )
 
-# whose area each case is in (the branches of this session)
-ENGINEER = {"sampleset": "A", "training": "B", "realdata": "C", "pangeo": "E", "lead": "lead"}
-
 # Cases the code did not handle when the table was last run (`benchmarks/bench_reliability.py
 # --xfail` lists them); strict, so that a fix makes its case fail until its entry goes.
 UNHANDLED: dict[str, str] = {}  # none left
@@ -24,8 +21,7 @@ UNHANDLED: dict[str, str] = {}  # none left
 def _param(case: Case):
     if case.id not in UNHANDLED:
         return pytest.param(case, id=case.id)
-    owner = f"owner {case.owner} (engineer {ENGINEER[case.owner]})"
-    mark = pytest.mark.xfail(strict=True, reason=f"{owner}: {UNHANDLED[case.id]}")
+    mark = pytest.mark.xfail(strict=True, reason=UNHANDLED[case.id])
     return pytest.param(case, id=case.id, marks=mark)
 
 
@@ -70,11 +66,11 @@ def test_judge_sees_success_output_and_leftovers(golden, tmp_path):
     def zero(c):
         return ["synth", "--out", c.p("f.nc"), "--n-time", "0"]
 
-    ok = Case("synth-valid", "lead", valid, ("f.nc",), "x")
+    ok = Case("synth-valid", valid, ("f.nc",), "x")
     problems = judge(ok, run_case(ok, tmp_path / "ok", golden))
     assert any("exit status 0" in p for p in problems)
     assert any("files changed" in p and "+f.nc" in p for p in problems)
-    refused = Case("synth-zero", "lead", zero, ("n_time",), "positive")
+    refused = Case("synth-zero", zero, ("n_time",), "positive")
     outcome = run_case(refused, tmp_path / "refused", golden)
     assert judge(refused, outcome) == [], outcome.stderr
 
@@ -163,8 +159,8 @@ def test_one_output_rule_for_every_command(command, situation, golden, tmp_path)
         return argv(c, out)
 
     names = (OPTION.get(command, "--out"),)
-    outcome = run_case(Case(f"{command}-{situation}", "lead", build, names, "."), tmp_path, golden)
-    problems = judge(Case(f"{command}-{situation}", "lead", build, names, expected[0]), outcome)
+    outcome = run_case(Case(f"{command}-{situation}", build, names, "."), tmp_path, golden)
+    problems = judge(Case(f"{command}-{situation}", build, names, expected[0]), outcome)
     assert not problems, "\n".join(problems) + f"\nstderr:\n{outcome.stderr}"
 
 
@@ -181,7 +177,7 @@ def test_a_missing_parent_folder_is_created(command, golden, tmp_path):
         # a file from 4 of the steps: the folder is made the same way, without seconds of work
         return argv(c, c.p(name), c.fields(change=lambda ds: ds.isel(time=slice(0, 4))))
 
-    ctx = Case("ok", "lead", build, (), ".")
+    ctx = Case("ok", build, (), ".")
     outcome = run_case(ctx, tmp_path, golden)
     assert outcome.status == 0 and not outcome.raised, outcome.stderr + outcome.raised
     made = tmp_path / name.replace("{node}", "0")

@@ -120,7 +120,7 @@ def test_split_works_on_time_steps(sets, expert, how):
     for s, _, e in entries:
         assert split_of.setdefault(_time(e), s) == s, f"{e.time} in two splits"
     names = [f.name for _, f, _ in entries]
-    assert len(names) == len(set(names))  # unique across the splits (issue 25)
+    assert len(names) == len(set(names))  # unique across the splits
     # the gap is between steps: any two steps of different sets at least GAP hours apart
     steps = sorted(split_of)
     for a in steps:

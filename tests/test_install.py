@@ -140,6 +140,27 @@ def test_notebooks_command_says_what_it_kept(tmp_path, capsys):
     assert "rename or delete a kept notebook" in out
 
 
+def test_notebooks_command_names_each_copy_once_and_sets_the_installed_kernel(tmp_path):
+    """Before ``climnb kernel install`` the copies keep the notebooks' kernel and the command
+    says how to get climnb's; after it, running the command again sets that kernel."""
+    env = _clean_env(JUPYTER_DATA_DIR=str(tmp_path / "jupyter"), PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "climnb", "notebooks", tmp_path / "nb"]
+    first = _run(command, env=env)
+    said = first.stdout + first.stderr
+    assert all(said.count(name) == 1 for name in NOTEBOOKS), said
+    assert "run `climnb kernel install --user`, then this command again" in first.stdout
+    before = nbformat.read(tmp_path / "nb" / NOTEBOOKS[4], as_version=4)
+    assert before.metadata.kernelspec.name == "python3"
+
+    _run([sys.executable, "-m", "climnb", "kernel", "install", "--user"], env=env)
+    again = _run(command, env=env)
+    assert all(again.stdout.count(f"updated    {name}") == 1 for name in NOTEBOOKS), again.stdout
+    assert "they open on the kernel 'climnb' (climnb " in again.stdout
+    for name in NOTEBOOKS:
+        spec = nbformat.read(tmp_path / "nb" / name, as_version=4).metadata.kernelspec
+        assert spec.name == "climnb" and spec.display_name.startswith("climnb "), name
+
+
 def test_notebooks_command_into_a_file_is_one_line_with_status_2(tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     assert main(["notebooks", str(tmp_path / "afile")]) == 2
@@ -277,10 +298,23 @@ def test_installed_kernel_starts_with_the_environment_first_on_path(tmp_path, mo
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
     """The sdist of a copy of the checkout, and the wheel built from that sdist (as
-    ``python -m build`` does), without build isolation: the shared venv's setuptools."""
+    ``python -m build`` does), without build isolation: the shared venv's setuptools.
+
+    The copy is a clone whose notebooks are committed; then notebook 00 on disk gets what
+    JupyterLab's autosave would leave: an output, an execution count, a cell not committed."""
     tmp = tmp_path_factory.mktemp("dist")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=NOT_SOURCE)
+    git = ["git", "-c", "user.name=climnb", "-c", "user.email=climnb@localhost", "-C", src]
+    _run([*git, "init", "-q"])
+    _run([*git, "add", "notebooks"])
+    _run([*git, "commit", "-q", "-m", "notebooks"])
+    autosaved = nbformat.read(src / "notebooks" / NOTEBOOKS[0], as_version=4)
+    code = next(c for c in autosaved.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", text="an output\n" * 1000)]
+    code.execution_count = 3
+    autosaved.cells.append(nbformat.v4.new_markdown_cell("not committed"))
+    nbformat.write(autosaved, src / "notebooks" / NOTEBOOKS[0])
     # the backend's hooks, as `python -m build` and `pip wheel --no-build-isolation` call them
     build = "import sys, setuptools.build_meta as b; print(b.{}(sys.argv[1]))"
     sdist = (
@@ -306,11 +340,22 @@ def test_sdist_and_wheel_carry_every_numbered_notebook(dist):
     in_wheel = {Path(n).name for n in names if n.startswith("climnb/notebooks/")}
     assert in_sdist >= set(NOTEBOOKS) and in_wheel == set(NOTEBOOKS)
     assert all(n.startswith(("climnb/", "climnb-")) for n in names), "only the package"
+    # as committed, without outputs, whatever is on disk (see the dist fixture)
+    with tarfile.open(sdist) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith(f"/notebooks/{NOTEBOOKS[0]}"))
+        in_sdist_text = tar.extractfile(member).read().decode()
+    with zipfile.ZipFile(wheel) as whl:
+        in_wheel_text = whl.read(f"climnb/notebooks/{NOTEBOOKS[0]}").decode()
+    committed = (ROOT / "notebooks" / NOTEBOOKS[0]).read_text()
+    for text in (in_sdist_text, in_wheel_text):
+        assert "not committed" not in text and "an output" not in text
+        assert json.loads(text) == json.loads(committed)
     assert {"climnb/cli.py", "climnb/kernel.py", "climnb/commands/notebooks.py"} <= set(names)
 
 
 def _fresh_venv(tmp: Path) -> Path:
-    """A new virtualenv that sees the shared venv's installed packages, but not climnb.
+    """A new virtualenv that sees the shared venv's installed packages, but not climnb, nor
+    Horovod (which pip cannot install with the wheel: a hub environment may well lack it).
 
     Installing the wheel's dependencies for real would download and unpack about 2 GB
     (TensorFlow) and build Horovod again. Instead the new venv gets a ``.pth`` line naming a
@@ -327,7 +372,7 @@ def _fresh_venv(tmp: Path) -> Path:
     shared = Path(sysconfig.get_path("purelib"))
     view = tmp / "shared-site-packages"
     view.mkdir()
-    skip = ("climnb", "__editable__", "setuptools", "_distutils_hack", "__pycache__")
+    skip = ("climnb", "__editable__", "setuptools", "_distutils_hack", "__pycache__", "horovod")
     for entry in shared.iterdir():
         if not entry.name.lower().startswith(skip) and entry.suffix != ".pth":
             (view / entry.name).symlink_to(entry)
@@ -367,11 +412,12 @@ def test_wheel_in_a_fresh_venv_runs_notebook_00_outside_the_clone(dist, tmp_path
     version = _run([climnb_cmd, "--version"], env=env, cwd=home).stdout.strip()
     assert version == f"climnb {climnb.__version__}"
 
+    _run([climnb_cmd, "kernel", "install", "--user"], env=env, cwd=home)
     copied = _run([climnb_cmd, "notebooks", "nb"], env=env, cwd=home).stdout
     assert f"from {Path(where.stdout.strip()).parent / 'notebooks'}" in copied
     assert sorted(p.name for p in (home / "nb").glob("*.ipynb")) == NOTEBOOKS
-
-    _run([climnb_cmd, "kernel", "install", "--user"], env=env, cwd=home)
+    opens_on = nbformat.read(home / "nb" / NOTEBOOKS[0], as_version=4).metadata.kernelspec
+    assert opens_on.name == "climnb"
     spec = _kernel_json(home / "jupyter/kernels/climnb")
     assert spec["argv"][0] == str(python)
     assert spec["env"]["PATH"] == f"{venv / 'bin'}{os.pathsep}${{PATH}}"
@@ -398,3 +444,38 @@ def test_wheel_in_a_fresh_venv_runs_notebook_00_outside_the_clone(dist, tmp_path
     assert kernel_python == str(python) and Path(kernel_climnb).is_relative_to(venv)
     assert kernel_path == f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     assert (home / "nb/data/toy/fields.nc").stat().st_size > 10_000  # run in the notebooks folder
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+def test_wheel_without_horovod_trains_notebook_04_in_one_process(dist, tmp_path):
+    """The wheel in a fresh venv without Horovod: notebook 04 says so in one line, trains on
+    one engine (one rank) and writes the model bundle, at toy size."""
+    _, wheel = dist
+    venv = _fresh_venv(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = _clean_env(HOME=str(home), JUPYTER_DATA_DIR=str(home / "jupyter"))
+    python, climnb_cmd = venv / "bin/python", venv / "bin/climnb"
+    pip = [python, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    _run([*pip, "install", "--no-index", "-q", wheel], env=env, cwd=home)
+    no_horovod = "import importlib.util as u; print(u.find_spec('horovod'))"
+    assert _run([python, "-c", no_horovod], env=env, cwd=home).stdout.strip() == "None"
+    _run([climnb_cmd, "kernel", "install", "--user"], env=env, cwd=home)
+    _run([climnb_cmd, "notebooks", "nb"], env=env, cwd=home)
+
+    notebook = "nb/04_distributed_training.ipynb"
+    out = home / "nb/04.out.ipynb"
+    tiny = "model_overrides: {growth_rate: 4, initial_filters: 8, blocks: [1, 1]}"
+    papermill = [python, "-m", "papermill", "--no-progress-bar", "--cwd", "nb", notebook, out]
+    settings = ["-p", "epochs", "1", "-p", "max_steps", "2", "-p", "launcher", "local"]
+    _run([*papermill, *settings, "-y", tiny], env=env, cwd=home, timeout=900)  # its kernel
+    executed = nbformat.read(out, as_version=4)
+    assert executed.metadata.kernelspec.name == "climnb"
+    outputs = [o for c in executed.cells for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs)
+    said = [line for line in text.splitlines() if "Horovod is not installed" in line]
+    assert len(said) == 1 and said[0].startswith("1 local engine, "), said
+    assert "training in one process without it (to train on several: " in said[0]
+    assert (home / "nb/runs/toy/model/climnb.json").is_file()

@@ -238,9 +238,6 @@ def test_block_split_gaps_by_hand(gap_hours, train_last, val):
     assert train.tolist() == list(range(train_last + 1))
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a gap of 0 h is accepted but puts a step in two sets (climnb.io.split)"
-)
 def test_block_split_without_a_gap():
     from climnb.io.split import split_steps
 

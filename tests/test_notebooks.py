@@ -26,7 +26,13 @@ IDS = [nb.stem for nb in NOTEBOOKS]
 # The demo's chain of notebooks (each uses what the one before wrote), with shorter runs.
 SHORTER = {
     "00": {"n_time": 24},
-    "01": {"expert": "climatenet"},  # scored against the labellers of write_chain_expert_folder
+    # scored against the labellers of write_chain_expert_folder; the real season of the tests'
+    # data against its best tracks
+    "01": {
+        "expert": "climatenet",
+        "storm_season": str(ROOT / "tests/data/era5_msl_vo850_2025-12_2026-01_tropics_2.5x2.5.nc"),
+        "best_track": str(ROOT / "tests/data/ibtracs_2025-12-01_2026-01-14.csv"),
+    },
     "04": {"epochs": 1, "max_steps": 4},
     "05": {"independent_steps": 8},  # the independent series' 64 steps prove nothing more
     "06": {"change_steps": 96, "n_resamples": 999},
@@ -105,6 +111,7 @@ def test_notebook_executes(notebook, workdir, tmp_path, request):
     )
     if notebook.name.startswith("01"):  # chained on 00's fields, which hold the truth
         assert "no truth in this data set" not in text
+        assert "GRANT" in text and "no season given" not in text  # the verification table
         check_expert_scores(text)
     if notebook.name.startswith("02"):  # staged from 01's labels onto two simulated nodes
         assert "each file read at most 1x" in text

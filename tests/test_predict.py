@@ -347,7 +347,14 @@ def _tree(path):
 
 @pytest.mark.parametrize(
     "case",
-    ["out-is-input", "out-is-input-store", "out-is-directory", "out-not-writable", "batch-0"],
+    [
+        "out-is-input",
+        "out-is-input-store",
+        "out-is-directory",
+        "out-not-writable",
+        "batch-0",
+        "memory-below-runtime",
+    ],
 )
 def test_cli_refuses_bad_outputs_before_any_work(pointwise, data, tmp_path, capsys, case):
     src = tmp_path / "in.nc"
@@ -363,11 +370,14 @@ def test_cli_refuses_bad_outputs_before_any_work(pointwise, data, tmp_path, caps
         "out-is-directory": tmp_path / "folder",
         "out-not-writable": tmp_path / "file" / "out.nc",  # (root ignores permission bits)
         "batch-0": tmp_path / "out.nc",
+        "memory-below-runtime": tmp_path / "out.nc",
     }[case]
     if case == "out-is-input-store":
         inputs = [str(store)]
     if case == "batch-0":
         extra = ["--batch-size", "0"]
+    if case == "memory-below-runtime":
+        extra = ["--memory", "0.5"]
     before = _tree(tmp_path)
     argv = ["predict", "--model", str(pointwise), *inputs, "--out", str(out), *extra]
     code = main([*argv, "--no-progress"])
@@ -380,8 +390,9 @@ def test_cli_refuses_bad_outputs_before_any_work(pointwise, data, tmp_path, caps
         "out-is-directory": "is a directory",
         "out-not-writable": "cannot write in",
         "batch-0": "--batch-size must be at least 1",
+        "memory-below-runtime": "--memory 0.5 GB is less than the runtime",
     }[case]
-    assert message in err and (case == "batch-0" or str(out) in err)
+    assert message in err and (case in ("batch-0", "memory-below-runtime") or str(out) in err)
     assert _tree(tmp_path) == before, "nothing written or changed"
 
 

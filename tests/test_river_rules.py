@@ -35,9 +35,10 @@ def test_labeller_rivers_are_the_rules_on_its_candidates(toy):
     for k in range(4):
         fields = {n: ds[n].values[k] for n in ("TMQ", "U850", "V850")}
         mask, table = transport_rivers(fields, lat, lon, _TRANSPORT, periodic=is_periodic(lon))
-        above = ivt_magnitude(fields) >= _TRANSPORT.proxy_threshold
+        strength = ivt_magnitude(fields)
+        above = strength >= _TRANSPORT.proxy_threshold
         above[np.abs(lat) < _TRANSPORT.exclude_tropics_deg] = False
-        rivers, rules_table = river_rules(above, fields, lat, lon, _TRANSPORT)
+        rivers, rules_table = river_rules(above, fields, lat, lon, _TRANSPORT, strength=strength)
         np.testing.assert_array_equal(rivers > 0, mask)
         assert rivers.max() == len(table) == len(rules_table)
         np.testing.assert_array_equal(table.length_km, rules_table.length_km)

@@ -339,6 +339,81 @@ def test_landfall_counts_events_and_steps_over_land_in_the_region():
     assert event_table(steps).landfall_regions.tolist() == ["california", ""]
 
 
+def _drawn(steps: list[list[tuple[int, tuple, tuple]]]) -> xr.DataArray:
+    """A class mask on the toy grid, one list per 3-hourly step of ``(class, (lat0, lat1),
+    (lon0, lon1))`` boxes (degrees, ends included)."""
+    lat, lon = np.linspace(-90, 90, 96), np.arange(144) * 2.5
+    values = np.zeros((len(steps), lat.size, lon.size), np.uint8)
+    for t, boxes in enumerate(steps):
+        for k, (la0, la1), (lo0, lo1) in boxes:
+            rows = (lat >= la0) & (lat <= la1)
+            cols = (lon >= lo0) & (lon <= lo1)
+            values[t][np.ix_(rows, cols)] = k
+    time = pd.date_range("2001-01-01", periods=len(steps), freq="3h")
+    return class_mask(
+        xr.DataArray(
+            values,
+            dims=("time", "lat", "lon"),
+            coords={"time": time, "lat": lat, "lon": lon},
+            attrs={"flag_values": [0, 1, 2], "flag_meanings": "background tc ar"},
+            name="labels",
+        ).to_dataset()
+    )
+
+
+_QUEENSLAND = box("queensland", (-30, -10), (138, 155))
+_NORTHERN_TERRITORY = box("northern_territory", (-30, -10), (125, 138))
+
+
+def _storm_at(lon: float) -> list[tuple]:
+    """A storm 3 x 3 cells round (-19.9, lon): the coast of Queensland lies between 147.5
+    (land) and 150 (ocean) there."""
+    return [(1, (-22, -18), (lon - 2.5, lon + 2.5))]
+
+
+def _landfalls(mask, regions=(_QUEENSLAND, _NORTHERN_TERRITORY)):
+    steps = event_steps(mask, regions=list(regions))
+    table = landfall_table(steps).set_index(["region", "class_name"])
+    return steps, table
+
+
+def test_a_storm_from_the_sea_onto_land_makes_one_landfall_where_it_crosses():
+    track = [160.0, 157.5, 155.0, 152.5, 150.0, 147.5, 145.0, 142.5]
+    steps, table = _landfalls(_drawn([_storm_at(x) for x in track]))
+    assert steps.obs.track_id.nunique() == 1
+    qld = table.loc[("queensland", "tropical_cyclone")]
+    assert (qld.landfalling_events, qld.landfall_steps) == (1, 1)  # not every step over land
+    (landfall,) = steps.landfalls.itertuples()
+    assert landfall.time == pd.Timestamp("2001-01-01 15:00")  # the step that reached 147.5
+    assert table.loc[("northern_territory", "tropical_cyclone")].landfalling_events == 0
+    assert event_table(steps).landfall_regions.tolist() == ["queensland"]
+
+
+def test_a_low_born_over_land_never_makes_landfall():
+    """An inland heat low that drifts out to sea and back ashore: no landfall anywhere."""
+    track = [132.5, 137.5, 142.5, 147.5, 152.5, 157.5, 152.5, 147.5, 142.5]
+    steps, table = _landfalls(_drawn([_storm_at(x) for x in track]))
+    assert steps.obs.track_id.nunique() == 1
+    assert table.landfalling_events.sum() == 0 and steps.landfalls.empty
+    assert event_table(steps).landfall_regions.tolist() == [""]
+
+
+def test_a_river_lands_where_it_crosses_the_coast_not_inland():
+    ocean_to_land = [[(2, (-24, -18), (130, 165))]] * 2  # crosses the coast at 147.5-150
+    steps, table = _landfalls(_drawn(ocean_to_land))
+    qld = table.loc[("queensland", "atmospheric_river")]
+    assert (qld.landfalling_events, qld.landfall_steps) == (1, 2)
+    # its land reaches the Northern Territory box too, but it crosses no coast there
+    assert table.loc[("northern_territory", "atmospheric_river")].landfalling_events == 0
+    inland = [[(2, (-24, -18), (125, 145))]] * 2
+    steps, table = _landfalls(_drawn(inland))
+    assert table.landfalling_events.sum() == 0
+    born_inland = [[(2, (-24, -18), (125, 145))], [(2, (-24, -18), (125, 160))]]
+    steps, table = _landfalls(_drawn(born_inland))
+    assert steps.obs.track_id.nunique() == 1
+    assert table.landfalling_events.sum() == 0
+
+
 # --- attributed precipitation --------------------------------------------------------------
 
 

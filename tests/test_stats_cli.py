@@ -190,3 +190,14 @@ def test_stats_compare_takes_the_fields_of_each_period(files, tmp_path):
     # one fields file for two periods is refused, naming the option, and writes nothing
     rc = main([*argv, "--precip", str(tmp_path / "x.csv"), "--fields", str(files / "a.nc")])
     assert rc == 2 and not (tmp_path / "x.csv").exists()
+
+
+def test_events_of_a_mask_only_file(files, tmp_path):
+    """A file holding only the mask (what `climnb label` writes): events without intensities
+    (xarray's "'time' is not a valid dimension" before)."""
+    with xr.open_dataset(files / "a.nc") as ds:
+        ds[["truth"]].to_netcdf(tmp_path / "mask.nc")
+    rc, text = _run(["stats", str(tmp_path / "mask.nc"), "--events", str(tmp_path / "ev.csv")])
+    assert rc == 0 and "tropical cyclones" in text
+    table = pd.read_csv(tmp_path / "ev.csv")
+    assert len(table) > 0 and table.max_wind.isna().all()

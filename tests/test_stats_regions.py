@@ -119,3 +119,54 @@ def test_landfall_by_srex_state_and_builtin_regions_in_the_events_table(offline)
     table = landfall_table(steps).set_index(["region", "class_name"])
     assert table.loc[("WNA", "atmospheric_river")].landfall_steps == 4
     assert table.loc[("ENA", "atmospheric_river")].landfalling_events == 0
+
+
+def _geojson(path, ring):
+    import json
+
+    feature = {"type": "Polygon", "coordinates": [ring]}
+    path.write_text(
+        json.dumps(
+            {
+                "type": "FeatureCollection",
+                "features": [{"type": "Feature", "properties": {"name": "r"}, "geometry": feature}],
+            }
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    "ring",
+    [
+        [[170, -10], [-170, -10], [-170, 10], [170, 10], [170, -10]],  # -180..180
+        [[-170, -10], [-170, 10], [170, 10], [170, -10], [-170, -10]],  # the other way round
+        [[170, -10], [190, -10], [190, 10], [170, 10], [170, -10]],  # 0..360
+    ],
+)
+def test_a_geojson_polygon_across_the_antimeridian_is_read_the_short_way(tmp_path, ring):
+    region = read_polygons(_geojson(tmp_path / "r.geojson", ring))[0]
+    cols = LON[region.contains(LAT, LON).any(axis=0)]
+    assert cols.min() == 170.0 and cols.max() == 190.0 and cols.size == 9
+
+
+def test_a_polygon_round_the_pole_along_the_antimeridian_is_kept(tmp_path):
+    ring = [[-180, -90], [-180, -60], [0, -60], [180, -60], [180, -90], [-180, -90]]
+    region = read_polygons(_geojson(tmp_path / "r.geojson", ring))[0]
+    m = region.contains(LAT, LON)
+    assert m[(LAT < -62) & (LAT > -89)].mean() > 0.95 and not m[LAT > -58].any()  # not a band
+
+
+def test_a_box_across_the_antimeridian_and_one_with_latitudes_out_of_range():
+    (r,) = parse_region("dl=-10:10,170:-170")
+    assert LON[r.contains(LAT, LON).any(axis=0)].tolist() == [170 + 2.5 * i for i in range(9)]
+    with pytest.raises(
+        ValueError, match=r"--region gulf=-98:-80,18:31: latitude -98 .*latitudes first"
+    ):
+        parse_region("gulf=-98:-80,18:31")
+
+
+def test_geojson_with_latitude_and_longitude_swapped_is_refused(tmp_path):
+    ring = [[18, -98], [31, -98], [31, -80], [18, -80], [18, -98]]  # (lat, lon): not GeoJSON's
+    with pytest.raises(ValueError, match=r"latitude 98 is outside -90..90.*longitude, latitude"):
+        read_polygons(_geojson(tmp_path / "r.geojson", ring))

@@ -1,5 +1,5 @@
 """Zarr stores that lost a part, symbolic links that go nowhere, temporaries of two writers,
-and the output rule on the ground floor (issue 25)."""
+and the output rule on the ground floor."""
 
 from __future__ import annotations
 

@@ -189,7 +189,7 @@ def test_fast_explorer_app_moves_and_draws(data, prediction):
     dis = _rgba(app.dis_source.data["image"][0])
     wrong = (truth > 0) & (pred > 0) & (truth != pred)
     assert wrong.any() and (dis[wrong] == (0x44, 0x44, 0x44, 255)).all()
-    assert f"wrong class {int(wrong.sum())}" in app.dis_fig.title.text
+    assert f"wrong {int(wrong.sum())}" in app.dis_fig.title.text
     expected = step_iou(data.truth, prediction, 2).dframe()["IoU"].fillna(0).tolist()
     np.testing.assert_allclose(app.iou_source.data["IoU"], expected)
     cached = app._cache.copy()
@@ -224,7 +224,8 @@ def test_fast_explorer_full_size_sends_screen_pixels():
     app = explorer_app(ds, ds.truth, ds.truth, config=cfg)
     for source in (app.map_source, app.dis_source, app.lab_source):
         ny, nx = source.data["image"][0].shape
-        assert ny <= cfg.height and nx <= cfg.width and ny * nx > 0.5 * 290 * 384
+        frame = (cfg.panel_height - 70) * (cfg.panel_width - 90)  # a panel's plot area
+        assert ny <= cfg.height and nx <= cfg.width and ny * nx > 0.5 * frame
     a = np.arange(12.0).reshape(3, 4)
     np.testing.assert_allclose(block_reduce(a, (1, 2)), [[4.5, 6.5]])
     np.testing.assert_array_equal(block_reduce(a, (1, 2), "nearest"), [[5.0, 7.0]])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+import climnb.accessor  # noqa: F401  (ds.climnb)
 from climnb.channels import CHANNEL_NAMES
 from climnb.viz.heldout import PREDICTION_FILE, heldout_fields, segment_heldout
 

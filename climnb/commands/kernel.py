@@ -2,17 +2,18 @@
 
 import sys
 
+from climnb.kernel import DEFAULT_NAME, install_kernel
+
 HELP = "register this environment as a Jupyter kernel, with PATH and quiet TensorFlow logging"
 EXAMPLE = "climnb kernel install --user"
 MISSING = {
     "mpiexec": "notebooks 02 and 04 start their MPI engines with it (install OpenMPI)",
-    "horovodrun": "needed only to launch `climnb train` with horovodrun (pip install horovod)",
+    "horovodrun": "needed only to launch `climnb train` with horovodrun (`climnb versions --check` "
+    "says how to get Horovod)",
 }
 
 
 def add_arguments(parser):
-    from climnb.kernel import DEFAULT_NAME
-
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     install = actions.add_parser(
         "install",
@@ -36,9 +37,21 @@ def add_arguments(parser):
     )
 
 
-def run(args) -> int:
-    from climnb.kernel import install_kernel
+_STANDARD = ("python3", "python2", "python")  # the kernels Jupyter installs itself
 
+
+def run(args) -> int:
+    name = args.name.strip()
+    if not name:
+        raise ValueError(
+            f"--name is empty: give the kernel a name of letters, digits, '-', '_' or '.' "
+            f"(default {DEFAULT_NAME})"
+        )
+    if name.lower() in _STANDARD:
+        raise ValueError(
+            f"--name {args.name}: that is the standard Python kernel's name, which this one "
+            f"would shadow; give another (default {DEFAULT_NAME})"
+        )
     done = install_kernel(
         args.name, display_name=args.display_name, user=args.user, prefix=args.prefix
     )

@@ -1,20 +1,23 @@
 """``climnb label``: heuristic TC/AR labels for NetCDF files as they come (CAM5, ERA5, MERRA-2).
 
-Output paths are checked before any work by the output rule of :mod:`climnb.store`: an output
+Output paths are checked before any work by the output rule of :mod:`climnb.outputs`: an output
 equal to an input, the event table equal to the output, an output that is a directory, under a
 file or cannot be written are refused with a one-line error (exit status 2), so an input is
-never overwritten; a missing parent folder is created.
+never overwritten; a missing parent folder is created. Then the run takes the exclusive claim
+on both outputs (:func:`climnb.atomic.claims`): a second run into the same ``--out`` started
+at the same moment is refused with one line, never writing over the first's result.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import replace
 from pathlib import Path
 
-from climnb.atomic import remove_leftovers
+from climnb.atomic import claims, remove_leftovers
 from climnb.labels.config import LabelConfig
-from climnb.outputs import check_output
+from climnb.outputs import check_outputs
 from climnb.scheduler import dask_client
 
 HELP = "label tropical cyclones and atmospheric rivers in NetCDF files (CAM5, ERA5, MERRA-2, ...)"
@@ -24,6 +27,8 @@ EXAMPLE = (
 )
 
 log = logging.getLogger(__name__)
+
+MAX_REGRID = 10.0  # degrees: coarser grids hold no storm (and pyresample fails on them)
 
 
 def add_arguments(parser):
@@ -44,6 +49,15 @@ def add_arguments(parser):
         help="'paper' uses the paper's percentile masks; 'ivt' draws rivers as IVT >= 250 "
         "objects (also from the proxy TMQ x |V850|); default: rivers from IVT when the input "
         "has it, else half-maximum edges of the moisture",
+    )
+    parser.add_argument(
+        "--storm-tracks",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="keep only the storms of cyclone tracks (TempestExtremes' StitchNodes rules: at "
+        "least 54 h, gaps up to 24 h, formed over the ocean between 5 and 30 deg, 54 h over "
+        "the ocean; docs/own-data.md); default 'auto': when there is no warm-core check (no "
+        "T200, T500, as from ERA5's msl and vo) and the input spans 54 h",
     )
     parser.add_argument(
         "--classes",
@@ -112,29 +126,50 @@ def _describe(files: list[str]) -> str:
 
 def _check_outputs(sources, out, events) -> None:
     """Refuse, before any work, outputs that would overwrite an input or cannot be written
-    (the output rule of :func:`climnb.store.check_output`)."""
-    check_output(out, sources)
-    check_output(events, sources, option="--events", others={"--out": out})
+    (the output rule of :func:`climnb.outputs.check_outputs`)."""
+    check_outputs({"--out": out, "--events": events}, sources)
 
 
 def run(args) -> int:
-    # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
-    from climnb.io.netcdf import expand_paths, open_dataset, time_steps
-    from climnb.labels.dataset import StepError, label_dataset
-    from climnb.labels.writer import write_labels
-
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    if args.regrid is not None and not 0 < args.regrid <= MAX_REGRID:  # NaN fails it too
+        raise ValueError(
+            f"--regrid takes the spacing of the regular grid in degrees, more than 0 and at "
+            f"most {MAX_REGRID:g} (e.g. 0.25 or 1), got {args.regrid:g}"
+        )
+    from climnb.io.netcdf import expand_paths
+
     files = expand_paths(args.inputs)  # once: the globs as they are now
     out = Path(args.out)
     events_path = Path(args.events) if args.events else out.with_suffix(".events.csv")
     _check_outputs(files, out, events_path)
+    with claims([out, events_path]):  # one run at a time into these outputs
+        return _run(args, files, out, events_path)
+
+
+def _run(args, files, out, events_path) -> int:
+    # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
+    from climnb.io.netcdf import open_dataset, time_steps
+    from climnb.io.plausible import check_plausible_input
+    from climnb.labels.dataset import StepError, label_dataset
+    from climnb.labels.writer import write_labels
+
     for path in (out, events_path):  # what a killed earlier run of this output left
         remove_leftovers(path.parent, path.name)
     config = LabelConfig.recipe(args.recipe, ar_percentile=args.ar_percentile)
+    config = replace(config, tc=replace(config.tc, tracks=args.storm_tracks))
     renames = _pairs(args.rename)
     units = _pairs(args.units, "--units", "VAR=UNITS")
     ds = open_dataset(files, variables=renames, units=units, canonical=False, regrid=args.regrid)
+    check_plausible_input(  # a wrong unit gives values of no atmosphere: refused here
+        ds,
+        source=_describe(files),
+        variables=renames,
+        units=units,
+        regrid=args.regrid,
+        names=("PSL", "TMQ", "IVT"),
+    )
     try:  # what the input lacks or holds wrongly is found here: name the input files
         labels, events = label_dataset(
             ds, config, classes=args.classes, variables=renames, units=units, regrid=args.regrid

@@ -6,6 +6,16 @@ work (never an input, never a directory, writable). ``--river-rules`` puts the p
 through the river definition's object rules (:mod:`climnb.postprocess`) in the same pass.
 """
 
+from climnb.atomic import claims, remove_leftovers
+from climnb.outputs import check_outputs
+
+#: GB the command holds whatever the batches: Python, TensorFlow's runtime, the network's
+#: weights and graphs, dask and the writer (0.55-0.6 GB measured; benchmarks/bench_predict.py)
+RUNTIME_GB = 0.8
+#: Peak resident memory of one worker, a full-size step of the paper Tiramisu at a time, by
+#: precision (benchmarks/bench_predict.py)
+PEAK_GB = {"mixed_bfloat16": 2.2, "float32": 3.6}
+
 HELP = "run a trained model over NetCDF, Zarr or DeepCAM sample files, writing NetCDF or Zarr"
 EXAMPLE = (
     "climnb predict --model runs/toy/model data/new/*.nc --out predictions.zarr [--river-rules]"
@@ -56,23 +66,51 @@ def add_arguments(parser):
         "few steps does not learn the rule on an object's mean transport); the figures are "
         "then a hybrid detector's, not the network's alone",
     )
+    parser.add_argument(
+        "--memory",
+        type=float,
+        metavar="GB",
+        help="the most memory the command should hold, all workers together (default: no "
+        f"limit). Each worker gets (GB - {RUNTIME_GB}) / --workers for its batch; a batch that "
+        "does not fit runs one step at a time, then in longitude tiles that carry the "
+        "network's receptive field of their neighbours (the same classes as the whole step). "
+        "Without it, a full-size 768 x 1152 step of the paper Tiramisu with --batch-size 1 "
+        f"peaks at about {PEAK_GB['mixed_bfloat16']} GB a worker in mixed_bfloat16 and "
+        f"{PEAK_GB['float32']} GB in float32 (one worker, the runtime included); the peak does "
+        "not grow with the number of steps",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args) -> int:
-    import xarray as xr
-
-    from climnb.atomic import remove_leftovers
-    from climnb.bundle import load_bundle
-    from climnb.predict import predict
-    from climnb.store import check_output, expand, write
+    from climnb.store import expand
 
     for option in ("batch_size", "workers"):
         if getattr(args, option) < 1:
             flag = "--" + option.replace("_", "-")
             raise ValueError(f"{flag} must be at least 1, got {getattr(args, option)}")
+    memory = None
+    if args.memory is not None:
+        memory = (args.memory - RUNTIME_GB) / args.workers
+        if memory <= 0:
+            raise ValueError(
+                f"--memory {args.memory:g} GB is less than the runtime alone (about "
+                f"{RUNTIME_GB} GB: TensorFlow and the network); raise --memory"
+            )
     inputs = expand(args.inputs)
-    out = check_output(args.out, inputs)  # before any work: nothing is read or written yet
+    # before any work, against every input (the model bundle's files too): nothing is read yet
+    out = check_outputs({"--out": args.out}, [*inputs, *_files(args.model)])["--out"]
+    with claims([out]):  # one run at a time into this output
+        return _run(args, inputs, out, memory)
+
+
+def _run(args, inputs, out, memory) -> int:
+    import xarray as xr
+
+    from climnb.bundle import load_bundle
+    from climnb.predict import predict
+    from climnb.store import write
+
     remove_leftovers(out.parent, out.name)  # what a killed earlier run of this output left
     bundle = load_bundle(args.model)
     result = predict(
@@ -82,6 +120,7 @@ def run(args) -> int:
         probabilities=args.probabilities,
         check_range=args.check_range,
         river_rules=args.river_rules,
+        memory=memory,
     )
     ds = result if isinstance(result, xr.Dataset) else result.to_dataset()
     encoding = {"prediction": {"dtype": "u1", "zlib": True}}
@@ -108,6 +147,18 @@ def run(args) -> int:
         f"-> {out}\n  {shares}{rules}"
     )
     return 0
+
+
+def _files(model) -> list:
+    """The files of a model bundle (none of a folder that is not one: loading it says so)."""
+    from pathlib import Path
+
+    from climnb.bundle import META_FILE
+
+    model = Path(model)
+    if not (model / META_FILE).is_file():
+        return []
+    return [p for p in model.rglob("*") if p.is_file()]
 
 
 def _class_counts(path, n_classes: int) -> list[int]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from climnb.atomic import atomic_path
+from climnb.atomic import atomic_path, claims
 from climnb.labels.schema import CONSENSUS, MASK_VARIABLES
-from climnb.outputs import check_output
+from climnb.outputs import check_outputs
 
 HELP = "score a mask (labels, a prediction) against expert labels in the ClimateNet layout"
 EXAMPLE = (
@@ -43,10 +43,15 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    # every input: the mask and the expert files (a folder, its files, glob members)
+    outputs = check_outputs({"--csv": args.csv}, [args.mask, *args.expert])
+    with claims(outputs.values()):
+        return _run(args)
+
+
+def _run(args) -> int:
     from climnb.labels.scores import score_files  # xarray, SciPy: not for the help
 
-    if args.csv:
-        check_output(args.csv, inputs=[args.mask], option="--csv")
     table = score_files(args.mask, args.expert, variable=args.variable, rules=tuple(args.consensus))
     print(
         "IoU per class (NaN: the class is in neither mask; left out of the mean)\n"

@@ -1,6 +1,8 @@
 """``climnb stage``: copy a sample set onto node-local storage (a staged set per node), reading
 each shared file once; training then takes ``--staged DEST``."""
 
+from climnb.atomic import atomic_path
+
 HELP = "stage sample files onto node-local storage (run one MPI process per node)"
 EXAMPLE = (
     "mpirun -np 2 climnb stage --source /shared/deepcam "
@@ -59,7 +61,6 @@ def run(args) -> int:
 
     from tqdm.auto import tqdm
 
-    from climnb.atomic import atomic_path
     from climnb.staging import StagingConfig, stage
 
     config = StagingConfig(

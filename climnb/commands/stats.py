@@ -84,7 +84,7 @@ def run(args) -> int:
             raise ValueError(
                 f"--fields: compare takes two (the fields of A and of B), got {len(args.fields)}"
             )
-        block = int(args.block) if str(args.block).isdigit() else args.block
+        block = _block(args.block)
         config = CompareConfig(
             block=block, alpha=args.alpha, n_resamples=args.resamples, seed=args.seed
         )
@@ -132,3 +132,16 @@ def run(args) -> int:
     )
     print(summarize(request))
     return 0
+
+
+def _block(text: str) -> int | str:
+    """``--block``: ``year`` or a positive whole number of time steps."""
+    text = str(text).strip()
+    if text.lower() == "year":
+        return "year"
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise ValueError(
+        f"--block takes 'year' or a whole number of time steps (1 or more, e.g. 8 for a day of "
+        f"3-hourly steps), got {text!r}"
+    )

@@ -47,8 +47,10 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from climnb.outputs import check_outputs
     from climnb.synthetic import Future, make_dataset, save_dataset, summarize
 
+    check_outputs({"--out": args.out, "--events": args.events})  # before any work
     n_lat, n_lon = _shape(args.shape)
     ds, events = make_dataset(
         n_time=args.n_time,

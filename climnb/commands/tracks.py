@@ -7,7 +7,7 @@ from pathlib import Path
 
 from climnb.atomic import atomic_path, remove_leftovers
 from climnb.labels.schema import MASK_VARIABLES
-from climnb.outputs import check_output
+from climnb.outputs import check_outputs
 
 HELP = "link cyclones and rivers of labels or a prediction over time into tracks (CF NetCDF)"
 EXAMPLE = "climnb tracks predictions.zarr --out tracks.nc --max-gap 1"
@@ -29,10 +29,11 @@ def add_arguments(parser):
     parser.add_argument(
         "--max-gap",
         type=int,
-        default=0,
+        default=None,
         metavar="N",
-        help="steps a track may miss and still be continued (default 0: consecutive steps "
-        "only), as TempestExtremes' StitchNodes --maxgap; for detections that come and go",
+        help="steps a track may miss and still be continued, as TempestExtremes' StitchNodes "
+        "--maxgap; for detections that come and go (default: the gap the labeller's cyclone "
+        "tracks allowed, written in the labels as storm_max_gap_h; else 0, consecutive steps)",
     )
 
 
@@ -42,18 +43,17 @@ def run(args) -> int:
         TrackConfig,
         check_mask,
         check_times,
+        default_max_gap,
         track_events,
         track_summary,
         track_times,
         write_tracks,
     )
 
-    if args.max_gap < 0:
+    if args.max_gap is not None and args.max_gap < 0:
         raise ValueError(f"--max-gap must be 0 or more steps, got {args.max_gap}")
     inputs = expand(args.inputs)
-    out = check_output(args.out, inputs)
-    if args.csv:
-        check_output(args.csv, inputs, option="--csv", others={"--out": out})
+    out = check_outputs({"--out": args.out, "--csv": args.csv}, inputs)["--out"]
     for path in (out, *([Path(args.csv)] if args.csv else [])):  # a killed earlier run's
         remove_leftovers(path.parent, path.name)
     ds = open_fields(inputs)
@@ -70,8 +70,16 @@ def run(args) -> int:
         check_times(track_times(mask.time.values))
     except ValueError as err:
         raise ValueError(f"{_owners(inputs, err)}: {err}") from None
-    tracks = track_events(mask, TrackConfig(max_gap_steps=args.max_gap))
-    write_tracks(tracks, out, attrs={"source": f"climnb tracks of {name} in {inputs[0]}"})
+    gap = default_max_gap(mask) if args.max_gap is None else args.max_gap
+    tracks = track_events(mask, TrackConfig(max_gap_steps=gap))
+    times = track_times(mask.time.values)
+    attrs = {
+        "source": f"climnb tracks of {name} in {inputs[0]}",
+        # the period the tracks were looked for in (ACDD): a verification judges no other
+        "time_coverage_start": str(times[0]) if times else "",
+        "time_coverage_end": str(times[-1]) if times else "",
+    }
+    write_tracks(tracks, out, attrs=attrs)
     if args.csv:
         with atomic_path(Path(args.csv)) as tmp:
             tracks.to_csv(tmp, index=False)

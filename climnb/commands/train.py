@@ -1,5 +1,8 @@
 """``climnb train``: data-parallel training on every rank (mpirun, srun, horovodrun, or alone).
 
+Without Horovod it says so in one line and trains in one process (the same loop, one rank, the
+same model bundle); several processes started by a launcher are refused then, in one line.
+
 Settings come from three places, highest first: the flags typed on the command line, the
 ``--config`` JSON file, then the defaults of :class:`climnb.train.config.TrainConfig` (the one
 place defaults live: no flag has a default of its own here).
@@ -8,10 +11,14 @@ place defaults live: no flag has a default of its own here).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
+from climnb.doctor import install_hint
 from climnb.train.config import CLASS_WEIGHTINGS, TrainConfig
+from climnb.train.together import launched_ranks
 
 HELP = "train Tiramisu or DeepLabv3+ on sample files, data-parallel with Horovod"
 EXAMPLE = (
@@ -163,6 +170,13 @@ def run(args) -> int:
     from climnb.train.loop import train  # TensorFlow, pandas, h5py: not for `climnb --help`
 
     config = config_from_args(args)
+    if importlib.util.find_spec("horovod") is None and launched_ranks() == 1:
+        print(
+            "climnb train: Horovod is not installed: training in one process without it "
+            f"(to train on several: {install_hint('horovod')})",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def progress(record):
         if record["kind"] == "validation" and record["rank"] == 0:

@@ -15,6 +15,7 @@ analyses is the valid time), ``isobaricInhPa``, and the variables' GRIB short na
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -22,7 +23,7 @@ import warnings
 
 import xarray as xr
 
-__all__ = ["is_grib", "open_grib"]
+__all__ = ["is_grib", "open_grib", "check_messages"]
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,14 @@ def open_grib(path: str | os.PathLike, chunks=None) -> xr.Dataset:
         raise ImportError(
             f"reading GRIB needs cfgrib and ecCodes: pip install cfgrib eccodes ({err})"
         ) from None
+    check_messages(path)  # a truncated or damaged file: one line, before ecCodes' tracebacks
     # cfgrib opens the file once per kind of level: with an index (kept in a temporary
     # folder, not beside the file) the messages are scanned once, not each time (10x faster)
-    with warnings.catch_warnings(), tempfile.TemporaryDirectory(prefix="climnb-grib-") as tmp:
+    with (
+        warnings.catch_warnings(),
+        tempfile.TemporaryDirectory(prefix="climnb-grib-") as tmp,
+        _quiet("cfgrib"),
+    ):
         warnings.simplefilter("ignore", FutureWarning)  # cfgrib's merges, xarray's defaults
         index = os.path.join(tmp, "{short_hash}.idx")
         parts = cfgrib.open_datasets(str(path), backend_kwargs={"indexpath": index})
@@ -108,3 +114,81 @@ def _same_axis(a: xr.Dataset, b: xr.Dataset, dim) -> bool:
     if a.sizes[dim] != b.sizes[dim]:
         return False
     return dim not in a.coords or dim not in b.coords or bool(a[dim].equals(b[dim]))
+
+
+@contextlib.contextmanager
+def _quiet(name: str):
+    """cfgrib's own log records (a skipped message, a traceback) kept off the terminal."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def check_messages(path: str | os.PathLike) -> int:
+    """Walk the GRIB messages of ``path`` by their headers (section 0 gives each one's
+    length; each ends in ``7777``) without reading their data; the number of messages.
+
+    Raises
+    ------
+    ValueError
+        Naming the message (the opener adds the file): one that runs past the end of the
+        file (a truncated copy: ecCodes would drop it without a word) or does not end in
+        ``7777``.
+    """
+    size = os.path.getsize(path)
+    count, pos = 0, 0
+    with open(path, "rb") as f:
+        while pos < size:
+            f.seek(pos)
+            head = f.read(16)
+            if head[:4] != b"GRIB":
+                found = _next_message(f, pos)
+                if found is None:
+                    break  # bytes after the last message (padding): not a message
+                pos = found
+                continue
+            edition = head[7]
+            if edition == 1:
+                length = int.from_bytes(head[4:7], "big")
+                if length & 0x800000:  # GRIB 1's large-message encoding: trust ecCodes
+                    return count + 1
+            elif edition == 2:
+                length = int.from_bytes(head[8:16], "big")
+            else:
+                raise ValueError(
+                    f"message {count + 1} at byte {pos} claims GRIB edition {edition}: damaged, "
+                    "or not a GRIB file"
+                )
+            count += 1
+            end = pos + length
+            if end > size:
+                raise ValueError(
+                    f"truncated: GRIB message {count} at byte {pos} is {length} bytes "
+                    f"long, but the file ends {size - pos} bytes after its start; copy the "
+                    "file again"
+                )
+            f.seek(end - 4)
+            if f.read(4) != b"7777":
+                raise ValueError(
+                    f"GRIB message {count} at byte {pos} does not end in 7777 where its "
+                    "length says: the file is damaged; copy it again"
+                )
+            pos = end
+    return count
+
+
+def _next_message(f, pos: int, chunk: int = 2**20) -> int | None:
+    """The byte of the next ``GRIB`` after ``pos`` in the open file ``f``, if any."""
+    f.seek(pos + 1)
+    offset = pos + 1
+    while block := f.read(chunk + 3):
+        i = block.find(b"GRIB")
+        if i >= 0:
+            return offset + i
+        offset += chunk
+        f.seek(offset)
+    return None

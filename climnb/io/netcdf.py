@@ -277,6 +277,8 @@ def _canonical_var(da: xr.DataArray, name: str, mask_fill: bool = True) -> xr.Da
     if "time" not in da.dims:
         da = da.expand_dims("time")
     da = da.transpose(*DIMS)
+    if da.dtype == np.float16:  # sums and products of its values overflow at 65504
+        da = da.astype(np.float32)
     if mask_fill and np.issubdtype(da.dtype, np.floating):
         da = da.where(np.abs(da) < _FILL_LIMIT)
     return da
@@ -448,6 +450,20 @@ def _check_exists(path: str) -> None:
         raise OSError(err.errno, err.strerror, path) from None
 
 
+def _check_utf8(path: str) -> None:
+    """Refuse a NetCDF file whose name is not UTF-8, which the NetCDF library takes names as
+    (it would be called unreadable), saying how to rename it."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = str(os.fsencode(path))[2:-1]  # its bytes, the undecodable ones as \xNN
+        raise ValueError(
+            f"{shown}: the file name is not UTF-8 (Latin-1 or another encoding?), which the "
+            "NetCDF library cannot open; rename it with a UTF-8 name (convmv -f latin1 -t "
+            "utf8 --notest NAME)"
+        ) from None
+
+
 def _open_one(path: str, chunks) -> xr.Dataset:
     zarr = is_zarr(path)
     if os.path.isdir(path) and not zarr:
@@ -463,6 +479,8 @@ def _open_one(path: str, chunks) -> xr.Dataset:
             ) from None
     if zarr and os.path.isdir(path):
         _check_zarr(path)
+    if not zarr:
+        _check_utf8(path)
     try:
         # dask from the start (chunks={} keeps the file's own), so that the arrays' names come
         # from the path and modification time: the same file gives the same dask token in any
@@ -567,6 +585,7 @@ def open_dataset(
         _check_repeats(f, part)
         parts.append((f, part, ds))
     if len(parts) > 1:  # in time order, whatever the files' names
+        _check_same_variables([(f, part) for f, part, _ in parts])
         parts.sort(key=lambda p: p[1].time.values[0] if p[1].sizes["time"] else 0)
         _check_joinable([(f, part) for f, part, _ in parts])
     log.info(
@@ -581,6 +600,32 @@ def open_dataset(
     return xr.concat(
         chosen, dim=dim, data_vars="minimal", coords="minimal", compat="override", join="override"
     )
+
+
+def _check_same_variables(parts: Sequence[tuple[str, xr.Dataset]]) -> None:
+    """Refuse files (canonical) of which one lacks a variable along time that another holds:
+    joined, its steps would hold no values of it (missing, not a field of another file)."""
+    bounds = {
+        str(v.attrs["bounds"])
+        for _, ds in parts
+        for v in ds.variables.values()
+        if "bounds" in v.attrs
+    }
+
+    def fields(ds):  # the variables along time, not the coordinates' cell bounds
+        return {n for n, v in ds.data_vars.items() if "time" in v.dims and n not in bounds}
+
+    held = [(f, fields(ds)) for f, ds in parts]
+    every = set().union(*(names for _, names in held))
+    for f, names in held:
+        lacking = sorted(every - names)
+        if lacking:
+            other = next(g for g, n in held if lacking[0] in n)
+            raise ValueError(
+                f"{f}: lacks variable(s) {', '.join(lacking)}, which {other} holds: files "
+                "joined along time must hold the same variables; give the missing variable "
+                "or leave the file out"
+            )
 
 
 def _check_joinable(parts: Sequence[tuple[str, xr.Dataset]]) -> None:

@@ -62,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from climnb import outputs
-from climnb.atomic import OutputBusy, owner_alive, remove_leftovers, temp_path
+from climnb.atomic import OutputBusy, atomic_path, owner_alive, remove_leftovers, temp_path
 from climnb.channels import CHANNEL_NAMES
 from climnb.io.manifest import MANIFEST_NAME, Entry, Manifest, ManifestError, sha256_file
 from climnb.io.samples import (
@@ -220,7 +220,9 @@ class SampleSet:
 
     def check_complete(self, split: str | None = None) -> None:
         """A manifest is a promise: refuse a set whose manifest lists a file that is not
-        there (deleted, renamed, moved away), naming the folder and the first missing file.
+        there (deleted, renamed, moved away), naming the folder and the first missing file,
+        and a set holding a sample file its manifest does not list (a stray, named before any
+        check reads it: a stray of another grid would otherwise make a good file look wrong).
         ``split=None``: every split."""
         splits = [split] if split or not self.splits else list(self.splits)
         for s in splits:
@@ -228,6 +230,13 @@ class SampleSet:
             if m is None:
                 continue
             present = {f.name for f in self.files(s)}
+            stray = sorted(present - set(m.files))
+            if stray:
+                raise SampleError(
+                    f"{self.folder(s) / stray[0]}: not listed in the {MANIFEST_NAME} of its "
+                    f"folder ({len(stray)} such file(s)): a stray file, not of this set; move "
+                    "it out of the folder or write the set again"
+                )
             gone = [n for n in m.files if n not in present]
             if gone:
                 raise SampleError(
@@ -904,8 +913,6 @@ def write_heldout(
         its steps.
     """
     import xarray as xr
-
-    from climnb.atomic import atomic_path
 
     ss = sample_set if isinstance(sample_set, SampleSet) else SampleSet.open(sample_set)
     if split not in ss.splits or not ss.files(split):

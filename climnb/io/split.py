@@ -160,11 +160,12 @@ def split_steps(
     gap = np.timedelta64(int(round(gap_hours * 3600)), "s")
     test = np.arange(n - n_test, n)
     end = n - n_test  # steps before this may go to validation, if far enough from test
+    # at least the gap before the next set's first step, and never that step itself (gap 0)
     if n_test:
-        end = int(np.searchsorted(ts, ts[n - n_test] - gap, side="right"))
+        end = min(int(np.searchsorted(ts, ts[n - n_test] - gap, side="right")), n - n_test)
     val = np.arange(max(end - n_val, 0), end)
     if n_val and val.size:
-        end = int(np.searchsorted(ts, ts[val[0]] - gap, side="right"))
+        end = min(int(np.searchsorted(ts, ts[val[0]] - gap, side="right")), int(val[0]))
     train = np.arange(0, end)
     if train.size == 0 or (n_val and val.size < n_val):
         span = (ts[-1] - ts[0]).astype("timedelta64[h]") if n else 0

@@ -27,8 +27,10 @@ ZBOT        m                 ZBOT
 Units are read from each variable's ``units`` attribute and converted with pint (UDUNITS
 spellings through cf-xarray's registry): Pa/hPa, kg m-2/mm of water, m s-1/mm day-1/kg m-2 s-1
 (water density 1000 kg m-3), geopotential m2 s-2 divided by g = 9.80665, and precipitation
-given as an amount (ERA5 ``tp``, metres over the step) divided by one hour, ERA5's accumulation
-period. A variable without ``units`` is taken to be in the channel's units, and the log says so.
+given as an amount (ERA5 ``tp``, metres over the hour; ``kg m-2`` over a model's step) divided
+by the period it accumulated over: ERA5's hour for ``tp`` (however the file samples the hours),
+else the file's own time step (one hour for a file of a single step), which the log states. A
+variable without ``units`` is taken to be in the channel's units, and the log says so.
 Anything else can be mapped by hand: ``variables={"my_pw": "TMQ"}`` (``--rename my_pw=TMQ``).
 pint is imported only when a unit string differs from the channel's, so canonical files pay
 nothing.
@@ -211,6 +213,7 @@ def canonicalize(
         a unit cannot be converted to the channel's.
     """
     ds, notes = _rename_by_hand(ds, variables or {})
+    renamed = {new: old for old, new in (variables or {}).items() if old != new}
     ds, by_quantity = _override_units(ds, units or {}, notes)
     level_dim = _level_dim(ds)
     out, used = {}, set()
@@ -222,7 +225,15 @@ def canonicalize(
         if q.name in by_quantity:
             da = da.assign_attrs(units=by_quantity[q.name])
             notes.append(f"{q.name}: units {by_quantity[q.name]!r} as asked")
-        da, note = _to_units(da, q, source)
+        try:
+            da, note = _to_units(da, q, source)
+        except ValueError as err:
+            if name not in renamed:
+                raise
+            raise ValueError(
+                f"--rename {renamed[name]}={q.name}: {err}; is {renamed[name]} the variable "
+                f"meant as {q.name}?"
+            ) from None
         label = f"{q.name} <- {source}" + (f" ({note})" if note else "")
         if source != q.name or note:
             notes.append(label)
@@ -250,8 +261,14 @@ def _rename_by_hand(ds: xr.Dataset, variables: Mapping[str, str]):
                 f"{', '.join(_BY_NAME)}"
             )
         notes.append(f"renamed {old} -> {new} as asked")
-    clash = [new for old, new in variables.items() if new in ds.data_vars and new != old]
-    ds = ds.drop_vars(clash).rename({o: n for o, n in variables.items() if o != n})
+    for old, new in variables.items():  # the file's own NEW would be dropped without a word
+        if new in ds.data_vars and new != old and new not in variables:
+            raise ValueError(
+                f"--rename {old}={new}: the input has a variable {new} already, which this "
+                f"would replace; drop this --rename (give the right variable as {new}, or a file "
+                f"without that {new})"
+            )
+    ds = ds.rename({o: n for o, n in variables.items() if o != n})
     return ds, notes
 
 
@@ -418,7 +435,10 @@ def _to_units(da: xr.DataArray, q: Quantity, source: str):
     units = str(raw).strip()
     if _same(units, q.units):
         return da.assign_attrs(attrs), ""
-    scale, offset, how = _conversion(units, q, source)
+    scale, offset, how = _conversion(units, q, source, _accumulation(da, source))
+    # at least float32, before the product: hPa times 100 overflows float16 (whose largest is
+    # 65504), and a converted integer field is not whole numbers any more
+    da = da.astype(np.result_type(da.dtype, np.float32))
     out = da * scale + offset if offset else da * scale
     return out.astype(da.dtype).assign_attrs(attrs), f"{units} -> {q.units}{how}"
 
@@ -440,8 +460,47 @@ def _registry():
     return units
 
 
-def _conversion(units: str, q: Quantity, source: str):
-    """``(scale, offset, how)`` such that ``value * scale + offset`` is in ``q.units``."""
+def _step_seconds(da: xr.DataArray) -> float | None:
+    """The time step of ``da`` in seconds (the median one), ``None`` with fewer than two."""
+    if "time" not in da.coords or da["time"].size < 2:
+        return None
+    values = da["time"].values
+    try:
+        gaps = [(b - a) for a, b in zip(values[:-1], values[1:], strict=True)]
+        seconds = [
+            g / np.timedelta64(1, "s") if isinstance(g, np.timedelta64) else g.total_seconds()
+            for g in gaps
+        ]
+    except (TypeError, AttributeError):  # numbers without units
+        return None
+    step = float(np.median(seconds))
+    return step if step > 0 else None
+
+
+#: Names whose accumulations have a documented period: ERA5's ``tp`` is the amount of the hour
+#: ending at the step's time, however the file samples the hours (3-hourly, 6-hourly).
+_KNOWN_ACCUMULATION = {"tp": (_ERA5_ACCUMULATION_S, "ERA5's hour")}
+
+
+def _accumulation(da: xr.DataArray, source: str) -> tuple[float, str]:
+    """The period (seconds, and how it was found) over which an amount ``da`` accumulated:
+    the documented one of its name (ERA5 ``tp``: one hour), else the file's own time step;
+    one hour (ERA5's) for a file of a single step, which says so."""
+    known = _KNOWN_ACCUMULATION.get(source.split("@")[0])
+    if known is not None:
+        return known
+    step = _step_seconds(da)
+    if step is None:
+        return _ERA5_ACCUMULATION_S, "1 h assumed (ERA5's): a single step gives no time step"
+    return step, f"the file's time step, {step / 3600:g} h"
+
+
+def _conversion(
+    units: str, q: Quantity, source: str, accumulation: tuple[float, str] | None = None
+):
+    """``(scale, offset, how)`` such that ``value * scale + offset`` is in ``q.units``; an
+    accumulated amount is taken over ``accumulation`` (seconds, and how it was found:
+    :func:`_accumulation`)."""
     ureg = _registry()
 
     spelled = _ODD_UNITS.get(units, units)
@@ -455,7 +514,8 @@ def _conversion(units: str, q: Quantity, source: str):
         ) from err
     g = ureg.Quantity(G, "m s-2")
     water = ureg.Quantity(_WATER, "kg m-3")
-    hour = ureg.Quantity(_ERA5_ACCUMULATION_S, "s")
+    seconds, period = accumulation or (_ERA5_ACCUMULATION_S, "1 h assumed (ERA5's)")
+    hour = ureg.Quantity(seconds, "s")
     # physical equivalences tried after a plain conversion: water as mass or depth,
     # geopotential as height, an accumulated amount as a rate over ERA5's hour
     routes = [
@@ -463,9 +523,9 @@ def _conversion(units: str, q: Quantity, source: str):
         (1.0 / water, " (water: 1000 kg m-3)"),
         (water, " (water: 1000 kg m-3)"),
         (1.0 / g, " (geopotential / g)"),
-        (1.0 / hour, " (amount over the step, assumed 1 h as in ERA5)"),
-        (water / hour, " (amount over the step, assumed 1 h as in ERA5)"),
-        (1.0 / (water * hour), " (amount over the step, assumed 1 h as in ERA5)"),
+        (1.0 / hour, f" (amount over the step: {period})"),
+        (water / hour, f" (amount over the step: {period})"),
+        (1.0 / (water * hour), f" (amount over the step: {period})"),
     ]
     for factor, how in routes:
         try:

@@ -13,7 +13,8 @@ river is the IVT object itself, as in IVT-based catalogues:
 2. pixels within ``exclude_tropics_deg`` (15 degrees) of the equator removed (the tropics'
    high IVT is the trade-wind moisture, not rivers; Guan & Waliser also drop objects whose
    transport is not poleward there);
-3. connected components (joined across the 0/360 seam on global grids only);
+3. connected components (joined across the 0/360 seam on global grids only), and objects
+   that touch parted where one river ends (below);
 4. length >= 2000 km and length / width >= 2 (Guan & Waliser 2015), centroid within
    ``ivt_lat_band`` (20-80 degrees), and no pixel within ``storm_buffer_km`` of a storm;
 5. where the meridional transport is known (``IVTV``, or the proxy's ``TMQ * V850``), a mean
@@ -22,6 +23,26 @@ river is the IVT object itself, as in IVT-based catalogues:
 
 Steps 3-5 are :func:`river_rules`, which also applies them to any mask: :func:`rule_classes`
 puts a network's predicted rivers through them (``climnb predict --river-rules``).
+
+**Rivers that touch.** Rivers side by side, or one beginning where another ends, form one
+connected IVT object; on a reanalysis the rivers of a hemisphere's storm track can join into
+a band round the globe, whose length and area describe no river. Step 3 parts such objects
+as IPART does (Xu et al. 2020, GMD 13, 4639: its peak partition, ``single_dome``): a
+watershed of IVT seeded at each independent IVT maximum, one whose prominence (its height
+above the saddle that joins it to a higher maximum) is at least ``split_ratio`` (0.6, IPART's
+``max_ph_ratio``) of its height above the object's edge and whose region above the saddle
+covers ``split_min_area_km2`` (5e5 km2, IPART's least river area;
+:func:`climnb.labels.components.split_at_saddles`, periodic in longitude). The reason: along
+one river the transport stays high from its source to its end, while rivers that touch are
+joined by weaker transport between their cores, a saddle deep compared with their heights.
+The length, width, latitude and poleward rules (Guan & Waliser 2015) then apply to each
+part, as to a river found alone. An object is parted only when two or more of its parts have
+a river's shape (length, length / width and latitude): a partition that yields one such part
+or none has separated no rivers (it would only trim a bump off a river, or carve a piece out
+of a subtropical plume that fails the rules whole), so such an object is judged whole. A cut
+of one pixel keeps the parts apart in the mask, so tracks and event tables, which label the
+mask again, see the same rivers. The moisture method does not part objects (it has no
+transport to part them by).
 
 **Moisture** (the SC18 paper's route, for inputs without IVT; one time step):
 
@@ -51,7 +72,13 @@ import numpy as np
 import pandas as pd
 from scipy import ndimage
 
-from climnb.labels.components import label_components, label_max, label_pixels, measure
+from climnb.labels.components import (
+    label_components,
+    label_max,
+    label_pixels,
+    measure,
+    split_at_saddles,
+)
 from climnb.labels.config import ARConfig
 from climnb.labels.sphere import EARTH_RADIUS_KM
 
@@ -122,7 +149,7 @@ def transport_rivers(
     above[np.abs(np.asarray(lat, dtype=float)) < config.exclude_tropics_deg] = False
     if exclude is not None:
         above &= ~exclude
-    rivers, table = river_rules(above, fields, lat, lon, config, periodic=periodic)
+    rivers, table = river_rules(above, fields, lat, lon, config, periodic=periodic, strength=ivt)
     mask = rivers > 0
     if len(table) == 0:
         return mask, _describe(rivers, 0, lat, lon, fields)
@@ -148,6 +175,7 @@ def river_rules(
     config: ARConfig,
     *,
     periodic: bool = True,
+    strength: np.ndarray | None = None,
 ) -> tuple[np.ndarray, pd.DataFrame]:
     """The river definition's object rules (steps 3-5 of the transport method) on a mask.
 
@@ -155,7 +183,9 @@ def river_rules(
     :func:`rule_classes` to a network's predicted rivers.
 
     1. connected components of ``mask`` (``config.connectivity``; joined across the 0/360 seam
-       when ``periodic``), those smaller than ``min_area_km2`` left out;
+       when ``periodic``), with ``strength`` given and ``split_ratio`` set, parted at deep IVT
+       saddles (:func:`climnb.labels.components.split_at_saddles`); those smaller than
+       ``min_area_km2`` left out;
     2. kept when length >= ``ivt_min_length_km``, length / width >= ``ivt_min_aspect`` and the
        centroid's ``|latitude|`` within ``ivt_lat_band``;
     3. where the meridional transport is known (``IVTV``, or ``TMQ * V850`` when the fields
@@ -169,6 +199,8 @@ def river_rules(
     lat, lon : grid coordinates (degrees).
     config : the settings (the ``ivt_*`` ones, ``min_area_km2`` and ``connectivity``).
     periodic : whether longitude wraps (a global grid).
+    strength : the IVT (or proxy) the mask was thresholded from, (lat, lon); without it
+        (a network's mask) objects are not parted.
 
     Returns
     -------
@@ -195,22 +227,10 @@ def river_rules(
     [2300.0]
     """
     labels, n = label_components(mask, periodic=periodic, connectivity=config.connectivity)
-    # every step below touches only the labelled pixels, not the whole grid
-    where, idx = label_pixels(labels)
-    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
-    lo, hi = config.ivt_lat_band
-    keep = (
-        (shapes.length_km >= config.ivt_min_length_km)
-        & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
-        & shapes.lat.abs().between(lo, hi)
-    ).to_numpy()
+    if strength is not None and config.split_ratio is not None:
+        labels, n = _parted(labels, n, mask, strength, fields, lat, lon, config, periodic)
+    shapes, keep, where, idx = _rules(labels, n, fields, lat, lon, config)
     candidates = shapes.label.to_numpy().astype(int)
-    if config.ivt_min_poleward is not None and keep.any():
-        poleward = _poleward_at(fields, lat, where, labels.shape[1])
-        if poleward is not None:
-            total = np.bincount(idx, weights=poleward, minlength=n + 1)
-            mean = total / np.maximum(np.bincount(idx, minlength=n + 1), 1)
-            keep = keep & (mean[candidates] >= config.ivt_min_poleward)
     kept = candidates[keep]
     lut = np.zeros(n + 1, np.int32)
     lut[kept] = np.arange(1, kept.size + 1)
@@ -219,6 +239,78 @@ def river_rules(
     log.debug("%d objects, %d rivers", len(shapes), kept.size)
     table = shapes[keep].assign(label=np.arange(1, kept.size + 1)).reset_index(drop=True)
     return rivers, table
+
+
+def _rules(labels, n, fields, lat, lon, config: ARConfig):
+    """The objects' shapes (those of ``min_area_km2`` or more), which of them pass the rules,
+    and the labelled pixels (flat indices and labels)."""
+    # every step touches only the labelled pixels, not the whole grid
+    where, idx = label_pixels(labels)
+    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
+    lo, hi = config.ivt_lat_band
+    keep = (
+        (shapes.length_km >= config.ivt_min_length_km)
+        & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
+        & shapes.lat.abs().between(lo, hi)
+    ).to_numpy()
+    if config.ivt_min_poleward is not None and keep.any():
+        transport = _poleward_at(fields, lat, where, labels.shape[1])
+        if transport is not None:
+            total = np.bincount(idx, weights=transport, minlength=n + 1)
+            mean = total / np.maximum(np.bincount(idx, minlength=n + 1), 1)
+            keep = keep & (mean[shapes.label.to_numpy().astype(int)] >= config.ivt_min_poleward)
+    return shapes, keep, where, idx
+
+
+def _parted(whole, n_whole, mask, strength, fields, lat, lon, config: ARConfig, periodic):
+    """The objects ``whole`` with those parted at deep saddles of ``strength`` whose parts
+    hold two or more of a river's shape (length, length / width and latitude, as in
+    :func:`_rules`); an object with fewer is left whole."""
+    parts, n_parts = split_at_saddles(
+        mask,
+        strength,
+        lat,
+        lon,
+        min_ratio=config.split_ratio,
+        min_area_km2=config.split_min_area_km2,
+        levels=config.split_levels,
+        periodic=periodic,
+        connectivity=config.connectivity,
+        components=(whole, n_whole),
+    )
+    if n_parts <= n_whole:
+        return whole, n_whole
+    where, idx = label_pixels(parts)
+    parent = np.zeros(n_parts + 1, np.int64)
+    parent[idx] = whole.ravel()[where]
+    cut = np.bincount(parent[1:], minlength=n_whole + 1) >= 2  # the objects cut in pieces
+    sel = cut[parent[idx]]  # only their parts are measured
+    shapes = measure(
+        parts, n_parts, lat, lon, min_area_km2=config.min_area_km2, pixels=(where[sel], idx[sel])
+    )
+    lo, hi = config.ivt_lat_band
+    shaped = (
+        (shapes.length_km >= config.ivt_min_length_km)
+        & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
+        & shapes.lat.abs().between(lo, hi)
+    ).to_numpy()
+    rivers = np.bincount(parent[shapes.label.to_numpy().astype(int)[shaped]], minlength=n_whole + 1)
+    parted = rivers >= 2
+    if not parted.any():
+        return whole, n_whole
+    log.debug("%d objects parted into %s rivers", parted.sum(), rivers[parted].tolist())
+    # the objects kept whole, then the parts of those parted, numbered in that order
+    lut = np.where(parted, 0, np.arange(n_whole + 1))
+    out = lut[whole]
+    pick = parted[parent[idx]]
+    out.ravel()[where[pick]] = idx[pick] + n_whole
+    present = np.zeros(n_whole + n_parts + 1, bool)
+    present[lut[1:]] = True
+    present[idx[pick] + n_whole] = True
+    present[0] = False
+    number = np.zeros(present.size, np.int32)
+    number[present] = np.arange(1, int(present.sum()) + 1)
+    return number[out], int(present.sum())
 
 
 def rule_variables(available, config: ARConfig) -> tuple[str, ...]:

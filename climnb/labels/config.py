@@ -84,6 +84,21 @@ class ARConfig:
         zonally than real ones. None switches the check off.
     ivt_lat_band : range of ``|latitude|`` the centroid of an IVT object must lie in (20-80
         degrees: the subtropics' trade-wind moisture forms long IVT >= 250 objects too).
+    split_ratio : with the transport method, IVT objects that touch are parted before the
+        rules (:func:`climnb.labels.components.split_at_saddles`): a watershed of IVT seeded
+        at each independent IVT maximum, one whose prominence (its height above the saddle
+        that joins it to a higher maximum) is at least ``split_ratio`` of its height above
+        the object's edge and whose region above that saddle covers ``min_area_km2``. 0.6 is
+        IPART's ``max_ph_ratio`` (Xu et al. 2020, GMD 13, 4639, its peak partition of merged
+        systems); the physical reason: along one river the transport stays high from source
+        to landfall, while two rivers that touch side by side or end to end are joined by
+        weaker transport between their cores, a saddle deep compared with their heights.
+        None keeps touching objects whole.
+    split_min_area_km2 : least area above its saddle of an independent IVT maximum (5e5
+        km2, IPART's ``min_area``, its least area of a river: a bump smaller than a river
+        is part of the river it sits on).
+    split_levels : levels between an object's edge and its highest IVT on which the saddles
+        are read (16: a saddle's depth to 1/16 of the object's height).
     storm_buffer_km : with the transport method, no river pixel within this distance of a
         storm's mask (a cyclone's circulation carries strong transport of its own).
     exclude_tropics_deg : no river pixel within this latitude of the equator (both methods).
@@ -122,6 +137,9 @@ class ARConfig:
     ivt_min_poleward: float | None = 0.0
     storm_buffer_km: float = 500.0
     ivt_lat_band: tuple[float, float] = (20.0, 80.0)
+    split_ratio: float | None = 0.6
+    split_min_area_km2: float = 5.0e5
+    split_levels: int = 16
     exclude_tropics_deg: float = 15.0
     field: Literal["ivt", "tmq"] = "ivt"
     tropics_sigma_deg: float = 19.0
@@ -144,6 +162,12 @@ class ARConfig:
         _check_range(self, "exclude_tropics_deg", 0.0, 90.0)
         if self.ivt_percentile is not None:
             _check_range(self, "ivt_percentile", 0.0, 100.0)
+        if self.split_ratio is not None:
+            _check_range(self, "split_ratio", 0.0, 1.0)
+        if not isinstance(self.split_levels, int) or self.split_levels < 2:
+            raise ValueError(
+                f"ARConfig.split_levels must be an integer >= 2, got {self.split_levels!r}"
+            )
         _check_choice(self, "edge", ("half_max", "percentile"))
         _check_range(self, "percentile", 0.0, 100.0)
         _check_range(self, "edge_fraction", 0.0, 1.0)
@@ -165,20 +189,20 @@ class TCConfig:
     vorticity_window_deg : size of the window in which a vorticity maximum must be the largest.
     psl_search_deg : the sea-level pressure minimum must lie within this distance of the
         vorticity maximum; it becomes the storm centre.
-    pressure_rise_pa, pressure_rise_deg : pressure must rise by this much within this distance
-        of the centre in every direction (a closed low).
+    pressure_rise_pa, pressure_rise_deg : a closed low: every path from the centre to this
+        great-circle distance climbs this much (TempestExtremes: 200 Pa within 5.5 degrees).
     warm_core_k, warm_core_deg : the largest ``(T200 + T500) / 2`` within ``psl_search_deg`` of
         the centre must exceed its mean on the ring at ``warm_core_deg`` by this much (a warm
         core; both relative to the median of their latitude row). TECA asks for the fall in
         every direction, which the equator-to-pole gradient defeats for weak, broad storms.
     thickness_rise_m, thickness_deg : optional check of the ``Z200 - Z1000`` thickness in the same
         way (TECA: 50 m within 4 degrees); None switches it off.
-    max_abs_lat : storms are looked for within this latitude (TECA: 80).
+    max_abs_lat : storms are looked for within this latitude: 50 degrees, TempestExtremes'
+        bound (poleward of it, deep lows with a warm core are extratropical or transitioning).
     max_abs_lat_no_warm_core : without T200 and T500 (no warm-core check: storms from pressure
         minima with cyclonic vorticity alone, as from ERA5's ``msl`` and ``vo``), centres are
         looked for only within this latitude: poleward of it, the deep lows with strong
         cyclonic vorticity are mostly extratropical, which only a warm core tells apart.
-    n_directions : number of compass directions of the closed-contour checks.
     box_radius_km, box_margin_deg : half size of the box around each centre in which the mask
         is drawn: the largest storm radius expected plus a margin.
     mask_fields : fields thresholded in the box; their union is the storm's mask.
@@ -192,21 +216,34 @@ class TCConfig:
         ``"percentile"``: at the ``percentile`` of the field within the box (the paper).
     percentile : the percentile of ``threshold="percentile"`` (93 in the paper's code).
     edge_fraction : see ``threshold``.
-    merge_deg : candidates closer than this are one storm (the one with lower pressure).
+    merge_deg : candidates closer than this are one storm (the one with lower pressure;
+        TempestExtremes: 6 degrees).
+    tracks : whether the storms of a run are stitched into tracks and only those on a
+        cyclone's track kept (:mod:`climnb.labels.stitch`): ``"auto"`` (default) when there is
+        no warm-core check (no ``T200``, ``T500``: pressure and vorticity alone cannot tell a
+        tropical cyclone from a heat low or a monsoon depression, its track can) and the input
+        spans ``min_lifetime_h``; ``"on"``, ``"off"``.
+    min_lifetime_h : a track lasts at least this long (TempestExtremes: 54 h; TECA: 2 days).
+    max_gap_h : a track may go this long without a centre (TempestExtremes: 24 h).
+    max_speed_kmh : fastest centre motion linked (TempestExtremes: 8 degrees in 6 h).
+    genesis_lat : a track starts between these latitudes (Gray 1968: 5 to 30 degrees).
+    genesis_over_ocean : a track starts over the ocean (Gray 1968: cyclones form over warm
+        water); heat lows form over land.
+    min_ocean_h : a track spends at least this long over the ocean (TempestExtremes: 10
+        six-hourly points over low ground).
     """
 
     min_vorticity: float = 5.0e-5
     vorticity_window_deg: float = 7.75
     psl_search_deg: float = 2.0
-    pressure_rise_pa: float = 400.0
-    pressure_rise_deg: float = 5.0
+    pressure_rise_pa: float = 200.0
+    pressure_rise_deg: float = 5.5
     warm_core_k: float = 0.8
     warm_core_deg: float = 5.0
     thickness_rise_m: float | None = None
     thickness_deg: float = 4.0
-    max_abs_lat: float = 80.0
+    max_abs_lat: float = 50.0
     max_abs_lat_no_warm_core: float = 30.0
-    n_directions: int = 8
     box_radius_km: float = 800.0
     box_margin_deg: float = 3.0
     mask_fields: tuple[str, ...] = ("TMQ", "PRECT")
@@ -214,10 +251,21 @@ class TCConfig:
     threshold: Literal["half_max", "percentile"] = "half_max"
     percentile: float = 93.0
     edge_fraction: float = 0.5
-    merge_deg: float = 4.0
+    merge_deg: float = 6.0
+    tracks: Literal["auto", "on", "off"] = "auto"
+    min_lifetime_h: float = 54.0
+    max_gap_h: float = 24.0
+    max_speed_kmh: float = 150.0
+    genesis_lat: tuple[float, float] = (5.0, 30.0)
+    genesis_over_ocean: bool = True
+    min_ocean_h: float = 54.0
 
     def __post_init__(self):
         _check_choice(self, "threshold", ("half_max", "percentile"))
+        _check_choice(self, "tracks", ("auto", "on", "off"))
+        lo, hi = self.genesis_lat
+        if not 0 <= lo < hi <= 90:
+            raise ValueError(f"TCConfig.genesis_lat must be 0 <= lo < hi <= 90, got {lo, hi}")
         _check_range(self, "percentile", 0.0, 100.0)
         _check_range(self, "edge_fraction", 0.0, 1.0)
         _check_range(self, "max_abs_lat", 0.0, 90.0)

@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import dask
@@ -36,14 +36,17 @@ import pandas as pd
 import xarray as xr
 from dask.delayed import Delayed
 
+from climnb.atomic import atomic_path
 from climnb.channels import CLASS_NAMES
 from climnb.io.netcdf import FILL_LIMIT as _FILL_LIMIT
 from climnb.io.netcdf import input_grid, normalize
 from climnb.labels.ar import detect_rivers, storm_surroundings, transport_rivers
 from climnb.labels.config import LabelConfig
+from climnb.labels.land import land_fraction
 from climnb.labels.schema import EVENT_COLUMNS, conform
 from climnb.labels.sphere import is_periodic
-from climnb.labels.tc import detect_storms
+from climnb.labels.stitch import stitch_centres, track_rules
+from climnb.labels.tc import detect_storms, find_centres
 from climnb.versions import written_by
 
 __all__ = [
@@ -224,13 +227,16 @@ def label_step(
     *,
     classes: Iterable[str] | None = None,
     ivt_threshold: np.ndarray | None = None,
+    storms_at: Collection[tuple[int, int]] | None = None,
 ) -> tuple[np.ndarray, pd.DataFrame]:
     """Label one time step of 2-D (lat, lon) fields on an ascending-latitude grid.
 
     Missing values (NaN) are filled with the field's median before detection, and pixels
     missing in any field are labelled background. ``classes`` (class names) default to what
     the fields allow (:func:`plan_labels`, whose settings are then used);
-    ``ivt_threshold`` is a per-grid-point threshold for the transport method.
+    ``ivt_threshold`` is a per-grid-point threshold for the transport method;
+    ``storms_at`` the storm centres ``(row, col)`` to keep (those on a cyclone's track, as
+    :func:`label_dataset` finds them), None for every centre the checks pass.
 
     Returns
     -------
@@ -247,7 +253,9 @@ def label_step(
     shape = np.shape(next(iter(fields.values())))
     storms, storm_table = [], _EMPTY_STORMS
     if _TC in classes:
-        storms, storm_table = detect_storms(fields, lat, lon, config.tc, periodic=periodic)
+        storms, storm_table = detect_storms(
+            fields, lat, lon, config.tc, periodic=periodic, keep=storms_at
+        )
     storm_mask = np.zeros(shape, bool)
     for s in storms:  # each storm keeps its own mask; the union is the class mask
         storm_mask[s.rows, s.cols] = True
@@ -485,9 +493,10 @@ def _when(time) -> str:
     return str(time)
 
 
-def _label_here(names, lat, lon, config, classes, times, threshold, *blocks):
+def _label_here(names, lat, lon, config, classes, times, threshold, tracked, *blocks):
     """Label a block of time steps: returns (labels (t, lat, lon), events). ``blocks``: one
-    array per variable, or one :class:`StepInputs` that reads them."""
+    array per variable, or one :class:`StepInputs` that reads them; ``tracked``: the storm
+    centres to keep at each time (:func:`_tracked`), or None."""
     if len(blocks) == 1 and isinstance(blocks[0], StepInputs):
         blocks = blocks[0].read()
     out = np.zeros((len(times), lat.size, lon.size), np.uint8)
@@ -496,13 +505,87 @@ def _label_here(names, lat, lon, config, classes, times, threshold, *blocks):
         fields = {n: b[k] for n, b in zip(names, blocks, strict=True)}
         try:
             out[k], events = label_step(
-                fields, lat, lon, config, classes=classes, ivt_threshold=threshold
+                fields,
+                lat,
+                lon,
+                config,
+                classes=classes,
+                ivt_threshold=threshold,
+                storms_at=None if tracked is None else tracked.get(_time_key(time), ()),
             )
         except ValueError as err:  # what the step holds wrongly: name the step
             raise StepError(f"time {_when(time)}: {err}") from None
         tables.append(events.assign(time=time))
     events = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     return out, events.reindex(columns=list(EVENT_COLUMNS))
+
+
+def _centres_block(*args):
+    """A centre-finding task: here, or in a worker process inside :func:`worker_processes`."""
+    if _POOL is not None and _POOL[0] == os.getpid():
+        return _POOL[1].submit(_centres_here, *args).result()
+    return _centres_here(*args)
+
+
+def _centres_here(names, lat, lon, config, times, *blocks) -> pd.DataFrame:
+    """The storm centres of a block of time steps (``time, row, col, lat, lon``): what
+    :func:`label_step` would find in each, before any track is known."""
+    if len(blocks) == 1 and isinstance(blocks[0], StepInputs):
+        blocks = blocks[0].read()
+    periodic, rows = is_periodic(lon), []
+    land = land_fraction(lat, lon).values
+    for k, time in enumerate(times):
+        try:
+            fields, _ = _fill_missing({n: b[k] for n, b in zip(names, blocks, strict=True)})
+        except ValueError as err:
+            raise StepError(f"time {_when(time)}: {err}") from None
+        for r, c, *_ in find_centres(fields, lat, lon, config.tc, periodic=periodic):
+            rows.append((time, r, c, lat[r], lon[c], land[r, c]))
+    return pd.DataFrame(rows, columns=["time", "row", "col", "lat", "lon", "land_fraction"])
+
+
+def _tracked(config, *tables) -> dict:
+    """The centres on a cyclone's track, by time: ``{time: {(row, col), ...}}``."""
+    centres = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    if centres.empty:
+        return {}
+    paths = stitch_centres(centres, config.tc)
+    kept = paths[paths.keep]
+    log.info(
+        "%d storm centres on %d paths; %d centres on %d cyclone tracks kept",
+        len(paths),
+        paths.track_id.nunique(),
+        len(kept),
+        kept.track_id.nunique(),
+    )
+    out: dict = {}
+    for time, r, c in zip(kept.time, kept.row, kept.col, strict=True):
+        out.setdefault(_time_key(time), set()).add((int(r), int(c)))
+    return out
+
+
+def _time_key(time):
+    """One hashable form of a time, whether numpy's, pandas' or a cftime date."""
+    return pd.Timestamp(time) if isinstance(time, (np.datetime64, pd.Timestamp)) else time
+
+
+def _track_storms(plan, times) -> tuple[bool, str]:
+    """Whether storms are kept only on cyclone tracks (``TCConfig.tracks``), and a note."""
+    tc = plan.config.tc
+    if _TC not in plan.classes or tc.tracks == "off":
+        return False, ""
+    hours = 0.0
+    if len(times) > 1:
+        hours = pd.Timedelta(times[-1] - times[0]).total_seconds() / 3600.0
+    if tc.tracks == "auto":
+        if "T200" in plan.variables:
+            return False, ""
+        if hours < tc.min_lifetime_h:
+            return False, (
+                f"storms not tracked: the input spans {hours:g} h, less than a cyclone's "
+                f"{tc.min_lifetime_h:g} h (without a warm core, heat lows can pass as storms)"
+            )
+    return True, "storms kept on " + track_rules(tc)
 
 
 def label_dataset(
@@ -571,7 +654,8 @@ def label_dataset(
     if lat.size < 3 or lon.size < 3:
         raise ValueError(f"grid {lat.size} x {lon.size} is too small to label (need 3 x 3)")
     threshold, note = _ivt_threshold(ds, config)
-    notes = plan.notes + ((note,) if note else ())
+    tracking, track_note = _track_storms(plan, ds.time.values)
+    notes = plan.notes + tuple(n for n in (note, track_note) if n)
     token = dask.base.tokenize(ds, config, plan.classes)
     arrays = [ds[n].data for n in names]
     inputs = _step_inputs(arrays)
@@ -590,11 +674,14 @@ def label_dataset(
     label = dask.delayed(shared, pure=True)
     if threshold is not None:
         threshold = dask.delayed(threshold, pure=True)
+    tracked = _tracked_graph(ds, names, lat, lon, config, token) if tracking else None
     blocks, tables, start = [], [], 0
     for i, size in enumerate(ds.chunks["time"]):
         times = ds.time.values[start : start + size]
         parts = [inputs[i]] if inputs is not None else chunks[i]
-        result = label(times, threshold, *parts, dask_key_name=f"label-step-{token}-{start}")
+        result = label(
+            times, threshold, tracked, *parts, dask_key_name=f"label-step-{token}-{start}"
+        )
         blocks.append(da.from_delayed(result[0], (size, lat.size, lon.size), np.uint8))
         tables.append(result[1])
         start += size
@@ -611,6 +698,9 @@ def label_dataset(
             "classes": " ".join(plan.classes),
             "notes": "; ".join(notes),
             "storm_checks": "; ".join(plan.storm_checks),
+            # the storms are those of cyclone tracks with gaps up to this long: `climnb tracks`
+            # bridges the same gaps
+            **({"storm_max_gap_h": config.tc.max_gap_h} if tracking else {}),
             # the settings used, as JSON: sample sets and model bundles carry them on
             "climnb_config": json.dumps(config.to_dict()),
         },
@@ -631,6 +721,29 @@ def label_dataset(
         "; ".join(notes),
     )
     return labels, events
+
+
+#: Variables the storm centres are found from (the rest only draws masks).
+_CENTRE_VARIABLES = ("VORT850", "U850", "V850", "PSL", "T200", "T500", "Z200", "Z1000")
+
+
+def _tracked_graph(ds, names, lat, lon, config, token):
+    """A lazy :func:`_tracked`: a centre-finding task per time chunk reading only the
+    variables centres are found from, then one task that stitches them."""
+    used = [n for n in names if n in _CENTRE_VARIABLES]
+    arrays = [ds[n].data for n in used]
+    inputs = _step_inputs(arrays)
+    find = dask.delayed(functools.partial(_centres_block, used, lat, lon, config), pure=True)
+    tables, start = [], 0
+    for i, size in enumerate(ds.chunks["time"]):
+        times = ds.time.values[start : start + size]
+        if inputs is not None:
+            parts = [inputs[i]]
+        else:
+            parts = [a[start : start + size] for a in arrays]
+        tables.append(find(times, *parts, dask_key_name=f"storm-centres-{token}-{start}"))
+        start += size
+    return dask.delayed(_tracked, pure=True)(config, *tables, dask_key_name=f"tracks-{token}")
 
 
 def _ivt_threshold(ds: xr.Dataset, config: LabelConfig):
@@ -683,8 +796,6 @@ def save_labelled(ds: xr.Dataset, labels: xr.DataArray, events: pd.DataFrame | N
     input of the sample-file step (``climnb samples``, notebook 02).
     """
     from pathlib import Path
-
-    from climnb.atomic import atomic_path
 
     path = Path(path)
     out = ds.assign(labels=labels.astype("uint8"))

@@ -158,6 +158,7 @@ def _read_one(path: Path, channels: Sequence[str], variable: str = "LABELS") -> 
     out["LABELS"] = out.LABELS.load()
     if not channels:
         ds.close()
+    _check_own_time(out, path)
     out = out.squeeze([d for d in out.dims if d not in ("lat", "lon") and out.sizes[d] == 1])
     out = out.drop_vars([c for c in out.coords if c not in ("lat", "lon")])
     labels = out.LABELS
@@ -172,6 +173,29 @@ def _read_one(path: Path, channels: Sequence[str], variable: str = "LABELS") -> 
         )
     out["LABELS"] = labels.transpose("lat", "lon").astype(np.int8)
     return out
+
+
+def _check_own_time(ds: xr.Dataset, path: Path) -> None:
+    """Refuse a file whose own time coordinate is not the step its name says (a file renamed
+    or copied under another step's name would be scored against that step)."""
+    if "time" not in ds.coords or ds["time"].size != 1:
+        return
+    own = ds["time"].values.ravel()[0]
+    if isinstance(own, np.datetime64):
+        own = pd.Timestamp(own)
+    if not hasattr(own, "year"):  # numbers without units: nothing to compare
+        return
+    named, _ = parse_name(path)
+    if (own.year, own.month, own.day, own.hour) != (
+        named.year,
+        named.month,
+        named.day,
+        named.hour,
+    ):
+        raise ValueError(
+            f"{path}: its time coordinate is {own}, but its name says {named:%Y-%m-%d %H}:00; "
+            "name the file after its own time (data-YYYY-MM-DD-HH-1_N.nc) or fix its time"
+        )
 
 
 def _same_grid(a: xr.Dataset, b: xr.Dataset, path_a, path_b) -> None:

@@ -47,8 +47,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from climnb.labels.components import label_components
 from climnb.labels.dataset import compute, label_dataset
 from climnb.labels.scores import agreement
+from climnb.labels.sphere import cell_area_km2, is_periodic
 from climnb.synthetic import make_dataset
 
 __all__ = [
@@ -275,9 +277,6 @@ def oversized_candidates(
     merge across ocean basins and exceed the area bound.
     """
     from scipy import ndimage
-
-    from climnb.labels.components import label_components
-    from climnb.labels.sphere import cell_area_km2, is_periodic
 
     anomaly = anomaly.transpose("time", "lat", "lon")
     lat, lon = anomaly.lat.values, anomaly.lon.values

@@ -23,16 +23,17 @@ masks (:class:`Storm`), so an earlier storm never overwrites a later one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import ndimage
 
 from climnb.labels.components import label_components
 from climnb.labels.config import TCConfig
 from climnb.labels.dynamics import vorticity
-from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2
+from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2, great_circle_km
 
 __all__ = [
     "Storm",
@@ -206,8 +207,7 @@ class _Checks:
         grid, cfg = self.grid, self.config
         if abs(grid.lat[r]) > self.max_abs_lat:
             return False
-        low = cfg.pressure_rise_pa, cfg.pressure_rise_deg, cfg.n_directions
-        if not _closed(self.psl, grid, r, c, *low):
+        if not _closed(self.psl, grid, r, c, cfg.pressure_rise_pa, cfg.pressure_rise_deg):
             return False
         core = grid.box(r, c, *grid.cells(cfg.psl_search_deg, r))
         if self.tavg is not None and not _core_above_ring(
@@ -250,10 +250,34 @@ def _pressure_minimum(psl, grid: _Grid, i: int, j: int, deg: float) -> tuple[int
     return int(rows[a]), int(cols[b])
 
 
-def _closed(field, grid: _Grid, r, c, delta, deg, n_dir) -> bool:
-    """True if ``field`` rises by ``delta`` from the centre along every ray out to ``deg``."""
-    rr, cc = grid.rays(r, c, deg, n_dir)
-    return bool(np.all(field[rr, cc].max(axis=1) - field[r, c] >= delta))
+def _closed(field, grid: _Grid, r, c, delta, deg) -> bool:
+    """True if ``field`` has a closed contour ``delta`` above its value at ``(r, c)`` within
+    ``deg`` degrees of great-circle distance: every path of neighbouring cells from the centre
+    to that distance climbs by at least ``delta`` somewhere (TempestExtremes'
+    ``--closedcontourcmd``, Ullrich & Zarzycki 2017). The cells below ``field[r, c] + delta``
+    connected to the centre must all lie within ``deg``.
+    """
+    reach = deg + grid.dlat
+    poleward = min(abs(grid.lat[r]) + reach, 87.0)  # the disc is widest on its poleward side
+    half_cols = int(np.ceil(reach / (grid.dlon * np.cos(np.radians(poleward)))))
+    rows, cols = grid.box(r, c, int(np.ceil(reach / grid.dlat)), half_cols)
+    sub = field[np.ix_(rows, cols)]
+    dist = _arc_deg(grid.lat[r], grid.lon[c], grid.lat[rows][:, None], grid.lon[cols][None, :])
+    below = sub < field[r, c] + delta
+    pieces, _ = ndimage.label(below, structure=np.ones((3, 3), bool))
+    centre = pieces[int(np.searchsorted(rows, r)), int(np.flatnonzero(cols == c)[0])]
+    escapes = (pieces == centre) & (dist > deg)
+    if escapes.any():
+        return False
+    # the piece must not reach the edge of the box where the box was cut (a pole, a border)
+    edge = np.zeros_like(below)
+    edge[[0, -1], :] = edge[:, [0, -1]] = True
+    return not ((pieces == centre) & edge & (dist <= deg)).any()
+
+
+def _arc_deg(lat1, lon1, lat2, lon2):
+    """Great-circle distance in degrees of arc."""
+    return great_circle_km(lat1, lon1, lat2, lon2) / _KM_PER_DEG
 
 
 def _core_above_ring(field, grid: _Grid, r, c, delta, deg, core, n_dir: int = 16) -> bool:
@@ -330,6 +354,7 @@ def detect_storms(
     config: TCConfig,
     *,
     periodic: bool = True,
+    keep: Collection[tuple[int, int]] | None = None,
 ) -> tuple[list[Storm], pd.DataFrame]:
     """Find tropical cyclones in one time step.
 
@@ -340,6 +365,8 @@ def detect_storms(
         check, skipped without them), ``Z200, Z1000`` (the thickness check), ``UBOT, VBOT``
         (the maximum wind when there are no 850 hPa winds); and the ``mask_fields``.
     lat, lon, config, periodic : the grid, the settings, whether longitude wraps.
+    keep : the centres ``(row, col)`` to keep (those on a cyclone's track,
+        :mod:`climnb.labels.stitch`); None keeps every centre that passes the checks.
 
     Returns
     -------
@@ -353,6 +380,8 @@ def detect_storms(
     fields = {**fields, "vorticity": cyclonic}
     storms = []
     for r, c, zeta, psl in find_centres(fields, lat, lon, config, periodic=periodic, zeta=cyclonic):
+        if keep is not None and (r, c) not in keep:
+            continue
         rows, cols = storm_mask(fields, grid, r, c, config)
         storms.append(
             Storm(float(grid.lat[r]), float(grid.lon[c]) % 360.0, r, c, zeta, psl, rows, cols)

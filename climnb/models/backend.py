@@ -9,6 +9,7 @@ imports TensorFlow only through :func:`import_tf`, which first sets the logging 
 from __future__ import annotations
 
 import os
+import sys
 
 __all__ = ["import_keras", "import_tf", "quiet_tensorflow", "INSTALL_HINT", "QUIET"]
 
@@ -30,7 +31,15 @@ def quiet_tensorflow(env: dict | None = None) -> None:
 
 
 def import_tf():
-    """Return the ``tensorflow`` module (quietly), or raise ImportError naming what to install."""
+    """Return the ``tensorflow`` module (quietly), or raise ImportError naming what to install.
+
+    Once TensorFlow is loaded the environment is left alone: losses and layers call this
+    inside traced functions, where AutoGraph, failing to convert ``os.environ.setdefault``,
+    warned with the repr of the whole process environment.
+    """
+    loaded = sys.modules.get("tensorflow")
+    if loaded is not None:
+        return loaded
     quiet_tensorflow()
     try:
         import tensorflow as tf

@@ -89,10 +89,10 @@ def build_tiramisu(
     x = inputs
     if config.latitude_channel:
         x = latitude_channel_layer()(name="latitude", dtype=mk.policy)(x)
-    for name in ("poleward_channel", "ivt_channel"):
-        if getattr(config, name) is True:
+    for option in ("poleward_channel", "ivt_channel"):
+        if getattr(config, option) is True:
             raise ValueError(
-                f"{name}=True needs the normalisation of its input channels to undo: pass "
+                f"{option}=True needs the normalisation of its input channels to undo: pass "
                 "climnb.models.presets.resolve_channels(overrides, channels, minval, maxval)"
             )
     if config.poleward_channel:

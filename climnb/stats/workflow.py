@@ -25,15 +25,17 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
-from climnb.atomic import atomic_path
+from climnb.atomic import atomic_path, claims
+from climnb.io.plausible import check_plausible
+from climnb.outputs import check_outputs
 from climnb.stats.change import CompareConfig, Comparison, compare
 from climnb.stats.change_tables import compare_events, compare_precip
 from climnb.stats.events import event_steps, event_table, events_to_dataset, landfall_table
 from climnb.stats.frequency import frequency, write_frequency
-from climnb.stats.masks import check_same_grid, class_mask
+from climnb.stats.masks import check_missing, check_same_grid, class_mask
 from climnb.stats.precip import attributed_precipitation, precipitation
 from climnb.stats.regions import BUILTIN, Region
-from climnb.store import check_output, expand, open_fields
+from climnb.store import expand, open_fields, write
 from climnb.tracks import read_tracks
 
 __all__ = ["StatsRequest", "summarize", "compare_files", "open_mask"]
@@ -87,9 +89,14 @@ def summarize(req: StatsRequest) -> str:
     outputs = _check_outputs(req, files)
     if not outputs:
         raise ValueError("nothing to do: give --out, --events, --landfall or --precip")
+    with claims(outputs.values()):  # one run at a time into these outputs
+        return _summarize(req, mask, files, ds)
+
+
+def _summarize(req: StatsRequest, mask, files, ds) -> str:
     regions = list(req.regions) or [BUILTIN["california"], BUILTIN["us_west_coast"]]
     fields = _fields(req, ds, mask, files)
-    lines = []
+    lines = [note] if (note := _missing(mask, ds, files)) else []
     freq = frequency(mask, req.by) if req.out else None
     steps = table = landfalls = precip = None
     if req.events or req.landfall:
@@ -119,29 +126,42 @@ def summarize(req: StatsRequest) -> str:
     if precip is not None:
         _write_table(precip, req.precip)
         lines.append(f"attributed precipitation ({len(precip)} rows) -> {req.precip}")
+        if precip.attrs.get("missing"):
+            lines.append(f"  {_fields_name(req, files)}: {precip.attrs['missing']}")
     return "\n".join(lines)
 
 
 def _check_outputs(req: StatsRequest, files: list[Path]) -> dict[str, Path]:
-    outputs, seen = {}, {}
-    for option, path in (
-        ("--out", req.out),
-        ("--events", req.events),
-        ("--landfall", req.landfall),
-        ("--precip", req.precip),
-    ):
-        if path is not None:
-            outputs[option] = check_output(path, files, option=option, others=dict(seen))
-            seen[option] = outputs[option]
-    return outputs
+    """Every output checked against every input (masks, ``--fields``, ``--tracks``) and the
+    other outputs (:func:`climnb.outputs.check_outputs`), before any work."""
+    outputs = {"--out": req.out, "--events": req.events, "--landfall": req.landfall}
+    inputs = [*files, *req.fields, *([req.tracks] if req.tracks else [])]
+    return check_outputs({**outputs, "--precip": req.precip}, inputs)
+
+
+def _missing(mask, ds, files) -> str:
+    """Refuse a mask with too many missing values (NaN in a float mask); the note of how many
+    were left out, naming the file (empty: none, or an integer mask, which has none)."""
+    source = ds[mask.name] if mask.name in ds.data_vars else None
+    if source is None or source.dtype.kind != "f":
+        return ""
+    note = check_missing(mask, source=str(files[0]))
+    return f"{files[0]}: {note}" if note else ""
 
 
 def _fields(req, ds, mask, files):
     if not req.fields:
+        if req.events or req.landfall:  # intensities from the mask file's own fields
+            check_plausible(ds, source=str(files[0]), names=_INTENSITY)
         return ds
     fields = open_fields(expand(req.fields))
     _check_fields(mask, fields, str(files[0]), str(expand(req.fields)[0]))
+    if req.events or req.landfall:
+        check_plausible(fields, source=str(expand(req.fields)[0]), names=_INTENSITY)
     return fields
+
+
+_INTENSITY = ("PSL", "IVT", "TMQ")  # the fields events are measured on
 
 
 def _fields_name(req, files) -> str:
@@ -205,15 +225,16 @@ def compare_files(
     """
     ma, fa, da_ = open_mask(a, variable)
     mb, fb, db = open_mask(b, variable)
-    seen = {}
-    for option, path in (
-        ("--out", out),
-        ("--csv", csv),
-        ("--events", events),
-        ("--precip", precip),
-    ):
-        if path is not None:
-            seen[option] = check_output(path, fa + fb, option=option, others=dict(seen))
+    for m, f, d in ((ma, fa, da_), (mb, fb, db)):
+        _missing(m, d, f)  # more than a few missing values refused; the rest left out
+    _warn_overlap(ma, mb, (str(fa[0]), str(fb[0])))
+    asked = {"--out": out, "--csv": csv, "--events": events, "--precip": precip}
+    inputs = [*fa, *fb, *(p for f in fields or () for p in _listed(f))]
+    with claims(check_outputs(asked, inputs).values()):  # one run at a time into them
+        return _compare(ma, mb, fa, fb, da_, db, config, regions, out, csv, events, precip, fields)
+
+
+def _compare(ma, mb, fa, fb, da_, db, config, regions, out, csv, events, precip, fields):
     names = (str(fa[0]), str(fb[0]))
     field_sets, field_names = (da_, db), names
     if fields is not None:
@@ -233,8 +254,6 @@ def compare_files(
         )
     # everything is computed and checked: now write
     if out is not None:
-        from climnb.store import write
-
         write(result.maps, Path(out))
     if csv is not None:
         _write_table(result.table, csv)
@@ -242,6 +261,27 @@ def compare_files(
         if path is not None:
             _write_table(table, path, _change_dataset)
     return result
+
+
+def _warn_overlap(a, b, names) -> None:
+    """Say so when the two periods share time steps: the test takes them as independent."""
+    from climnb.tracks import track_times
+
+    shared = set(track_times(a.time.values)) & set(track_times(b.time.values))
+    if shared:
+        log.warning(
+            "%s and %s share %d of their time steps (%d and %d): the permutation test and the "
+            "bootstrap take the periods as independent, so the p-values are too small; compare "
+            "periods that do not overlap",
+            *names,
+            len(shared),
+            a.sizes["time"],
+            b.sizes["time"],
+        )
+
+
+def _listed(paths) -> list:
+    return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
 
 
 def _check_fields(mask, fields, name, fields_name) -> None:

@@ -147,8 +147,35 @@ def load_latest(folder) -> Checkpoint | None:
     return None
 
 
+def _check_same_model(checkpoint: Checkpoint, model) -> None:
+    """Refuse to resume from a checkpoint whose weights are not of ``model``'s shapes (a run
+    folder trained with another model, preset or config), before Keras's own message."""
+    want = [tuple(np.shape(w)) for w in model.get_weights()]
+    have = [tuple(np.shape(w)) for w in checkpoint.model_weights]
+    if want == have:
+        return
+    if len(want) != len(have):
+        what = f"{len(have)} weight arrays, this model {len(want)}"
+    else:
+        i = next(i for i, (a, b) in enumerate(zip(want, have, strict=True)) if a != b)
+        what = f"weight {i} of shape {have[i]}, this model's {want[i]}"
+    raise ValueError(
+        f"{checkpoint.path}: a checkpoint of another model ({what}): the run folder was "
+        "trained with another model, preset or config; give another --out, or --no-resume to "
+        "start afresh there"
+    )
+
+
 def restore(checkpoint: Checkpoint, model, optimizer) -> dict:
-    """Load weights and optimiser variables into ``model`` and ``optimizer`` (built)."""
+    """Load weights and optimiser variables into ``model`` and ``optimizer`` (built).
+
+    Raises
+    ------
+    ValueError
+        When the checkpoint is of another model (other weights or shapes), naming it and how
+        to start afresh.
+    """
+    _check_same_model(checkpoint, model)
     model.set_weights(checkpoint.model_weights)
     variables = optimizer.variables
     if len(variables) != len(checkpoint.optimizer_variables):

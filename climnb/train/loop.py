@@ -57,7 +57,7 @@ from climnb.train.checkpoint import (
     save_checkpoint,
 )
 from climnb.train.config import TrainConfig
-from climnb.train.together import abort_on_failure, all_ok
+from climnb.train.together import abort_on_failure, all_ok, one_process_only
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,8 @@ def _horovod():
     try:
         import horovod.tensorflow as hvd
     except ImportError:
-        log.warning("Horovod is not installed: training in one process (make setup builds it)")
+        one_process_only()
+        log.debug("Horovod is not installed: training in one process without it")
         return _OneProcess()
     _yield_when_crowded()
     hvd.init()
@@ -195,7 +196,7 @@ class _Data:
             train, validation = sset.files("train"), sset.files("validation")
         else:
             sset = SampleSet.open(config.data_dir)
-            sset.check_complete()  # every file a manifest lists is there
+            sset.check_complete()  # the files its manifest lists, all there, and no stray
             sset.check_disjoint()  # no step in two splits
             split = sset.split(
                 fractions=config.split, seed=config.split_seed, method=config.split_method
@@ -211,12 +212,19 @@ class _Data:
             raise ValueError(f"{sset.root}: rank {rank} of {size} has no training files")
         stats = sset.stats()
         n_channels = len(config.channels) if config.channels else len(sset.channels)
+        counts = sset.class_counts("train")
+        if counts is not None and np.sum(counts) > 0 and np.sum(counts[1:]) == 0:
+            raise ValueError(
+                f"{sset.root}: its training labels are all background ({int(np.sum(counts))} "
+                "pixels, no storm or river): a model would learn nothing else; label the "
+                "fields first (climnb label) and make the samples of the labelled files"
+            )
         return cls(
             tuple(train),
             tuple(validation),
             stats,
             (*sset.grid, n_channels),
-            _class_weights(config, sset.class_counts("train")),
+            _class_weights(config, counts),
             str(sset.root),
         )
 

@@ -29,9 +29,14 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+from climnb.doctor import install_hint
+
 log = logging.getLogger(__name__)
 
-__all__ = ["RankError", "all_ok", "abort_on_failure"]
+__all__ = ["RankError", "all_ok", "abort_on_failure", "launched_ranks", "one_process_only"]
+
+# processes started together by a launcher: OpenMPI's mpirun, MPICH's/Slurm's PMI, srun
+_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS")
 
 T = TypeVar("T")
 
@@ -107,6 +112,29 @@ def _in_kernel() -> bool:
     error and stops the engines itself, and aborting would lose the error's text."""
     ipython = sys.modules.get("IPython")
     return ipython is not None and ipython.get_ipython() is not None
+
+
+def launched_ranks(env: dict | None = None) -> int:
+    """How many processes the launcher that started this one started (1 without one).
+
+    >>> launched_ranks({"OMPI_COMM_WORLD_SIZE": "4"}), launched_ranks({})
+    (4, 1)
+    """
+    env = os.environ if env is None else env
+    sizes = [int(env[v]) for v in _SIZE_VARIABLES if env.get(v, "").isdigit()]
+    return max(sizes, default=1)
+
+
+def one_process_only(env: dict | None = None) -> None:
+    """Without Horovod, training is one process: refuse (one line) when a launcher started
+    several, which would each train alone into the same run folder."""
+    n = launched_ranks(env)
+    if n > 1:
+        raise ValueError(
+            f"Horovod is not installed, so the {n} processes the launcher started cannot train "
+            "together: run one process (python -m climnb train ... without mpirun/srun), or "
+            f"install Horovod: {install_hint('horovod')}"
+        )
 
 
 def _one_line(err: BaseException) -> str:

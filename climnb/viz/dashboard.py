@@ -60,19 +60,32 @@ def training_figures(
     validations: pd.DataFrame,
     sample: dict | None = None,
     *,
-    width: int = 420,
-    height: int = 240,
+    width: int = 260,
+    height: int = 260,
 ) -> hv.Layout:
-    """Loss per rank and averaged, validation IoU, throughput, and the latest prediction."""
-    opts = {"width": width, "height": height, "show_grid": True}
+    """Loss per rank and averaged, validation IoU, throughput, and the latest prediction:
+    three plots a row, each legend under its plot (a row fits a notebook cell)."""
+    opts = {"width": width, "height": height, "show_grid": True, **_SMALL}
     panels = [
-        _loss(steps).opts(title="training loss", logy=True, **opts),
-        _iou(validations).opts(title="validation IoU", ylim=(0, 1), **opts),
+        _loss(steps).opts(title="training loss", logy=True, **opts, **_legend_below(3)),
+        _iou(validations).opts(title="validation IoU", ylim=(0, 1), **opts, **_legend_below(2)),
         _throughput(steps).opts(title="throughput", **opts),
     ]
     if sample is not None:
-        panels += [_mask(sample["label"], "label"), _mask(sample["prediction"], "prediction")]
+        panels += [
+            _mask(sample[which], which).opts(width=width, height=height * 3 // 4)
+            for which in ("label", "prediction")
+        ]
     return hv.Layout(panels).cols(3)
+
+
+#: Options of the dashboard's small plots: few ticks (more ran together, "1012 1416").
+_SMALL = {"xticks": 4, "fontsize": {"legend": "7pt", "title": "10pt"}}
+
+
+def _legend_below(columns: int) -> dict:
+    """A legend under the plot, its entries side by side: inside, it hid the curves."""
+    return {"legend_position": "bottom", "legend_cols": columns}
 
 
 def _loss(steps: pd.DataFrame) -> hv.Overlay:
@@ -82,6 +95,11 @@ def _loss(steps: pd.DataFrame) -> hv.Overlay:
         hv.Curve(g, "step", "loss", label=f"rank {r}").opts(alpha=0.5)
         for r, g in steps.groupby("rank")
     ]
+    if len(curves) > 2:  # one entry for all ranks: a legend of 8 ranks would fill the plot
+        curves = [
+            c.relabel("each rank" if i == 0 else "").opts(color="grey")
+            for i, c in enumerate(curves)
+        ]
     mean = steps.groupby("step", as_index=False).loss_avg.first()
     curves.append(
         hv.Curve(mean, "step", ("loss_avg", "loss"), label="average").opts(
@@ -100,7 +118,7 @@ def _iou(validations: pd.DataFrame) -> hv.Overlay:
         if f"iou_{k}" in v:
             color = CLASS_COLORS.get(k, "grey")
             curves.append(
-                hv.Curve(v, "step", (f"iou_{k}", "IoU"), label=name).opts(
+                hv.Curve(v, "step", (f"iou_{k}", "IoU"), label=_SHORT.get(name, name)).opts(
                     color=color, line_dash="dashed"
                 )
             )
@@ -120,15 +138,17 @@ def _mask(mask, title: str) -> hv.Image:
     return hv.Image(mask, bounds=(0, -90, 360, 90), kdims=["lon", "lat"], vdims=["class"]).opts(
         cmap=_CLASS_CMAP,
         clim=(-0.5, 2.5),
-        width=300,
+        width=260,
         height=180,
+        aspect=None,
+        data_aspect=None,
         title=f"validation {title}",
         xticks=[0, 90, 180, 270, 360],  # bokeh's default ticks run together at this width
         yticks=[-60, 0, 60],
     )
 
 
-def live_figures(pipes: dict, *, width: int = 300, height: int = 210) -> hv.Layout:
+def live_figures(pipes: dict, *, width: int = 260, height: int = 240) -> hv.Layout:
     """The dashboard's plots as DynamicMaps fed by ``pipes`` (``"curves"``: ``(steps,
     validations)``, ``"sample"``: the latest validation sample or ``None``).
 
@@ -136,16 +156,16 @@ def live_figures(pipes: dict, *, width: int = 300, height: int = 210) -> hv.Layo
     masks as images from the start), so the plots are built once and only their data and
     ranges change (``framewise``): the axes follow the data while training runs.
     """
-    opts = {"width": width, "height": height, "show_grid": True}
-    opts["fontsize"] = {"legend": "7pt", "title": "10pt"}
+    opts = {"width": width, "height": height, "show_grid": True, **_SMALL}
     curves, sample = pipes["curves"], pipes["sample"]
 
     def loss(data):
-        return _live_loss(data[0]).opts(_FRAMEWISE).opts(title="training loss", **opts)
+        loss = _live_loss(data[0]).opts(_FRAMEWISE)
+        return loss.opts(title="training loss", **opts, **_legend_below(2))
 
     def iou(data):
         iou = _live_iou(data[1]).opts(_FRAMEWISE)
-        return iou.opts(title="validation IoU", ylim=(0, 1), **opts)
+        return iou.opts(title="validation IoU", ylim=(0, 1), **opts, **_legend_below(2))
 
     def throughput(data):
         return _throughput(data[0]).opts(_FRAMEWISE).opts(title="throughput", **opts)
@@ -154,7 +174,7 @@ def live_figures(pipes: dict, *, width: int = 300, height: int = 210) -> hv.Layo
         def draw(data):
             shape = (2, 2) if data is None else np.shape(data[which])
             values = np.zeros(shape, np.uint8) if data is None else data[which]
-            return _mask(values, which).opts(_FRAMEWISE).opts(width=width, height=height - 30)
+            return _mask(values, which).opts(_FRAMEWISE).opts(width=width, height=height * 3 // 4)
 
         return draw
 
@@ -170,7 +190,7 @@ def live_figures(pipes: dict, *, width: int = 300, height: int = 210) -> hv.Layo
 
 
 def _live_loss(steps: pd.DataFrame) -> hv.Overlay:
-    """Each rank's loss (one thin grey path, however many ranks) and the average (black)."""
+    """Each rank's loss (one thin grey curve, however many ranks) and the average (black)."""
     if steps.empty:
         lines, mean = [], pd.DataFrame({"step": [], "loss_avg": []})
     else:
@@ -179,13 +199,16 @@ def _live_loss(steps: pd.DataFrame) -> hv.Overlay:
             for _, g in steps.groupby("rank")
         ]
         mean = steps.groupby("step", as_index=False).loss_avg.first()
-    ranks = hv.Path(lines, ["step", "loss"], label="each rank").opts(
+    # one curve for every rank, broken between ranks (NaN): one legend entry, however many
+    gap = np.full((1, 2), np.nan)
+    joined = np.concatenate([part for line in lines for part in (line, gap)] or [gap])
+    ranks = hv.Curve(joined, "step", "loss", label="each rank").opts(
         color="grey", alpha=0.6, line_width=1
     )
     average = hv.Curve(mean, "step", ("loss_avg", "loss"), label="average").opts(
         color="black", line_width=2
     )
-    return hv.Overlay([ranks, average]).opts(legend_position="top_right")
+    return hv.Overlay([ranks, average])
 
 
 def _live_iou(validations: pd.DataFrame) -> hv.Overlay:
@@ -206,10 +229,10 @@ def _live_iou(validations: pd.DataFrame) -> hv.Overlay:
                 color=CLASS_COLORS.get(k, "grey"), line_dash="dashed"
             )
         )
-    return hv.Overlay(curves).opts(legend_position="right")  # beside: inside it hid the curves
+    return hv.Overlay(curves)
 
 
-#: Class names as the IoU legend gives them (beside a 300-pixel plot).
+#: Class names as the IoU legend gives them (under a 260-pixel plot).
 _SHORT = {"tropical_cyclone": "TC", "atmospheric_river": "AR"}
 
 
@@ -300,9 +323,10 @@ class TrainingDashboard:
         from IPython.display import display
 
         bar = w.IntProgress(
-            min=0, max=self.total, description="training", layout=w.Layout(width="300px")
+            min=0, max=self.total, description="training", layout=w.Layout(width="260px")
         )
-        label = w.HTML("starting ...", layout=w.Layout(min_width="500px"))  # ETA on one line
+        # the status takes the rest of the row (ETA on one line where there is room)
+        label = w.HTML("starting ...", layout=w.Layout(flex="1 1 auto", min_width="0"))
         stop = w.Button(
             description="stop",
             button_style="warning",
@@ -316,7 +340,7 @@ class TrainingDashboard:
             "sample": hv.streams.Pipe(data=self.sample),
         }
         plots = live_figures(self._pipes)
-        display(w.HBox([bar, label, stop]))
+        display(w.HBox([bar, label, stop], layout=w.Layout(width="100%")))
         display(plots)
         return plots
 

@@ -33,9 +33,12 @@ import xarray as xr
 
 from climnb.channels import CLASS_NAMES
 from climnb.labels.events import events_from_mask  # re-exported: it lived here before
+from climnb.tracks import track_summary
+from climnb.viz.coastlines import clip_lines, joined
 from climnb.viz.explorer import coastlines, field_image, mask_image
 from climnb.viz.fields import CLASS_COLORS
-from climnb.viz.notebook import is_interactive
+from climnb.viz.notebook import MAX_WIDTH, is_interactive
+from climnb.viz.tables import TIME_FORMAT, bokeh_columns
 
 __all__ = [
     "events_from_mask",
@@ -74,24 +77,22 @@ EVENTS_LIVE_ONLY = "selecting an event zooms the map in a running kernel"
 
 
 def event_table(
-    events: pd.DataFrame, *, height: int = 260, width: int = 460, selectable: bool = True
+    events: pd.DataFrame, *, height: int = 260, width: int = MAX_WIDTH, selectable: bool = True
 ) -> hv.Table:
-    """The event table as an ``hv.Table`` (rows selectable), rounded for reading."""
+    """The event table as an ``hv.Table`` (rows selectable): times to the minute, class names
+    whole, numbers with their units at their precision (:mod:`climnb.viz.tables`)."""
     cols = [c for c in TABLE_COLUMNS if c in events.columns]
     frame = events[cols].reset_index(drop=True).copy()
-    frame["time"] = pd.to_datetime(frame["time"]).dt.strftime("%Y-%m-%d %H:%M")
-    num = frame.select_dtypes("number").columns
-    frame[num] = frame[num].round(1)
+    frame["time"] = pd.to_datetime(frame["time"]).dt.strftime(TIME_FORMAT)
     return hv.Table(frame).opts(
-        height=height, width=width, selectable=selectable, hooks=[_column_widths]
+        height=height, width=width, selectable=selectable, hooks=[_readable_columns]
     )
 
 
-def _column_widths(plot, element) -> None:
-    """Give the time and the class name room: Bokeh shares the width out in proportion to
-    the columns' widths (all 300 px by default), which cut the time to "2000-0"."""
-    for column in plot.handles["table"].columns:
-        column.width = {"time": 120, "class_name": 125, "track_id": 45}.get(column.field, 60)
+def _readable_columns(plot, element) -> None:
+    """Headers with units, numbers at their precision, each column as wide as its longest
+    text (Bokeh shared the width out evenly, which cut "2000-01-01 03:00" to "2000-01-0")."""
+    bokeh_columns(plot.handles["table"], element.dframe())
 
 
 def centred_window(da: xr.DataArray, lat: float, lon: float, half_deg: float) -> xr.DataArray:
@@ -118,8 +119,6 @@ def track_paths(
     """Tracks (rows of :func:`climnb.tracks.track_events`) as lines through their centres,
     cyclones red and rivers blue, with a dot where each formed; cut to a lon/lat box (in the
     box's longitude convention, so windows across the seam show them too)."""
-    from climnb.viz.coastlines import clip_lines, joined
-
     layers = []
     for name, color in _COLORS.items():
         sel = tracks[tracks.class_name == name].sort_values(["track_id", "time"])
@@ -153,8 +152,8 @@ def event_map(
     *,
     channel: str = "TMQ",
     half_deg: float = 20.0,
-    width: int = 460,
-    height: int = 320,
+    width: int = MAX_WIDTH,
+    height: int = 340,
     tracks: pd.DataFrame | None = None,
     live: bool = True,
 ) -> tuple[hv.Table, hv.DynamicMap | hv.Overlay]:
@@ -171,7 +170,7 @@ def event_map(
     """
     if tracks is None and "track_id" in events:
         tracks = events
-    table = event_table(events, selectable=live)
+    table = event_table(events, selectable=live, width=width)
     rows = events.reset_index(drop=True)  # unrounded, same order as the table
 
     def draw(index):
@@ -207,7 +206,7 @@ def event_map(
 
 
 def counts_over_time(
-    events: pd.DataFrame, *, times=None, width: int = 460, height: int = 220
+    events: pd.DataFrame, *, times=None, width: int = MAX_WIDTH, height: int = 200
 ) -> hv.Overlay:
     """Number of events of each class at each step (steps without events count zero)."""
     ev = events.assign(time=pd.to_datetime(events["time"]))
@@ -223,17 +222,17 @@ def counts_over_time(
         ).opts(color=color)
         for name, color in _COLORS.items()
     ]
-    return hv.Overlay(curves).opts(  # from zero, the legend below the curves
+    return hv.Overlay(curves).opts(  # from zero, the legend beside the plot
         width=width,
         height=height,
         title="events per step",
-        legend_position="bottom_right",
+        legend_position="right",
         ylim=(0, max(1, int(counts.to_numpy().max(initial=0))) * 1.15),
     )
 
 
 def area_distribution(
-    events: pd.DataFrame, *, bins: int = 15, width: int = 460, height: int = 220
+    events: pd.DataFrame, *, bins: int = 15, width: int = MAX_WIDTH, height: int = 200
 ) -> hv.Overlay:
     """Histograms of event area (log10 km²) per class; needs an ``area_km2`` column."""
     if "area_km2" not in events:
@@ -256,7 +255,9 @@ def area_distribution(
                 label=name,
             ).opts(color=color, alpha=0.6)
         )
-    return hv.Overlay(hists).opts(width=width, height=height, title="event areas")
+    return hv.Overlay(hists).opts(  # the legend beside the plot, not over the bars
+        width=width, height=height, title="event areas", legend_position="right"
+    )
 
 
 def event_view(
@@ -288,16 +289,17 @@ def event_view(
     stats = [s.opts(_AXISWISE) for s in stats]
     if tracks is not None:
         stats.append(track_table(tracks))
-    return hv.Layout([table, dmap, *stats]).cols(2)
+    # one column, each view as wide as a notebook cell: the tables' columns whole, the map large
+    return hv.Layout([table, dmap, *stats]).cols(1)
 
 
-def track_table(tracks: pd.DataFrame, *, height: int = 220, width: int = 460) -> hv.Table:
-    """One row per track: class, start, steps, lifetime, distance and speeds (rounded)."""
-    from climnb.tracks import track_summary
-
+def track_table(tracks: pd.DataFrame, *, height: int = 220, width: int = MAX_WIDTH) -> hv.Table:
+    """One row per track: class, start, steps, lifetime, distance and speeds (each number at
+    its unit's precision, :mod:`climnb.viz.tables`)."""
     summary = track_summary(tracks).reset_index()
     cols = ["track_id", "class_name", "start", "steps", "lifetime_h", "distance_km"]
     frame = summary[cols + ["mean_speed_kmh", "max_speed_kmh"]].copy()
-    num = frame.select_dtypes("number").columns.drop(["track_id", "steps"], errors="ignore")
-    frame[num] = frame[num].astype(float).round(1)
-    return hv.Table(frame, label="tracks").opts(height=height, width=width)
+    frame["start"] = pd.to_datetime(frame["start"]).dt.strftime(TIME_FORMAT)
+    return hv.Table(frame, label="tracks").opts(
+        height=height, width=width, hooks=[_readable_columns]
+    )

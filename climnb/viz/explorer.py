@@ -51,6 +51,7 @@ from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
 from climnb.labels.scores import class_iou, iou_by_step
 from climnb.models.metrics import confusion_matrix_np, iou_from_confusion
 from climnb.viz.coastlines import COLOR as COAST_COLOR
+from climnb.viz.coastlines import coastline_path, coastline_xy
 from climnb.viz.fields import CLASS_COLORS
 from climnb.viz.notebook import LIVE_ONLY, is_interactive
 
@@ -82,7 +83,7 @@ log = logging.getLogger(__name__)
 DISAGREEMENT_COLORS = {1: "#ff7f0e", 2: "#9467bd", 3: "#444444"}
 _DISAGREEMENT_NAMES = {1: "false positive", 2: "false negative", 3: "wrong class"}
 #: What the panel titles call them (a title must fit a panel's width).
-_DISAGREEMENT_SHORT = {1: "FP", 2: "FN", 3: "wrong class"}
+_DISAGREEMENT_SHORT = {1: "FP", 2: "FN", 3: "wrong"}
 
 Range = tuple[float, float] | None
 
@@ -105,7 +106,8 @@ class ExplorerConfig:
     width, height : size of the channel map (pixels, its colour bar included).
     panel_width, panel_height : size of each comparison panel. With the defaults the four maps
         of :class:`ExplorerApp` have plot areas of the same size (the colour bar takes the
-        70 pixels the channel map has more).
+        70 pixels the channel map has more), and a row of two is as wide as a notebook cell
+        allows (:data:`climnb.viz.notebook.MAX_WIDTH`).
     """
 
     channel: str = "TMQ"
@@ -114,10 +116,10 @@ class ExplorerConfig:
     alpha: float = 0.45
     max_shape: tuple[int, int] = (360, 540)
     coastlines: bool = True
-    width: int = 490
-    height: int = 260
-    panel_width: int = 420
-    panel_height: int = 260
+    width: int = 430
+    height: int = 230
+    panel_width: int = 360
+    panel_height: int = 230
 
     def __post_init__(self):
         if self.prediction_style not in ("contours", "regions"):
@@ -174,8 +176,6 @@ def _step(da: xr.DataArray, time) -> xr.DataArray:
 
 def coastlines(da: xr.DataArray | xr.Dataset, x_range: Range = None, y_range: Range = None):
     """Shorelines over the extent of ``da`` (or the visible range) as an ``hv.Path``."""
-    from climnb.viz.coastlines import coastline_path
-
     lon, lat = da.lon.values, da.lat.values
     if x_range is None or None in x_range:
         x_range = (float(lon.min()), float(lon.max()))
@@ -282,8 +282,9 @@ def disagreement_codes(labels: xr.DataArray, prediction: xr.DataArray) -> xr.Dat
 
 
 def _disagreement_title(counts: dict[int, int]) -> str:
-    """``disagreement: FP 9, FN 30, wrong class 0`` (pixels of each kind)."""
-    return "disagreement: " + ", ".join(f"{_DISAGREEMENT_SHORT[k]} {n}" for k, n in counts.items())
+    """``disagreement`` over ``FP 9, FN 30, wrong 0`` (pixels of each kind; "wrong": the other
+    class): two lines, so that counts of thousands fit a panel's width."""
+    return "disagreement\n" + ", ".join(f"{_DISAGREEMENT_SHORT[k]} {n}" for k, n in counts.items())
 
 
 def disagreement(
@@ -347,7 +348,9 @@ def iou_over_time(
         ).opts(color=CLASS_COLORS.get(k, "#999999"))
         for k in range(len(CLASS_NAMES))
     ]
-    overlay = hv.Overlay(curves).opts(title="IoU per class and step", legend_position="right")
+    overlay = hv.Overlay(curves).opts(  # the legend beside the plot, not over the curves
+        title="IoU per class and step", legend_position="right"
+    )
     return overlay, table
 
 
@@ -428,7 +431,12 @@ def segmentation_explorer(
             if cfg.coastlines:
                 title = el.opts.get().kwargs.get("title", which)
                 el = (el * coastlines(ds, x_range, y_range)).opts(title=title)
-            return el.opts(width=cfg.panel_width, height=cfg.panel_height, framewise=True)
+            return el.opts(
+                width=cfg.panel_width,
+                height=cfg.panel_height,
+                framewise=True,
+                fontsize={"title": "10pt"},  # the disagreement's counts fit the panel's width
+            )
 
         return draw
 
@@ -705,8 +713,10 @@ class ExplorerApp:
                 x_axis_label="lon",
                 y_axis_label="lat",
                 tools="pan,wheel_zoom,box_zoom,reset,save",
+                toolbar_location="below",  # beside or above, it covered the ticks or title
                 **kw,
             )
+            f.title.text_font_size = "10pt"  # the disagreement's counts fit the panel's width
             source = ColumnDataSource({"image": [np.zeros((1, 1), np.uint32)], **self._extent})
             f.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=source)
             if coast is not None:
@@ -727,7 +737,12 @@ class ExplorerApp:
         colors = ["#999999"] + [CLASS_COLORS[k] for k in (1, 2)]
         self.iou_source = ColumnDataSource({"class": classes, "IoU": [0.0] * 3, "color": colors})
         self.iou_fig = figure(
-            x_range=classes, y_range=(0, 1), width=config.width, height=ph * 3 // 4, tools=""
+            x_range=classes,
+            y_range=(0, 1),
+            width=config.width,
+            height=ph * 3 // 4,
+            tools="",
+            toolbar_location=None,
         )
         self.iou_fig.vbar(x="class", top="IoU", color="color", width=0.8, source=self.iou_source)
 
@@ -867,8 +882,8 @@ class ExplorerApp:
 
     def report(self, *, max_steps: int = 8) -> hv.Layout:
         """The channel map (label filled, prediction outlined) at up to ``max_steps`` evenly
-        spaced steps, embedded as a HoloMap, and a line saying the explorer is live only in a
-        kernel."""
+        spaced steps, embedded as a HoloMap (its slider works in a static page), under a line
+        saying what the live explorer shows besides."""
         name = self.channel_widget.value
         steps = np.unique(np.linspace(0, len(self.times) - 1, min(max_steps, len(self.times))))
         x0, y0 = self._extent["x"][0], self._extent["y"][0]
@@ -884,7 +899,10 @@ class ExplorerApp:
             height=cfg.height,
             title=f"{name}: {self.label_name} filled, {self.prediction_name} outlined",
         )
-        note = hv.Div(f"<i>{LIVE_ONLY}</i>").opts(width=cfg.width, height=40)
+        note = hv.Div(
+            f"<i>{len(frames)} of the {len(self.times)} steps, embedded. Run the notebook for "
+            "every step and channel, and the comparison panels.</i>"
+        ).opts(width=cfg.width + cfg.panel_width, height=30)
         return (note + maps).cols(1)
 
     def _on_change(self, _event) -> None:
@@ -902,7 +920,5 @@ def explorer_app(
 
 
 def coastline_xy_or_empty(x_range, y_range) -> np.ndarray:
-    from climnb.viz.coastlines import coastline_xy
-
     xy = coastline_xy(x_range, y_range)
     return xy if len(xy) else np.full((1, 2), np.nan)

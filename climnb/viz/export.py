@@ -40,6 +40,7 @@ import xarray as xr
 
 from climnb.atomic import atomic_path
 from climnb.channels import CLASS_NAMES, channel
+from climnb.viz.coastlines import draw_coastlines
 from climnb.viz.fields import CLASS_COLORS
 
 __all__ = [
@@ -131,8 +132,6 @@ def draw_step(
                     lon, lat, (p == k).astype(float), levels=[0.5], colors=[color], linewidths=1.2
                 )
     if coastlines:
-        from climnb.viz.coastlines import draw_coastlines
-
         draw_coastlines(ax, (lon.min(), lon.max()), (lat.min(), lat.max()))
     when = pd.Timestamp(ds.time.values[time])
     ax.set_title(f"{name} ({ch.units})  {when:%Y-%m-%d %H:%M}")

@@ -69,10 +69,11 @@ def channel_grid(
     *,
     mask: str | xr.DataArray | None = "truth",
     time: int | str = 0,
-    width: int = 420,
-    height: int = 240,
+    width: int = 380,
+    height: int = 220,
 ) -> hv.Layout:
-    """A grid of channel maps at one time, each with the class mask overlaid.
+    """A grid of channel maps at one time, each with the class mask overlaid (two columns:
+    with the default ``width`` they fit a notebook cell, :data:`climnb.viz.notebook.MAX_WIDTH`).
 
     ``mask`` is the name of a mask variable in ``ds``, a mask DataArray, or ``None``.
     """

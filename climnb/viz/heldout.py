@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -31,12 +32,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-import climnb.accessor  # noqa: F401  (ds.climnb)
 from climnb import synthetic
+from climnb.atomic import atomic_path
 from climnb.bundle import META_FILE, load_bundle
 from climnb.io.netcdf import open_dataset
+from climnb.labels import LabelConfig, compute, label_dataset
 from climnb.labels.scores import class_iou, confusion_table, network_teacher_truth
 from climnb.postprocess import apply_river_rules, teacher_config
+from climnb.predict import predict
 
 __all__ = [
     "Segmentation",
@@ -100,9 +103,10 @@ def segment_heldout(
 ) -> Segmentation:
     """Segment ``ds`` with the model bundle at ``model_path`` and compare with ``ds.truth``.
 
-    The prediction (``ds.climnb.predict``, loaded) is also written to :data:`PREDICTION_FILE`
-    beside the bundle's folder. Without a bundle at ``model_path`` nothing is predicted: the
-    heuristic labels (``ds.climnb.label()``) stand in for the prediction, and the note says so.
+    The prediction (:func:`climnb.predict.predict`, loaded) is also written to
+    :data:`PREDICTION_FILE` beside the bundle's folder. Without a bundle at ``model_path``
+    nothing is predicted: the heuristic labels (:func:`climnb.labels.label_dataset`) stand in
+    for the prediction, and the note says so.
     """
     if not Path(model_path, META_FILE).exists():
         note = (
@@ -112,9 +116,9 @@ def segment_heldout(
             "set to its bundle to see the network's segmentation."
         )
         titles = {"label_name": "truth", "prediction_name": "heuristic labels"}
-        return Segmentation(ds.truth, ds.climnb.label().load(), titles, note)
+        return Segmentation(ds.truth, label_dataset(ds)[0].load(), titles, note)
     bundle = load_bundle(model_path)
-    prediction = ds.climnb.predict(bundle, batch_size=batch_size).load()
+    prediction = predict(bundle, ds, batch_size=batch_size).load()
     prediction.to_dataset().to_netcdf(Path(model_path).parent / PREDICTION_FILE)
     titles = {"label_name": "truth", "prediction_name": f"{bundle.name} prediction"}
     note = f"segmented with {bundle.name} ({bundle.preset}) from {model_path}"
@@ -185,11 +189,6 @@ def independent_scores(
     :data:`INDEPENDENT_FILE` beside the model's folder; ``None`` (nothing written) without a
     model bundle at ``model_path`` or with ``n_time`` 0.
     """
-    import json
-
-    from climnb.atomic import atomic_path
-    from climnb.labels import LabelConfig, compute, label_dataset
-
     if not n_time:
         return None
     if not Path(model_path, META_FILE).exists():
@@ -199,7 +198,7 @@ def independent_scores(
     config = config or teacher_config(bundle) or LabelConfig()
     ds, _ = synthetic.make_dataset(n_time=n_time, seed=seed, n_lat=n_lat, n_lon=n_lon)
     teacher, _ = compute(*label_dataset(ds, config))
-    prediction = ds.climnb.predict(bundle, batch_size=batch_size).load()
+    prediction = predict(bundle, ds, batch_size=batch_size).load()
     ruled = apply_river_rules(prediction, ds, config.ar).values
     rows = network_teacher_truth(prediction.values, teacher.values, ds.truth.values, ruled)
     record = {"n_time": n_time, "seed": seed, "grid": [n_lat, n_lon], "iou": rows}

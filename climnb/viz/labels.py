@@ -24,7 +24,7 @@ import xarray as xr
 from climnb.io.netcdf import normalize
 from climnb.labels.ar import river_strength
 from climnb.labels.config import ARConfig
-from climnb.viz.fields import channel_over_time
+from climnb.viz.fields import channel_over_time, mask_overlay
 
 __all__ = ["ivt_threshold_map", "labels_over_time", "river_agreement"]
 
@@ -88,14 +88,15 @@ def river_agreement(
     names: tuple[str, str] = ("climnb", "IPART"),
     anomaly: xr.DataArray | None = None,
     dropped: xr.DataArray | None = None,
-    width: int = 480,
-    height: int = 240,
+    width: int = 760,
+    height: int = 300,
 ) -> hv.Layout:
     """Side-by-side maps of one step: IVT with its ``threshold`` contour, and where two river
     masks agree (green) or only ``ours`` (orange) or only ``reference`` (blue) has a river;
     with ``anomaly`` (the reference's IVT anomaly, e.g. IPART's THR anomaly) a third map of it,
     with the outline of ``dropped`` (e.g. :func:`climnb.labels.reference.oversized_candidates`)
-    in magenta.
+    in magenta. One map a row, as wide as a notebook cell: their titles say what the colours
+    mean, whole.
 
     ``ours`` may hold class ids (rivers are 2) or booleans; ``reference`` booleans; all are
     (time, lat, lon) on the same grid.
@@ -143,8 +144,6 @@ def river_agreement(
 def sources_view(found, sources, *, width: int = 640, height: int = 320) -> hv.Layout:
     """IVT with the labels on top (red storms, blue rivers), one panel a source, of
     :func:`climnb.labels.inputs.label_as_they_come`'s result ``found``."""
-    from climnb.viz.fields import mask_overlay
-
     style = dict(cmap="YlGnBu", colorbar=True, width=width, height=height)
     views = [
         hv.Image(found.ivt[source], ["lon", "lat"]).opts(title=f"{source}: IVT and labels", **style)

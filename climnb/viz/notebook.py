@@ -17,7 +17,12 @@ import os
 
 log = logging.getLogger(__name__)
 
-__all__ = ["setup", "inline_stylesheets", "is_interactive", "LIVE_ONLY"]
+__all__ = ["setup", "inline_stylesheets", "is_interactive", "LIVE_ONLY", "MAX_WIDTH"]
+
+#: The widest a view is drawn (pixels): a notebook cell's output in a 1280 x 800 JupyterLab
+#: window with the file browser open is 833 px wide (tests/test_browser.py checks that every
+#: output fits its cell there).
+MAX_WIDTH = 800
 
 #: What a report says in place of a view that needs a live kernel.
 LIVE_ONLY = (
@@ -81,3 +86,5 @@ def setup(backend: str = "bokeh") -> None:
     pn.config.inline = True
     _inline_holoviews_outputs()
     hv.extension(backend, inline=True)
+    # a HoloMap's slider under its plot, not beside it: the view is as wide as the plot
+    hv.output(widget_location="bottom")

@@ -49,8 +49,8 @@ def frequency_map(
         "colorbar": True,
         "clim": (0.0, max(float(da.max()), 1e-6)),
         "title": title or f"{_TITLES.get(class_name, class_name)} [% of steps]",
-        "width": 420,
-        "height": 230,
+        "width": 390,
+        "height": 210,
         "tools": ["hover"],
     }
     img = img.opts(**{**style, **opts})
@@ -65,7 +65,8 @@ def frequency_maps(*freqs: xr.Dataset, names: tuple[str, ...] = ()) -> hv.Layout
     for class_name in freqs[0]["class"].values:
         top = max(float(f.frequency.sel({"class": class_name}).max()) for f in freqs)
         for f, name in zip(freqs, names, strict=True):
-            title = f"{name}: {_TITLES.get(str(class_name), class_name)} [%]"
+            # on two lines: whole in a map of half a cell's width
+            title = f"{name}:\n{_TITLES.get(str(class_name), class_name)} [%]"
             clim = (0.0, max(100.0 * top, 1e-6))
             panels.append(frequency_map(f, str(class_name), title=title, clim=clim))
     return hv.Layout(panels).cols(len(freqs))
@@ -76,7 +77,7 @@ def stipples(significant: xr.DataArray, *, size: int = 2, color: str = "black") 
     la, lo = np.meshgrid(significant.lat.values, significant.lon.values, indexing="ij")
     keep = np.asarray(significant.values, bool)
     pts = hv.Points((lo[keep], la[keep]), kdims=["lon", "lat"], label="significant")
-    return pts.opts(size=size, color=color, marker="circle")
+    return pts.opts(size=size, color=color, marker="circle", show_legend=False)
 
 
 def change_map(maps: xr.Dataset, class_name: str, **opts) -> hv.Overlay:
@@ -91,13 +92,14 @@ def change_map(maps: xr.Dataset, class_name: str, **opts) -> hv.Overlay:
         cmap="RdBu_r",
         colorbar=True,
         clim=(-top, top),
-        title=f"{_TITLES.get(class_name, class_name)}: B - A [%], {n} stippled",
-        width=460,
-        height=230,
+        title=f"{_TITLES.get(class_name, class_name)}: B - A [%]\n{n} stippled",  # two lines: whole
+        width=390,
+        height=210,
         **opts,
     )
-    overlay = _with_coast(img, da) * stipples(sel.significant)
-    return overlay.opts(legend_position="bottom_left")  # over Antarctica, not the storm tracks
+    # no legend box over the map: the title counts the stippled points, what they are is said
+    # beside the maps
+    return _with_coast(img, da) * stipples(sel.significant)
 
 
 def change_maps(maps: xr.Dataset) -> hv.Layout:
