@@ -89,6 +89,8 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.atomic]",
     ],
     "climnb/outputs.py": [
+        "tests/test_output_guard.py",
+        "tests/test_output_claim.py",
         "tests/test_store.py",
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.outputs]",
