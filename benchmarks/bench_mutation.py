@@ -57,6 +57,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.scores]",
     ],
     "climnb/io/split.py": [
+        "tests/test_mutation_survivors.py",
         "tests/test_sampleset.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.split]",
     ],
@@ -88,6 +89,8 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.atomic]",
     ],
     "climnb/outputs.py": [
+        "tests/test_output_guard.py",
+        "tests/test_output_claim.py",
         "tests/test_store.py",
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.outputs]",
@@ -149,7 +152,16 @@ EQUIVALENT: dict[str, dict[str, str]] = {
             "frozen only refuses assignment to a field, which nothing does"
         ),
     },
+    "climnb/io/levels.py": {
+        "ivt_from_levels: `inside = np.flatnonzero((p <= bottom_hpa * 100.0 + 1) & (p >= "
+        "top_hpa * 100.0 - 1))`: 1 -> 2": (
+            "the bounds' allowance for rounding: pressure levels lie whole hPa apart, so 1 Pa "
+            "and 2 Pa select the same levels"
+        ),
+    },
     "climnb/stats/change.py": {
+        '_table: `xa = ca["count"].values[:, j].reshape(ca.steps.size, -1) @ w.T  # (blocks, '
+        "region)`: 1 -> 2": "numpy's reshape takes any negative size as the one to infer",
         "_resample: `p[cols] = (1 + (np.abs(null) >= np.abs(change[cols]) - tol).sum(0)) / "
         "(n + 1)`: np.abs(null) >= np.abs(change[cols]) - tol -> np.abs(null) > "
         "np.abs(change[cols]) - tol": (

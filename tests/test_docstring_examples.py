@@ -54,12 +54,25 @@ def modules_with_examples() -> list[str]:
     return names
 
 
-MODULES = [m for m in modules_with_examples() if m not in RUN_ELSEWHERE]
+#: Modules whose examples fail now, with what fails: each stays a strict expected failure
+#: until its example or its code is fixed.
+FAILING = {
+    "climnb.models.footprint": (
+        "receptive_radius of the toy Tiramisu: the example says 138 columns, the code gives 123"
+    ),
+}
+
+MODULES = [
+    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=FAILING[m])) if m in FAILING else m
+    for m in modules_with_examples()
+    if m not in RUN_ELSEWHERE
+]
 
 
-def test_the_examples_the_issue_named_are_run():
-    assert {"climnb.labels.scores", "climnb.io.split", "climnb.labels.ar"} <= set(MODULES)
-    assert set(RUN_ELSEWHERE) <= set(modules_with_examples())  # none stale
+def test_the_examples_are_found_and_the_lists_are_current():
+    found = modules_with_examples()
+    assert {"climnb.labels.scores", "climnb.io.split", "climnb.labels.ar"} <= set(found)
+    assert set(FAILING) <= set(found) and set(RUN_ELSEWHERE) <= set(found)  # none stale
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -7,6 +7,9 @@ each compares with a value worked out by hand, where the rule decides.
   in a model bundle;
 * ``class_weighting`` changes the weights the training loss uses;
 * relative humidity becomes specific humidity with the pressure in Pa;
+* then what the mutants of benchmarks/bench_mutation.py showed untested: the split's gaps,
+  river and agreement scores, the pressure units, atomic clean-up, the output rule, the
+  staged labellers, the frequency's attributes, a comparison of two periods.
 
 The river's minimum length is in tests/test_rule_edges.py, with the other thresholds.
 """
@@ -299,11 +302,19 @@ def test_agreement_by_hand_and_its_shape_check():
 # the pressure levels' units and the fields IVT is computed from
 
 
-@pytest.mark.parametrize("units", ["mb", "millibars", "hectopascal", "mbar"])
-def test_ivt_from_levels_in_other_spellings_of_hpa(units):
+HPA = ["hPa", "mb", "mbar", "millibar", "millibars", "hectopascal", "hectopascals"]
+
+
+@pytest.mark.parametrize(
+    "units, scale",
+    [*((u, 1) for u in HPA), ("Pa", 100), ("pascal", 100), ("", 1), ("", 100)],
+    ids=[*HPA, "Pa", "pascal", "no units, hPa values", "no units, Pa values"],
+)
+def test_ivt_from_levels_in_every_spelling_of_the_units(units, scale):
     from climnb.io.variables import canonicalize
 
-    out, _ = canonicalize(_on_levels("level", P_HPA, units))
+    values = [p * scale for p in P_HPA]
+    out, _ = canonicalize(_on_levels("level", values, units))
     np.testing.assert_allclose(out.IVTU.values, IVTU_BY_HAND, rtol=1e-3)
 
 
@@ -456,6 +467,9 @@ def test_frequency_over_all_steps_has_no_group_and_says_its_range():
     assert set(out.frequency.dims) == {"class", "lat", "lon"} and out.steps.ndim == 0
     assert set(out.coords) <= {"class", "class_id", "lat", "lon"}
     np.testing.assert_array_equal(out.frequency.attrs["valid_range"], [0.0, 1.0])
+    flags = out.class_id.attrs
+    assert flags["flag_meanings"] == "tropical_cyclone atmospheric_river"
+    np.testing.assert_array_equal(flags["flag_values"], [1, 2])
     storms = out.frequency.sel({"class": "tropical_cyclone"}).values
     np.testing.assert_allclose(storms, [[0.5, 1.0], [0.0, 0.0]])  # by hand: 1 or 2 of 2 steps
 
