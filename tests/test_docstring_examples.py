@@ -56,11 +56,7 @@ def modules_with_examples() -> list[str]:
 
 #: Modules whose examples fail now, with what fails: each stays a strict expected failure
 #: until its example or its code is fixed.
-FAILING = {
-    "climnb.models.footprint": (
-        "receptive_radius of the toy Tiramisu: the example says 138 columns, the code gives 123"
-    ),
-}
+FAILING: dict[str, str] = {}
 
 MODULES = [
     pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=FAILING[m])) if m in FAILING else m
