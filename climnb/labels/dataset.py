@@ -42,7 +42,7 @@ from climnb.io.netcdf import FILL_LIMIT as _FILL_LIMIT
 from climnb.io.netcdf import input_grid, normalize
 from climnb.labels.ar import detect_rivers, storm_surroundings, transport_rivers
 from climnb.labels.config import LabelConfig
-from climnb.labels.land import land_fraction
+from climnb.labels.land import land_fraction_values
 from climnb.labels.schema import EVENT_COLUMNS, conform
 from climnb.labels.sphere import is_periodic
 from climnb.labels.stitch import stitch_centres, track_rules
@@ -533,7 +533,7 @@ def _centres_here(names, lat, lon, config, times, *blocks) -> pd.DataFrame:
     if len(blocks) == 1 and isinstance(blocks[0], StepInputs):
         blocks = blocks[0].read()
     periodic, rows = is_periodic(lon), []
-    land = land_fraction(lat, lon).values
+    land = land_fraction_values(lat, lon)
     for k, time in enumerate(times):
         try:
             fields, _ = _fill_missing({n: b[k] for n, b in zip(names, blocks, strict=True)})

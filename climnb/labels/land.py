@@ -16,7 +16,7 @@ import xarray as xr
 
 from climnb.labels.sphere import is_periodic
 
-__all__ = ["land_fraction", "land_mask"]
+__all__ = ["land_fraction", "land_fraction_values", "land_mask"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,3 +91,17 @@ def _nearest_cells(fine: np.ndarray, centres: np.ndarray, *, periodic: bool) -> 
     last = centres[-1] + (centres[-1] - mids[-1])
     idx[(fine < first) | (fine > last)] = -1
     return idx
+
+
+def land_fraction_values(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+    """:func:`land_fraction` as a read-only array, worked out once per grid in a process
+    (the labeller asks for it at every step)."""
+    lat, lon = np.asarray(lat, float), np.asarray(lon, float)
+    return _fraction_of(lat.tobytes(), lon.tobytes())
+
+
+@functools.lru_cache(maxsize=8)
+def _fraction_of(lat_key: bytes, lon_key: bytes) -> np.ndarray:
+    values = land_fraction(np.frombuffer(lat_key), np.frombuffer(lon_key)).values
+    values.flags.writeable = False
+    return values

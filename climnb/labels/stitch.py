@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from climnb.labels.config import TCConfig
-from climnb.labels.land import land_fraction
+from climnb.labels.land import land_fraction_values
 from climnb.labels.sphere import great_circle_km
 
 __all__ = ["stitch_centres", "track_rules"]
@@ -139,23 +139,9 @@ def _judge(paths: pd.DataFrame, config: TCConfig) -> None:
 
 
 def _land(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
-    """Whether each point is over land: its 0.5-degree cell is at least half land (the centres
-    fall on the input's grid points; a coarse grid's coastal cells would decide otherwise)."""
-    if lat.size == 0:
-        return np.zeros(0, bool)
-    grid_lat = np.arange(-89.75, 90.0, 0.5)
-    grid_lon = np.arange(0.25, 360.0, 0.5)
-    frac = _fraction(grid_lat.tobytes(), grid_lon.tobytes())
+    """Whether each point is over land: its half-degree cell is at least half land."""
+    grid_lat, grid_lon = np.arange(-89.75, 90.0, 0.5), np.arange(0.25, 360.0, 0.5)
+    frac = land_fraction_values(grid_lat, grid_lon)
     r = np.clip(np.round((lat + 89.75) / 0.5).astype(int), 0, grid_lat.size - 1)
     c = np.round(((lon % 360.0) - 0.25) / 0.5).astype(int) % grid_lon.size
     return frac[r, c] >= 0.5
-
-
-_FRACTION: dict = {}
-
-
-def _fraction(lat_key: bytes, lon_key: bytes) -> np.ndarray:
-    if (lat_key, lon_key) not in _FRACTION:
-        lat, lon = np.frombuffer(lat_key), np.frombuffer(lon_key)
-        _FRACTION[lat_key, lon_key] = land_fraction(lat, lon).values
-    return _FRACTION[lat_key, lon_key]
