@@ -12,11 +12,12 @@ import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh options set 
 import numpy as np
 import pandas as pd
 
-from climnb.stats.verify import Season
+from climnb.stats.verify import Season, verify_season
 from climnb.viz.coastlines import coastline_path
 from climnb.viz.notebook import MAX_WIDTH
+from climnb.viz.tables import readable
 
-__all__ = ["best_track_map", "verification_table"]
+__all__ = ["best_track_map", "season_view", "verification_table"]
 
 
 def _lines(table: pd.DataFrame, key: str) -> list[np.ndarray]:
@@ -96,3 +97,13 @@ def verification_table(season: Season) -> pd.DataFrame:
             "nearest (km)": storms.min_distance_km.round(),
         }
     )
+
+
+def season_view(paths, best_track, config=None) -> tuple:
+    """What notebook 01 shows of a real season: the per-storm table (readable) and the map of
+    :func:`climnb.stats.verify.verify_season` on ``paths`` against ``best_track``, or one line
+    saying what to give when either is missing."""
+    if not (paths and best_track):
+        return ("no season given: set storm_season (msl + vo850) and best_track (IBTrACS)",)
+    season = verify_season(paths, best_track, config)
+    return readable(verification_table(season)), best_track_map(season)
