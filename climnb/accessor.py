@@ -93,16 +93,19 @@ class ClimnbAccessor:
         mask = self._ds[mask] if isinstance(mask, str) else mask
         return tracks_to_dataset(track_events(self._canonical(mask), **kwargs))
 
-    def verify(self, mask: xr.DataArray | str, best_track, **kwargs):
+    def verify(self, mask: xr.DataArray | str, best_track, *, storms=None, **kwargs):
         """The cyclone tracks of ``mask`` (a class mask on this grid, or the name of one)
         verified against best tracks: ``best_track`` is a file (IBTrACS CSV or NetCDF,
         HURDAT2) or the table :func:`climnb.io.besttrack.read_best_tracks` gives. Returns a
         :class:`climnb.stats.verify.Verification` (``scores``, ``storms``, ``tracks``); keyword
         arguments (``radius_km``, ``min_wind_kt``, ``start``, ``end``) go to
-        :func:`climnb.stats.verify.verify_tracks`. Gaps are bridged as ``climnb tracks`` does."""
+        :func:`climnb.stats.verify.verify_tracks`. Gaps are bridged as ``climnb tracks`` does;
+        ``storms``, the labels' event table, makes the cyclones follow the labeller's stitched
+        tracks, as ``climnb tracks`` does with the table beside the labels."""
         mask = self._ds[mask] if isinstance(mask, str) else mask
         canonical = self._canonical(mask).assign_attrs(mask.attrs)
-        obs = track_events(canonical, TrackConfig(max_gap_steps=default_max_gap(canonical)))
+        config = TrackConfig(max_gap_steps=default_max_gap(canonical))
+        obs = track_events(canonical, config, storms=storms)
         if not isinstance(best_track, pd.DataFrame):
             best_track = read_best_tracks(best_track)
         times = canonical.time.values

@@ -342,7 +342,7 @@ def test_the_verification_table_is_printed(tmp_path, capsys):
     write_tracks(obs, tracks)
     assert main(["verify", str(tracks), "--best-track", str(IBTRACS)]) == 0
     out = capsys.readouterr().out
-    assert "GRANT" in out and "hit" in out and "POD 1.00" in out
+    assert "GRANT" in out and "hit" in out and "POD 1.00 (95 % interval 0.21-1.00)" in out
     assert main(["verify", str(tracks), "--best-track", str(IBTRACS), "--csv", str(IBTRACS)]) == 2
 
 
@@ -356,10 +356,16 @@ def test_the_accessor_verifies_a_mask(season):
 
     tmp, _ = season
     with xr.open_dataset(tmp / "labels.nc") as ds:
-        v = ds.load().climnb.verify("labels", IBTRACS)
+        ds = ds.load()
+    storms = pd.read_csv(tmp / "labels.events.csv", parse_dates=["time"])
+    v = ds.climnb.verify("labels", IBTRACS, storms=storms)
     command = pd.read_csv(tmp / "storms.csv")
+    tracks = pd.read_csv(tmp / "tracks.csv")
     assert v.scores["storms"] == len(command)
     assert v.scores["hits"] == int(command.detected.sum())
+    assert v.scores["false_alarms"] == int(tracks.false_alarm.sum())  # the same tracks
+    lo, hi = v.scores["far_interval"]
+    assert lo < v.scores["far"] < hi
 
 
 # --- the NAM analysis: no cyclone poleward of the latitude bound ---------------------------
