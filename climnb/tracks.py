@@ -65,6 +65,7 @@ __all__ = [
     "check_mask",
     "check_times",
     "track_events",
+    "read_storm_tracks",
     "track_times",
     "track_summary",
     "tracks_to_dataset",
@@ -265,6 +266,36 @@ def track_events(
     obs = obs.sort_values(["track_id", "time"], kind="stable").reset_index(drop=True)
     log.info("%d regions linked into %d tracks", len(obs), obs.track_id.nunique())
     return obs
+
+
+def read_storm_tracks(paths, *, given: bool = False) -> tuple[pd.DataFrame | None, list[str]]:
+    """The storms' stitched tracks from the event tables of ``climnb label``: ``paths`` are
+    the tables themselves (``given``) or the labels files, whose tables lie beside them
+    (``X.events.csv`` for ``X.nc``; those not there are skipped). Returns the tables with
+    a ``storm_track`` column as one, for :func:`track_events`'s ``storms`` (None if none),
+    and their paths."""
+    tables = []
+    for path in map(Path, paths):
+        table_path = path if given else path.with_suffix(".events.csv")
+        if not table_path.is_file():
+            if given:
+                raise ValueError(
+                    f"--events {table_path}: no such file (the event table of `climnb label`)"
+                )
+            continue
+        table = pd.read_csv(table_path)
+        missing = {"time", "class_id", "lat", "lon"} - set(table.columns)
+        if missing:
+            lacks = ", ".join(sorted(missing))
+            raise ValueError(
+                f"{table_path}: not an event table of `climnb label` (no {lacks}); give "
+                "--events the table the labeller wrote"
+            )
+        if "storm_track" in table:
+            tables.append((str(table_path), table))
+    if not tables:
+        return None, []
+    return pd.concat([t for _, t in tables], ignore_index=True), [p for p, _ in tables]
 
 
 def _time_key(time) -> str:

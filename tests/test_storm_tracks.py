@@ -294,6 +294,22 @@ def test_each_cyclone_track_is_one_storm(season):
     assert {"JENNA", "DUDZAI"} <= set(named.storms)
 
 
+def test_statistics_count_the_same_cyclone_tracks_as_the_tracks_command(season):
+    """`climnb stats` tracking the labels itself follows the stitched tracks and bridges the
+    labeller's gaps, as `climnb tracks` does: the same landfalls either way."""
+    tmp, _ = season
+    box = ["--region", "australia=-45:-10,110:155"]
+    out = {}
+    for route, extra in (("here", []), ("given", ["--tracks", str(tmp / "tracks.nc")])):
+        out[route] = tmp / f"events_{route}.csv", tmp / f"landfall_{route}.csv"
+        argv = ["stats", str(tmp / "labels.nc"), *box, *extra]
+        assert main([*argv, "--events", str(out[route][0]), "--landfall", str(out[route][1])]) == 0
+    for here, given in zip(out["here"], out["given"], strict=True):
+        pd.testing.assert_frame_equal(pd.read_csv(here), pd.read_csv(given))
+    landfall = pd.read_csv(out["here"][1])
+    assert landfall[landfall.class_name == "tropical_cyclone"].landfalling_events.sum() >= 1
+
+
 #: Where the heat lows of this season sit (lat, lon boxes), which pressure and vorticity alone
 #: label as cyclones: the Chaco, the Yunnan plateau, Iran, interior Australia, southern Africa.
 HEAT_LOWS = {

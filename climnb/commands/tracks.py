@@ -51,6 +51,7 @@ def run(args) -> int:
         check_mask,
         check_times,
         default_max_gap,
+        read_storm_tracks,
         track_events,
         track_summary,
         track_times,
@@ -78,7 +79,9 @@ def run(args) -> int:
     except ValueError as err:
         raise ValueError(f"{_owners(inputs, err)}: {err}") from None
     gap = default_max_gap(mask) if args.max_gap is None else args.max_gap
-    storms, tables = _storm_tracks(inputs, args.events) if name == "labels" else (None, [])
+    storms, tables = None, []
+    if name == "labels":
+        storms, tables = read_storm_tracks(args.events or inputs, given=bool(args.events))
     tracks = track_events(mask, TrackConfig(max_gap_steps=gap), storms=storms)
     times = track_times(mask.time.values)
     attrs = {
@@ -105,33 +108,6 @@ def run(args) -> int:
         )
     )
     return 0
-
-
-def _storm_tracks(inputs, events):
-    """The labels' event tables with stitched storm tracks (``--events``, else each input's
-    ``.events.csv`` where it exists), as one table, and their paths; (None, []) without."""
-    import pandas as pd  # not for `climnb --help`
-
-    paths = (
-        [Path(p) for p in events]
-        if events
-        else [Path(i).with_suffix(".events.csv") for i in inputs]
-    )
-    paths = [p for p in paths if events or p.is_file()]
-    tables = []
-    for p in paths:
-        if not p.is_file():
-            raise ValueError(f"--events {p}: no such file (the event table of `climnb label`)")
-        table = pd.read_csv(p)
-        missing = {"time", "class_id", "lat", "lon"} - set(table.columns)
-        if missing:
-            lacks = ", ".join(sorted(missing))
-            raise ValueError(f"--events {p}: not an event table of `climnb label` (no {lacks})")
-        if "storm_track" in table:
-            tables.append((str(p), table))
-    if not tables:
-        return None, []
-    return pd.concat([t for _, t in tables], ignore_index=True), [p for p, _ in tables]
 
 
 def _owners(inputs, err: ValueError) -> str:

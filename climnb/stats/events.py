@@ -59,7 +59,7 @@ from climnb.stats.groups import SEASONS
 from climnb.stats.masks import MISSING, check_same_grid
 from climnb.stats.regions import Region, land_mask, region_masks
 from climnb.steps import iter_steps
-from climnb.tracks import track_events, track_times
+from climnb.tracks import TrackConfig, default_max_gap, track_events, track_times
 
 __all__ = [
     "EventSteps",
@@ -148,6 +148,7 @@ def event_steps(
     fields: xr.Dataset | None = None,
     regions: list[Region] = (),
     source: str = "mask",
+    storms: pd.DataFrame | None = None,
 ) -> EventSteps:
     """The tracks of ``mask`` with per-step intensities from ``fields`` and landfalls.
 
@@ -160,13 +161,17 @@ def event_steps(
         ``U850``/``V850``, ``PSL``, ``IVT`` or ``IVTU``/``IVTV``); any may be missing.
     regions : regions for landfall.
     source : what to call the mask in messages.
+    storms : the labels' event table; when tracked here, cyclones follow its stitched
+        tracks (:func:`climnb.tracks.track_events`).
     """
     mask = mask.transpose("time", "lat", "lon")
     if fields is not None:
         check_same_grid(mask, fields, (source, "the fields"))
         _check_same_calendar(mask, fields, source)
     if obs is None:  # a missing value (MISSING) holds no object to track
-        obs = track_events(mask.where(mask != MISSING, 0))
+        # the gaps and storm tracks of `climnb tracks` on the same labels
+        config = TrackConfig(max_gap_steps=default_max_gap(mask))
+        obs = track_events(mask.where(mask != MISSING, 0), config, storms=storms)
     obs = obs.reset_index(drop=True).copy()
     lat, lon = mask.lat.values.astype(float), mask.lon.values.astype(float)
     where_land = land = None

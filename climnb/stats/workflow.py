@@ -36,7 +36,7 @@ from climnb.stats.masks import check_missing, check_same_grid, class_mask
 from climnb.stats.precip import attributed_precipitation, precipitation
 from climnb.stats.regions import BUILTIN, Region
 from climnb.store import expand, open_fields, write
-from climnb.tracks import read_tracks
+from climnb.tracks import read_storm_tracks, read_tracks
 
 __all__ = ["StatsRequest", "summarize", "compare_files", "open_mask"]
 
@@ -101,7 +101,12 @@ def _summarize(req: StatsRequest, mask, files, ds) -> str:
     steps = table = landfalls = precip = None
     if req.events or req.landfall:
         obs = read_tracks(req.tracks) if req.tracks else None
-        steps = event_steps(mask, obs, fields=fields, regions=regions, source=str(files[0]))
+        # labels tracked here follow the storm tracks their labeller stitched, as in
+        # `climnb tracks`
+        storms = read_storm_tracks(files)[0] if obs is None and mask.name == "labels" else None
+        steps = event_steps(
+            mask, obs, fields=fields, regions=regions, source=str(files[0]), storms=storms
+        )
         table = event_table(steps)
         landfalls = landfall_table(steps)
     if req.precip:
