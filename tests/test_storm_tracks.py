@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import holoviews as hv
 import numpy as np
 import pandas as pd
 import pytest
@@ -241,6 +242,36 @@ def test_hits_misses_and_false_alarms_by_hand():
     assert wider.scores["hits"] == 2 and wider.scores["far"] == pytest.approx(0.25)
     stronger = verify_tracks(tracks, best, min_wind_kt=45.0)
     assert list(stronger.storms.name) == ["ANA"]
+
+
+def test_the_map_greys_the_tracks_it_cannot_judge_and_names_each_storm():
+    from climnb.stats.verify import Season
+    from climnb.viz.besttracks import best_track_map
+
+    best = _best(
+        [
+            ("A", "ANA", "2026-01-01 00:00", -15.0, 100.0, 50.0),
+            ("A", "ANA", "2026-01-01 06:00", -15.5, 99.0, 50.0),
+            ("B", "BOB", "2026-01-01 00:00", -15.0, 101.0, 40.0),  # formed beside ANA
+        ]
+    )
+    tracks = _tracks(
+        [
+            (0, "2026-01-01 00:00", -15.0, 100.0),
+            (0, "2026-01-01 06:00", -15.5, 99.0),
+            (1, "2026-01-03 00:00", -20.0, 60.0),  # after the best tracks: not judged
+            (1, "2026-01-03 06:00", -20.5, 59.0),
+        ]
+    )
+    v = verify_tracks(tracks, best, start="2026-01-01", end="2026-01-03 06:00")
+    assert list(v.tracks.track_id) == [0]
+    overlay = best_track_map(Season(v, tracks, best))
+    paths = {p.label: p for p in overlay if isinstance(p, hv.Path)}
+    assert len(paths["not judged"].split()) == 1  # track 1, drawn grey
+    assert len(paths["detected"].split()) == 1 and len(paths["false alarm"].split()) == 0
+    labels = [layer for layer in overlay if isinstance(layer, hv.Labels)]
+    offsets = {str(layer.data.name.iloc[0]): layer.opts.get().kwargs["yoffset"] for layer in labels}
+    assert offsets["ANA"] != offsets["BOB"]  # names of neighbours do not overlap
 
 
 def test_verification_only_judges_the_shared_period():

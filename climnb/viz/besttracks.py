@@ -2,7 +2,8 @@
 
 Draws what :func:`climnb.stats.verify.verify_season` computed: each best-track storm as a
 black line (solid where it reaches the reference wind, named at its first point), each
-detected track as a red line (orange when it is a false alarm), over offline coastlines.
+detected track as a red line (orange when it is a false alarm; grey when it lies outside the
+period the best tracks cover, where it cannot be judged), over offline coastlines.
 """
 
 from __future__ import annotations
@@ -32,14 +33,23 @@ def _box(*tables: pd.DataFrame, margin: float = 5.0):
 
 
 def best_track_map(season: Season, *, width: int = MAX_WIDTH, height: int = 380) -> hv.Overlay:
-    """The season's detected tracks (red; false alarms orange) over its best tracks (black,
-    dashed for storms below the reference wind), with the storms' names."""
+    """The season's detected tracks (red; false alarms orange; grey outside the verified
+    period) over its best tracks (black, dashed for storms below the reference wind), with the
+    storms' names."""
     v, obs, best = season.verification, season.tracks, season.best
     obs = obs[obs.class_id == 1] if "class_id" in obs else obs
     x_range, y_range = _box(obs, best)
     reference = set(v.storms.sid)
     alarms = set(v.tracks.track_id[v.tracks.false_alarm])
+    judged = obs.track_id.isin(v.tracks.track_id)
     layers = [coastline_path(x_range, y_range)]
+    if not judged.all():
+        layers.append(
+            hv.Path(
+                _lines(obs[~judged], "track_id"), kdims=["lon", "lat"], label="not judged"
+            ).opts(color="grey", line_width=2, alpha=0.6, show_legend=True)
+        )
+    obs = obs[judged]
     for ref, dash in ((True, "solid"), (False, "dashed")):
         sel = best[best.sid.isin(reference) == ref]
         layers.append(
@@ -55,14 +65,17 @@ def best_track_map(season: Season, *, width: int = MAX_WIDTH, height: int = 380)
             )
         )
     first = best.sort_values("time").groupby("sid").first()
-    first = first[first.index.isin(reference)]
-    layers.append(
-        hv.Labels(
-            (first.lon.to_numpy(float), first.lat.to_numpy(float), first.name.to_numpy(str)),
-            kdims=["lon", "lat"],
-            vdims="name",
-        ).opts(text_font_size="9pt", text_color="black", yoffset=1.5)
-    )
+    first = first[first.index.isin(reference)].sort_values("lon")
+    # names of storms formed near one another alternate above and below their first point
+    for k, offset in ((0, 1.5), (1, -2.5)):
+        some = first.iloc[k::2]
+        layers.append(
+            hv.Labels(
+                (some.lon.to_numpy(float), some.lat.to_numpy(float), some.name.to_numpy(str)),
+                kdims=["lon", "lat"],
+                vdims="name",
+            ).opts(text_font_size="9pt", text_color="black", yoffset=offset)
+        )
     s = v.scores
     title = (
         f"{s['start']:%Y-%m-%d} to {s['end']:%Y-%m-%d}\nPOD {s['pod']:.2f} "
