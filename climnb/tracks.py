@@ -280,7 +280,7 @@ def read_storm_tracks(paths, *, given: bool = False) -> tuple[pd.DataFrame | Non
         if not table_path.is_file():
             if given:
                 raise ValueError(
-                    f"--events {table_path}: no such file (the event table of `climnb label`)"
+                    f"--label-events {table_path}: no such file (the event table of `climnb label`)"
                 )
             continue
         table = pd.read_csv(table_path)
@@ -289,7 +289,7 @@ def read_storm_tracks(paths, *, given: bool = False) -> tuple[pd.DataFrame | Non
             lacks = ", ".join(sorted(missing))
             raise ValueError(
                 f"{table_path}: not an event table of `climnb label` (no {lacks}); give "
-                "--events the table the labeller wrote"
+                "--label-events the table the labeller wrote"
             )
         if "storm_track" in table:
             tables.append((str(table_path), table))

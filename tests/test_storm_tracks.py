@@ -19,6 +19,7 @@ from climnb.labels.stitch import stitch_centres
 from climnb.labels.tc import _closed, _Grid, max_wind_near
 from climnb.stats.verify import verify_tracks
 from climnb.synthetic import make_dataset
+from climnb.tracks import read_tracks
 
 DATA = Path(__file__).parent / "data"
 ERA5 = DATA / "era5_msl_vo850_2025-12_2026-01_tropics_2.5x2.5.nc"
@@ -323,6 +324,31 @@ def test_each_cyclone_track_is_one_storm(season):
     named = tracks[tracks.storms != ""]
     assert named.storms.is_unique, named[["track_id", "start", "storms"]]
     assert {"JENNA", "DUDZAI"} <= set(named.storms)
+
+
+def _spans(obs):
+    """When each track starts and ends."""
+    return sorted(map(tuple, obs.groupby("track_id").time.agg(["min", "max"]).to_numpy()))
+
+
+def test_tracks_take_the_labellers_event_table_from_where_it_is_given(season, tmp_path, capsys):
+    tmp, _ = season
+    alone = tmp_path / "labels.nc"  # the labels without their table beside them
+    alone.write_bytes((tmp / "labels.nc").read_bytes())
+    n = {}
+    for name, extra in (
+        ("overlap", []),
+        ("given", ["--label-events", str(tmp / "labels.events.csv")]),
+    ):
+        assert main(["tracks", str(alone), "--out", str(tmp_path / f"{name}.nc"), *extra]) == 0
+        out = capsys.readouterr().out
+        assert ("follow the labeller's storm tracks" in out) == (name == "given")
+        n[name] = _spans(read_tracks(tmp_path / f"{name}.nc"))
+    assert n["given"] == _spans(read_tracks(tmp / "tracks.nc"))
+    assert n["overlap"] != n["given"]  # by overlap JENNA's track goes on as DUDZAI's
+    missing = ["--label-events", str(tmp_path / "none.csv")]
+    assert main(["tracks", str(alone), "--out", str(tmp_path / "x.nc"), *missing]) == 2
+    assert "--label-events" in capsys.readouterr().err and not (tmp_path / "x.nc").exists()
 
 
 def test_statistics_count_the_same_cyclone_tracks_as_the_tracks_command(season):

@@ -1,24 +1,14 @@
 """``climnb label``: heuristic TC/AR labels for NetCDF files as they come (CAM5, ERA5, MERRA-2).
 
-Output paths are checked before any work by the output rule of :mod:`climnb.outputs`: an output
-equal to an input, the event table equal to the output, an output that is a directory, under a
-file or cannot be written are refused with a one-line error (exit status 2), so an input is
-never overwritten; a missing parent folder is created. Then the run takes the exclusive claim
-on both outputs (:func:`climnb.atomic.claims`): a second run into the same ``--out`` started
-at the same moment is refused with one line, never writing over the first's result.
+The options become a :class:`climnb.labels.files.LabelRequest` and one call of
+:func:`climnb.labels.files.label_files` does the rest (the output rule, the claim on the
+outputs, labelling, the atomic writes; a refused output or input exits with status 2 and one
+line).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from dataclasses import replace
-from pathlib import Path
-
-from climnb.atomic import claims, remove_leftovers
-from climnb.labels.config import LabelConfig
-from climnb.outputs import check_outputs
-from climnb.scheduler import dask_client
 
 HELP = "label tropical cyclones and atmospheric rivers in NetCDF files (CAM5, ERA5, MERRA-2, ...)"
 EXAMPLE = (
@@ -27,8 +17,6 @@ EXAMPLE = (
 )
 
 log = logging.getLogger(__name__)
-
-MAX_REGRID = 10.0  # degrees: coarser grids hold no storm (and pyresample fails on them)
 
 
 def add_arguments(parser):
@@ -117,100 +105,24 @@ def _pairs(items, option: str = "--rename", form: str = "OLD=NEW") -> dict[str, 
     return out
 
 
-def _describe(files: list[str]) -> str:
-    """The input files for an error message: all of a few, else the first and the last."""
-    if len(files) <= 3:
-        return ", ".join(files)
-    return f"{files[0]} ... {files[-1]} ({len(files)} files)"
-
-
-def _check_outputs(sources, out, events) -> None:
-    """Refuse, before any work, outputs that would overwrite an input or cannot be written
-    (the output rule of :func:`climnb.outputs.check_outputs`)."""
-    check_outputs({"--out": out, "--events": events}, sources)
-
-
 def run(args) -> int:
-    if args.workers < 1:
-        raise ValueError(f"--workers must be at least 1, got {args.workers}")
-    if args.regrid is not None and not 0 < args.regrid <= MAX_REGRID:  # NaN fails it too
-        raise ValueError(
-            f"--regrid takes the spacing of the regular grid in degrees, more than 0 and at "
-            f"most {MAX_REGRID:g} (e.g. 0.25 or 1), got {args.regrid:g}"
-        )
-    from climnb.io.netcdf import expand_paths
-
-    files = expand_paths(args.inputs)  # once: the globs as they are now
-    out = Path(args.out)
-    events_path = Path(args.events) if args.events else out.with_suffix(".events.csv")
-    _check_outputs(files, out, events_path)
-    with claims([out, events_path]):  # one run at a time into these outputs
-        return _run(args, files, out, events_path)
-
-
-def _run(args, files, out, events_path) -> int:
     # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
-    from climnb.io.netcdf import open_dataset, time_steps
-    from climnb.io.plausible import check_plausible_input
-    from climnb.labels.dataset import StepError, label_dataset
-    from climnb.labels.writer import write_labels
+    from climnb.labels.files import LabelRequest, label_files
 
-    for path in (out, events_path):  # what a killed earlier run of this output left
-        remove_leftovers(path.parent, path.name)
-    config = LabelConfig.recipe(args.recipe, ar_percentile=args.ar_percentile)
-    config = replace(config, tc=replace(config.tc, tracks=args.storm_tracks))
-    renames = _pairs(args.rename)
-    units = _pairs(args.units, "--units", "VAR=UNITS")
-    ds = open_dataset(files, variables=renames, units=units, canonical=False, regrid=args.regrid)
-    check_plausible_input(  # a wrong unit gives values of no atmosphere: refused here
-        ds,
-        source=_describe(files),
-        variables=renames,
-        units=units,
+    request = LabelRequest(
+        inputs=tuple(args.inputs),
+        out=args.out,
+        events=args.events,
+        recipe=args.recipe,
+        storm_tracks=args.storm_tracks,
+        classes=args.classes,
+        rename=_pairs(args.rename),
+        units=_pairs(args.units, "--units", "VAR=UNITS"),
         regrid=args.regrid,
-        names=("PSL", "TMQ", "IVT"),
+        ar_percentile=args.ar_percentile,
+        workers=args.workers,
+        scheduler=args.scheduler,
+        progress=not args.no_progress,
     )
-    try:  # what the input lacks or holds wrongly is found here: name the input files
-        labels, events = label_dataset(
-            ds, config, classes=args.classes, variables=renames, units=units, regrid=args.regrid
-        )
-    except ValueError as err:
-        raise ValueError(f"{_describe(files)}: {err}") from None
-    if args.scheduler and out.suffix == ".zarr":
-        raise ValueError(f"--out {out}: --scheduler writes NetCDF only; give a .nc name")
-    # the client first: the NetCDF writer then takes a lock the workers can share
-    with _client(args) as client:
-        try:
-            table = write_labels(
-                labels,
-                events,
-                out,
-                events_path=events_path,
-                workers=args.workers,
-                client=client,
-                progress=not args.no_progress,
-            )
-        except StepError as err:  # found while labelling a step: name the input files
-            raise ValueError(f"{_describe(files)}: {err}") from None
-    counts = table.class_name.value_counts()
-    found = ", ".join(
-        f"{name.replace('_', ' ')}s: {counts.get(name, 0)}"
-        for name in labels.attrs["classes"].split()
-    )
-    checks = labels.attrs["storm_checks"]
-    print(
-        f"{time_steps(labels)} time steps labelled -> {out}\n"
-        f"  {found} -> {events_path}\n"
-        f"  {labels.attrs['notes']}" + (f"\n  storm checks: {checks}" if checks else "")
-    )
+    print(label_files(request))
     return 0
-
-
-def _client(args):
-    """A dask.distributed client for ``--scheduler`` (a context manager), else ``None``."""
-    if not args.scheduler:
-        return contextlib.nullcontext()
-    options = {"n_workers": args.workers} if args.scheduler == "local" else {}
-    client = dask_client(args.scheduler, **options)
-    print(f"dask dashboard: {client.dashboard_link}", flush=True)
-    return client

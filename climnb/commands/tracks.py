@@ -27,7 +27,7 @@ def add_arguments(parser):
     )
     parser.add_argument("--csv", help="also write one row per track and step as CSV")
     parser.add_argument(
-        "--events",
+        "--label-events",
         nargs="+",
         metavar="CSV",
         help="the event tables of `climnb label` (default: each input's .events.csv beside it, "
@@ -81,7 +81,9 @@ def run(args) -> int:
     gap = default_max_gap(mask) if args.max_gap is None else args.max_gap
     storms, tables = None, []
     if name == "labels":
-        storms, tables = read_storm_tracks(args.events or inputs, given=bool(args.events))
+        storms, tables = read_storm_tracks(
+            args.label_events or inputs, given=bool(args.label_events)
+        )
     tracks = track_events(mask, TrackConfig(max_gap_steps=gap), storms=storms)
     times = track_times(mask.time.values)
     attrs = {
