@@ -456,6 +456,15 @@ class Annotator:
         found = [(o.area, k) for k, o in enumerate(self.current) if o.cls == cls]
         return min(found)[1] if found else None
 
+    def missing(self, reference: xr.DataArray, cls: int) -> list[Outline]:
+        """The events of class ``cls`` in ``reference`` (a (time, lat, lon) mask, e.g. the
+        truth) at the step shown that the step's outlines leave mostly uncovered."""
+        lat, lon = self.fields.lat.values, self.fields.lon.values
+        ref = reference.sel(time=self.fields.time[self.step]).values
+        mine = self.labels()
+        found = [o for o in outlines_from_mask(ref, lat, lon, source="reference") if o.cls == cls]
+        return [o for o in found if (mine[rasterise([o], lat, lon) == cls] == cls).mean() < 0.5]
+
     def labels(self, step: int | None = None) -> np.ndarray:
         """The outlines of ``step`` (default: the one shown) rasterised onto the grid."""
         t = self.step if step is None else step
