@@ -58,7 +58,7 @@ from climnb.atomic import atomic_path
 from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.labels.components import label_components
 from climnb.labels.expert import expert_name, parse_name
-from climnb.viz.explorer import unstall
+from climnb.viz.explorer import _JS_FLUSH_QUEUED, unstall
 from climnb.viz.notebook import LIVE_ONLY, MAX_WIDTH, is_interactive
 
 __all__ = [
@@ -545,19 +545,28 @@ class Annotator:
         edit = hv.streams.PolyEdit(source=polys, shared=True, vertex_style={"color": "black"})
         select = hv.streams.Selection1D(source=polys)
         width = MAX_WIDTH - 60
+        lon = self.fields.lon.values
+        half = float(lon[1] - lon[0]) / 2 if lon.size > 1 else 0.5
+        title = (
+            f"step {self.step + 1} of {len(self.times)} ({self.times[self.step]:%Y-%m-%d %H:%M})"
+        )
         overlay = (image * polys).opts(
-            width=width, height=width * 5 // 9, title=self.status(), active_tools=["poly_draw"]
+            width=width,
+            height=width * 5 // 9,
+            title=title,
+            xlim=(float(lon.min()) - half, float(lon.max()) + half),
+            active_tools=["poly_draw"],
         )
         return overlay, draw, edit, select
 
     def view(self, *, live: bool | None = None):
         """The labelling widget (Panel): the map with editable outlines, and the controls.
 
-        Draw: with the polygon tool, double-click to start, click each vertex, double-click
-        to end; drag an outline to move it; click it and press Backspace to delete it. Edit an
-        edge: with the vertex tool, double-click an outline, drag its vertices. The buttons act
-        on the outline selected (click it). Without a live kernel (an HTML report) a note says
-        so instead.
+        Draw: with the polygon tool, press and hold to start, click each vertex, press and
+        hold to end; drag an outline to move it; click it and press Backspace to delete it.
+        Edit an edge: with the vertex tool, press and hold an outline, drag its vertices. The
+        buttons act on the outline selected (click it). Without a live kernel (an HTML report)
+        a note says so instead.
         """
         import panel as pn
 
@@ -593,17 +602,21 @@ class _View:
             ("undo", self.undo),
             ("save", self.save),
         ):
-            b = pn.widgets.Button(label=label, width=72, css_classes=[f"annotate-{label}"])
+            b = pn.widgets.Button(
+                label=label, width=72, css_classes=[f"annotate-{label.replace(' ', '-')}"]
+            )
             b.on_click(lambda event, act=action: self._act(act))
             buttons[label] = b
         self.buttons = buttons
         self.cls.param.watch(lambda e: self._act(self._new_class), "value")
         self.field.param.watch(lambda e: self._act(self._set_field), "value")
         self.step.param.watch(lambda e: self._act(self._goto), "value")
-        self.message = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self.message = pn.pane.Markdown(ann.status(), sizing_mode="stretch_width")
         self.plot = pn.pane.HoloViews(None, linked_axes=False)
         self._render()
-        unstall(self.cls, self.field, self.step, *buttons.values())
+        unstall(self.cls, self.field, self.step)  # changes reach the kernel (see unstall)
+        for b in buttons.values():
+            b.jscallback(clicks=_JS_FLUSH_QUEUED)
         self.layout = pn.Column(
             pn.Row(self.step, self.field, self.cls),
             pn.Row(*buttons.values()),
@@ -629,9 +642,9 @@ class _View:
         try:
             self._pull()
             said = action()
-            self.message.object = said or ""
+            self.message.object = self.ann.status() + (f" · {said}" if said else "")
         except (AnnotateError, IndexError) as err:
-            self.message.object = f"**{err}**"
+            self.message.object = f"{self.ann.status()} · **{err}**"
         self._render()
 
     def _selected(self) -> int | None:
