@@ -164,3 +164,17 @@ def test_the_view_needs_a_live_kernel_and_shows_editable_outlines(toy, tmp_path)
     assert isinstance(draw, hv.streams.PolyDraw) and isinstance(edit, hv.streams.PolyEdit)
     layout = ann.view(live=True)
     assert isinstance(layout, pn.Column)
+
+
+def test_a_truth_storm_replaces_the_proposals_outline_of_it(toy, tmp_path):
+    ds, _ = toy
+    ann = Annotator(ds.isel(time=[0]), {"teacher": ds.truth}, tmp_path, name="ana")
+    truth = outlines_from_mask(ds.truth.values[0], ds.lat.values, ds.lon.values)
+    storm = next(o for o in truth if o.cls == TC)
+    (same,) = ann.overlapping(storm)  # the proposal of that storm, and only it
+    assert ann.current[same].lon == storm.lon
+    far = Outline.make([100, 120, 120, 100], [-70, -70, -60, -60], TC)
+    assert ann.overlapping(far) == []
+    assert ann.missing(ds.truth, TC) == []  # the proposals are the truth: nothing missed
+    ann.delete(same)
+    assert [o.lon for o in ann.missing(ds.truth, TC)] == [storm.lon]

@@ -465,6 +465,16 @@ class Annotator:
         found = [o for o in outlines_from_mask(ref, lat, lon, source="reference") if o.cls == cls]
         return [o for o in found if (mine[rasterise([o], lat, lon) == cls] == cls).mean() < 0.5]
 
+    def overlapping(self, outline: Outline) -> list[int]:
+        """Indices of the step's outlines of ``outline``'s class that share a grid point with it."""
+        lat, lon = self.fields.lat.values, self.fields.lon.values
+        inside = rasterise([outline], lat, lon) == outline.cls
+        return [
+            k
+            for k, o in enumerate(self.current)
+            if o.cls == outline.cls and (rasterise([o], lat, lon)[inside] == o.cls).any()
+        ]
+
     def labels(self, step: int | None = None) -> np.ndarray:
         """The outlines of ``step`` (default: the one shown) rasterised onto the grid."""
         t = self.step if step is None else step
@@ -634,11 +644,19 @@ class _View:
     def _render(self) -> None:
         overlay, self.draw, self.edit, self.select = self.ann.element()
         self.plot.object = overlay
+        if self.step.value != self.ann.step + 1:  # undo went back to another step
+            self._quiet = True
+            try:
+                self.step.value = self.ann.step + 1
+            finally:
+                self._quiet = False
 
     def _pull(self) -> None:
         self.ann.sync(self.draw.data)
 
     def _act(self, action) -> None:
+        if getattr(self, "_quiet", False):
+            return
         try:
             self._pull()
             said = action()
