@@ -24,7 +24,7 @@ import xarray as xr
 
 from climnb import synthetic
 from climnb.bundle import META_FILE, load_bundle
-from climnb.demo import toy_samples
+from climnb.io.sampleset import SampleSet, write_sample_set
 from climnb.labels import LabelConfig, compute, label_dataset
 from climnb.labels.expert import write_expert_folder, write_expert_set
 from climnb.labels.scores import class_iou
@@ -129,14 +129,17 @@ def _bundle_dir(path: PathLike) -> Path:
 
 def pretrained(model_path: PathLike, *, max_steps: int = 200, samples: PathLike = "") -> Path:
     """The bundle at ``model_path`` (notebook 04's); where there is none, a toy network is
-    trained there first for ``max_steps`` steps on toy sample files (``samples``, made if
-    missing), so that the expert loop also runs alone."""
+    trained there first for ``max_steps`` steps on toy sample files (``samples``: 64 steps
+    with the generator's truth, made if missing), so that the expert loop also runs alone."""
     bundle = _bundle_dir(model_path)
     if (bundle / META_FILE).exists():
         return bundle
     run = bundle.parent
     log.info("no model bundle at %s: training a toy network there (%d steps)", bundle, max_steps)
-    data = toy_samples(samples or run.parent / "pretrain-samples")
+    data = Path(samples or run.parent / "pretrain-samples")
+    if not (data / "stats.h5").exists() or not SampleSet.open(data).files("train"):
+        ds, _ = synthetic.make_dataset(n_time=64, seed=0)  # the toy truth as labels
+        write_sample_set(ds, "truth", data, seed=0, overwrite=True)
     config = TrainConfig(
         data_dir=str(data),
         out_dir=str(run),

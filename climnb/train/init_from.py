@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from climnb.bundle import META_FILE, Bundle, BundleError, load_bundle
+from climnb.io.manifest import sha256_file
 from climnb.io.stats import Stats
 from climnb.models.presets import get_config
 
@@ -65,7 +66,8 @@ class Parent:
     Attributes
     ----------
     bundle : the parent :class:`climnb.bundle.Bundle`.
-    sha256 : SHA-256 over the bundle's files (``climnb.json`` and ``model.keras``), in name order.
+    sha256 : SHA-256 over the bundle's files: of the lines ``NAME SHA256`` of each file
+        (``climnb.json``, ``model.keras``), in name order.
     given : the path as given (a run folder or the bundle itself).
     """
 
@@ -99,8 +101,7 @@ def open_parent(path: PathLike) -> Parent:
         raise InitFromError(f"--init-from {path}: {err}") from None
     digest = hashlib.sha256()
     for f in sorted(q for q in p.iterdir() if q.is_file()):
-        digest.update(f.name.encode())
-        digest.update(f.read_bytes())
+        digest.update(f"{f.name} {sha256_file(f)}\n".encode())
     return Parent(bundle, digest.hexdigest(), str(path))
 
 

@@ -180,7 +180,7 @@ def _outer_ring(region: np.ndarray) -> np.ndarray:
     return max(lines, key=len)
 
 
-def _check(outline: Outline, i: int, lat: np.ndarray) -> shapely.Polygon:
+def _check(outline: Outline, i: int) -> shapely.Polygon:
     """The outline as a valid polygon, or one line saying what is wrong with outline ``i``."""
     name = f"outline {i} ({CLASS_NAMES[outline.cls] if 0 < outline.cls < 3 else outline.cls})"
     if outline.cls not in (TC, AR):
@@ -222,7 +222,7 @@ def rasterise(outlines: Sequence[Outline], lat: np.ndarray, lon: np.ndarray) -> 
     lat, lon = np.asarray(lat, float), np.asarray(lon, float)
     lons, lats = np.meshgrid(lon, lat)
     out = np.zeros(lats.shape, np.int8)
-    checked = [(i, o, _check(o, i, lat)) for i, o in enumerate(outlines)]
+    checked = [(i, o, _check(o, i)) for i, o in enumerate(outlines)]
     for klass in (AR, TC):
         for i, outline, polygon in checked:
             if outline.cls != klass:
