@@ -158,8 +158,10 @@ def test_the_view_needs_a_live_kernel_and_shows_editable_outlines(toy, tmp_path)
     note = ann.view(live=False)
     assert isinstance(note, pn.pane.Markdown) and "running kernel" in note.object
     overlay, draw, edit, _ = ann.element()
-    image, polys = overlay.values()
+    image, polys, wrapped = overlay.values()
     assert isinstance(image, hv.Image) and isinstance(polys, hv.Polygons)
+    seam = [o for o in ann.current if max(o.lon) > 360]  # a river across the seam
+    assert len(seam) == 1 and len(wrapped.split()) == 1  # drawn again west of 0, dashed
     assert len(polys.split()) == len(ann.current)
     assert isinstance(draw, hv.streams.PolyDraw) and isinstance(edit, hv.streams.PolyEdit)
     layout = ann.view(live=True)

@@ -560,7 +560,7 @@ class Annotator:
         title = (
             f"step {self.step + 1} of {len(self.times)} ({self.times[self.step]:%Y-%m-%d %H:%M})"
         )
-        overlay = (image * polys).opts(
+        overlay = (image * polys * self._wrapped(lon.min() - half, lon.max() + half)).opts(
             width=width,
             height=width * 5 // 9,
             title=title,
@@ -568,6 +568,23 @@ class Annotator:
             active_tools=["poly_draw"],
         )
         return overlay, draw, edit, select
+
+    def _wrapped(self, west: float, east: float):
+        """The parts of outlines past the map's east or west edge, drawn again 360 degrees
+        back on the map (dashed: the outline itself is the one to edit)."""
+        paths = []
+        for o in self.current:
+            for shift in (-360.0, 360.0):
+                lon = np.asarray(o.lon) + shift
+                if lon.max() > west and lon.min() < east:
+                    paths.append({"lon": [*lon, lon[0]], "lat": [*o.lat, o.lat[0]], "class": o.cls})
+        return hv.Path(paths, kdims=["lon", "lat"], vdims=["class"]).opts(
+            color="class",
+            cmap=[COLOURS[TC], COLOURS[AR]],
+            clim=(0.5, 2.5),
+            line_dash="dashed",
+            line_width=2,
+        )
 
     def view(self, *, live: bool | None = None):
         """The labelling widget (Panel): the map with editable outlines, and the controls.
