@@ -180,3 +180,11 @@ def test_a_truth_storm_replaces_the_proposals_outline_of_it(toy, tmp_path):
     assert ann.missing(ds.truth, TC) == []  # the proposals are the truth: nothing missed
     ann.delete(same)
     assert [o.lon for o in ann.missing(ds.truth, TC)] == [storm.lon]
+
+
+@pytest.mark.parametrize("field", ["IVT", "PSL"])
+def test_rivers_over_the_transport_and_storms_over_pressure(toy, tmp_path, field):
+    ds, _ = toy
+    ann = Annotator(ds.isel(time=[0]), {"teacher": ds.truth}, tmp_path, name="ana", field=field)
+    image = ann.element()[0].values()[0]
+    assert image.vdims[0].name == field and np.isfinite(image.dimension_values(2)).all()
