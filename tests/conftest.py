@@ -132,10 +132,12 @@ def mpi_environ(mpi_env, monkeypatch):
 MODULE_SECONDS = {
     "test_browser.py": 255,
     "test_train.py": 102,
+    "test_browser_annotate.py": 60,
     "test_slurm.py": 97,
     "test_bad_input.py": 49,
     "test_train_staged.py": 45,
     "test_train_safety.py": 35,
+    "test_init_from.py": 35,
     "test_install.py": 34,
     "test_label_parallel.py": 30,
     "test_sampleset.py": 28,

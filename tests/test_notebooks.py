@@ -36,6 +36,8 @@ SHORTER = {
     "04": {"epochs": 1, "max_steps": 4},
     "05": {"independent_steps": 8},  # the independent series' 64 steps prove nothing more
     "06": {"change_steps": 96, "n_resamples": 999},
+    # a toy network of a few steps where 04's is missing (run alone); a short fine-tuning
+    "07": {"pretrain_steps": 6, "heldout_steps": 8, "tune_steps": 8, "epochs": 2},
 }
 TEST_PARAMETERS = {
     k: {**WORKFLOW.get(k, {}), **SHORTER.get(k, {})} for k in set(WORKFLOW) | set(SHORTER)
@@ -118,6 +120,8 @@ def test_notebook_executes(notebook, workdir, tmp_path, request):
         )
         assert "GRANT" in html and "no season given" not in text  # the verification table
         check_expert_scores(text)
+    if notebook.name.startswith("07"):  # a correction saved, the scores before and after
+        assert "data-2000-01-01-00-1_0.nc" in text and "network after (fine-tuned)" in text
     if notebook.name.startswith("02"):  # staged from 01's labels onto two simulated nodes
         assert "each file read at most 1x" in text
         assert all((workdir / "data/toy" / f"node{n}").is_dir() for n in (0, 1))

@@ -54,6 +54,8 @@ _FIELDS = {
     "precision": "precision",
     "augment": "augment",
     "class_weighting": "class_weighting",
+    "init_from": "init_from",
+    "freeze_blocks": "freeze_blocks",
 }
 
 
@@ -116,6 +118,21 @@ def add_arguments(parser):
         default=d,
         help="per-class loss weights from the class frequencies (default inverse_sqrt, the "
         "paper's; deepcam: freq^-0.125, milder)",
+    )
+    add(
+        "--init-from",
+        default=d,
+        metavar="RUN_OR_BUNDLE",
+        help="fine-tune: start from a trained network's weights (a run folder or its model "
+        "bundle, as `climnb predict --model` takes); any grid size, a subset of its channels "
+        "(mapped by name); the new bundle records it. Example: climnb train --data expert/set "
+        "--out runs/tuned --init-from runs/toy --lr 5e-4 --epochs 8 --freeze-blocks 1",
+    )
+    add(
+        "--freeze-blocks",
+        type=int,
+        default=d,
+        help="with --init-from: keep the first N encoder blocks' weights fixed (default 0)",
     )
     add("--checkpoint-every", type=int, default=d, help="steps between checkpoints")
     add("--keep-checkpoints", type=int, default=d, help="newest checkpoints kept")

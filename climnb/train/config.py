@@ -160,6 +160,14 @@ class TrainConfig:
         number of longitude columns, exact on a periodic global grid; ``"mirror"``: mirror half
         the samples north to south with the meridional winds negated; ``"roll+mirror"``: both
         (:class:`climnb.pipeline.PipelineConfig`); validation is never augmented. ``None``: off.
+    init_from : start from a trained network's weights (fine-tuning): a model bundle or the
+        run folder holding one (``RUN/model``). Its model and preset must be the run's; its
+        model overrides are taken when ``model_overrides`` is empty; the run's channels may be
+        any subset of its channels, in any order (mapped by name), on any grid size; the
+        channels are normalised as in the parent's training; the new bundle records the parent
+        (:mod:`climnb.train.init_from`). A checkpoint in ``out_dir`` still wins (resume).
+    freeze_blocks : with ``init_from``, keep the parent's weights of the first blocks of the
+        encoder fixed (a block ends at a downsampling); 0: train all.
     """
 
     data_dir: str
@@ -197,6 +205,8 @@ class TrainConfig:
     augment: str | None = None
     keep_best: bool = True
     patience: int | None = None
+    init_from: str | None = None
+    freeze_blocks: int = 0
 
     def __post_init__(self):
         if isinstance(self.optimizer, Mapping):
@@ -227,6 +237,15 @@ class TrainConfig:
         from climnb.staging import DRAWS
 
         _choice("draw", self.draw, DRAWS)
+        if self.freeze_blocks < 0:
+            raise ValueError(
+                f"freeze_blocks (--freeze-blocks) must be 0 or more, got {self.freeze_blocks}"
+            )
+        if self.freeze_blocks and not self.init_from:
+            raise ValueError(
+                "freeze_blocks (--freeze-blocks) keeps trained weights fixed: give init_from "
+                "(--init-from RUN_OR_BUNDLE) too"
+            )
         if self.dice_weight < 0:
             raise ValueError(f"dice_weight must be 0 or more, got {self.dice_weight!r}")
         if len(self.split) != 3 or min(self.split) < 0 or not 0.99 < sum(self.split) < 1.01:

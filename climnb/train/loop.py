@@ -57,6 +57,15 @@ from climnb.train.checkpoint import (
     save_checkpoint,
 )
 from climnb.train.config import TrainConfig
+from climnb.train.init_from import (
+    Parent,
+    check_parent,
+    freeze_blocks,
+    inherit,
+    init_weights,
+    open_parent,
+    parent_stats,
+)
 from climnb.train.together import abort_on_failure, all_ok, one_process_only
 
 log = logging.getLogger(__name__)
@@ -434,9 +443,22 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
 
 
 def _train(config: TrainConfig, on_record: OnRecord | None) -> TrainResult:
+    parent = _parent(config)  # before anything is written: a parent that cannot start it
+    if parent is not None:
+        config = inherit(config, parent)
     _check_out_dir(config)
     with _claim_out_dir(config, _rank_hint()):
-        return _train_claimed(config, on_record)
+        return _train_claimed(config, on_record, parent)
+
+
+def _parent(config: TrainConfig) -> Parent | None:
+    """The bundle ``init_from`` names, checked against the run's model and channels."""
+    if not config.init_from:
+        return None
+    parent = open_parent(config.init_from)
+    channels = config.channels or SampleSet.open(config.data_dir).channels
+    check_parent(parent, config.model, config.preset, channels)
+    return parent
 
 
 def _rank_hint() -> int:
@@ -447,7 +469,9 @@ def _rank_hint() -> int:
     return 0
 
 
-def _train_claimed(config: TrainConfig, on_record: OnRecord | None) -> TrainResult:
+def _train_claimed(
+    config: TrainConfig, on_record: OnRecord | None, parent: Parent | None = None
+) -> TrainResult:
     if config.threads:  # oneDNN's OpenMP pool: must be sized before TensorFlow loads it
         os.environ.setdefault("OMP_NUM_THREADS", str(config.threads))
     tf = import_tf()
@@ -459,9 +483,11 @@ def _train_claimed(config: TrainConfig, on_record: OnRecord | None) -> TrainResu
         all_ok(hvd, lambda: _stage_first(config, hvd, rank, size, hvd.local_size()))
     # every rank opens and verifies its files, then all go on, or all stop naming the file
     data = all_ok(hvd, lambda: _Data.prepare(config, rank, size, hvd.local_size()))
+    if parent is not None:  # the parent's normalisation: its kernels see what they learnt on
+        data = dataclasses.replace(data, stats=parent_stats(data.stats, parent))
     steps = _steps_per_epoch(hvd.allgather_object(len(data.train)), config.batch_size)
     _check_files(config, data)
-    run = _Run(config, data, hvd, tf, total_steps=_total_steps(config, steps))
+    run = _Run(config, data, hvd, tf, total_steps=_total_steps(config, steps), parent=parent)
     log.info(
         "rank %d/%d: %d training files from %s, %d steps per epoch",
         rank,
@@ -518,8 +544,9 @@ def _check_files(config: TrainConfig, data: _Data) -> None:
 class _Run:
     """State of one rank's run: model, optimiser, counters, records."""
 
-    def __init__(self, config: TrainConfig, data: _Data, hvd, tf, total_steps: int):
+    def __init__(self, config: TrainConfig, data: _Data, hvd, tf, total_steps: int, parent=None):
         self.config, self.data, self.hvd, self.tf = config, data, hvd, tf
+        self.parent: Parent | None = parent
         self.rank, self.size = hvd.rank(), hvd.size()
         tf.keras.utils.set_random_seed(config.seed)
         opt_config = config.optimizer
@@ -546,6 +573,8 @@ class _Run:
             mixed_precision=config.precision,
             **self.model_overrides,
         )
+        if parent is not None:  # before the optimiser sees the trainable variables
+            freeze_blocks(self.model, config.freeze_blocks)
         self.optimizer = optim.make_optimizer(opt_config)
         self.optimizer.build(self.model.trainable_variables)
         weights, dice = data.class_weights, config.dice_weight
@@ -590,6 +619,8 @@ class _Run:
         elif self.rank == 0:  # a fresh start: an earlier run's best weights are not this run's
             for old in self.best_dir.glob("ckpt-*.npz"):
                 old.unlink()
+            if self.parent is not None:  # the other ranks get them in the broadcast below
+                init_weights(self.model, self.parent, self._input_stats()[0])
         state = self.hvd.broadcast_object(state, root_rank=0)
         if state:
             self.global_step, self.epoch = state["step"], state["epoch"]
@@ -931,6 +962,8 @@ class _Run:
         if self.best:
             extra["best_validation"] = self.best
         extra["early_stopped"] = self.early_stopped
+        if self.parent is not None:
+            extra["parent"] = self.parent.record()
         if self.data.stats.label_config:  # the teacher's settings, from stats.h5
             extra["label_config"] = self.data.stats.label_config
         bundle = save_bundle(
