@@ -37,7 +37,7 @@ content is wider than its cell (no horizontal scroll bar), and no text of Bokeh'
 elements is cut by its box (scrollWidth against clientWidth, in their shadow roots too).
 
 ``CLIMNB_BROWSER_SHOTS=folder`` keeps screenshots there: the 04 dashboard mid-training, every
-view and table of 04, 05 and 06 at the end, the 05 explorer after a channel change. Without
+view and table of every notebook at the end, the 05 explorer after a channel change. Without
 Chromium, chromedriver or Selenium the tests are skipped with the reason printed (``pytest
 -ra`` lists it); ``make test`` installs them when running as root.
 """
@@ -630,9 +630,11 @@ def _clean_run(number: str, notebook_run, browser, lab) -> list[dict]:
     "number",
     [pytest.param(n, marks=pytest.mark.runs_notebook(n)) for n in ("00", "01", "02", "03")],
 )
-def test_notebook_outputs_clean(number, notebook_run, browser, lab):
+def test_notebook_outputs_clean(number, notebook_run, browser, lab, shots):
     """Notebooks 00-03: every output right (no traceback, full progress, nothing remote)."""
     cells = _clean_run(number, notebook_run, browser, lab)
+    if SHOTS:
+        _keep_views(browser, shots, number)
     text = "".join("".join(o.get("text", "")) + c["shown"] for c in cells for o in c["outputs"])
     if number == "01":  # chained on 00's fields, which hold the truth
         assert "no truth in this data set" not in text

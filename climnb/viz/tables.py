@@ -123,9 +123,12 @@ def decimals(column: str, values: pd.Series | None = None) -> int | None:
 
 
 def _significant(value: float) -> str:
-    """Three significant digits, without an exponent: 548, 3.86, 0.0172."""
+    """Three significant digits, without an exponent down to 0.0001: 548, 3.86, 0.0172,
+    0.000601; smaller values (a precipitation rate in m/s) with one: 1.23e-11."""
     if not np.isfinite(value) or value == 0:
         return "" if np.isnan(value) else f"{value:g}"
+    if abs(value) < 0.01:  # 0.000601, not 0.0006; 1.23e-11, not 0.0000
+        return f"{value:.3g}"
     places = int(min(4, max(0, 2 - np.floor(np.log10(abs(value))))))
     return f"{value:,.{places}f}"
 
