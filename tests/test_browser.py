@@ -559,13 +559,19 @@ return out;
 
 
 def _keep_views(driver, shots: Path, number: str) -> list[Path]:
-    """A screenshot of every view and table of the notebook, as the window shows it."""
+    """A screenshot of every view and table of the notebook, as the window shows it, whole:
+    the window grows taller for the shot of a view taller than it (its width, and so the
+    layout, stays that of :data:`WINDOW`)."""
     kept = []
     for k, (cell, element) in enumerate(driver.execute_script(_JS_VIEWS)):
+        height = driver.execute_script("return arguments[0].offsetHeight;", element)
+        if height > WINDOW[1] - 250:
+            driver.set_window_size(WINDOW[0], height + 300)
         driver.execute_script("arguments[0].scrollIntoView();", element)
         time.sleep(0.3)
         path = shots / f"{number}_cell{cell:02d}_{k}.png"
         element.screenshot(str(path))
+        driver.set_window_size(*WINDOW)
         kept.append(path)
     return kept
 
