@@ -82,6 +82,9 @@ def test_bokeh_table_columns_are_as_wide_as_their_text(toy):
     assert data_table.autosize_mode == "none"
     width = bokeh_columns(data_table, frame)
     assert width == sum(c.width for c in data_table.columns) <= MAX_WIDTH
+    # the tracks' table under the event view: every column whole beside the row scroll bar
+    [track_table] = hv.render(events.track_table(tracks)).select({"type": DataTable})
+    assert sum(c.width for c in track_table.columns) <= track_table.width - 20
 
 
 def _row_widths(model) -> list[int]:
