@@ -47,6 +47,11 @@ def test_readable_times_units_precision_and_names(toy):
     assert [header(c) for c in frame] == ["min psl (hPa)", "lat (°N)", "x y"]
 
 
+def test_readable_lists_of_regions_keep_each_name_whole():
+    frame = pd.DataFrame({"landfall_regions": ["california us_west_coast", ""]})
+    assert [row[0] for row in _cells(readable(frame))[1:]] == ["california, us west coast", ""]
+
+
 def test_readable_small_numbers_keep_three_significant_digits():
     """A channel's statistics span 1e-11 (precipitation in m/s) to 1e5 (pressure in Pa)."""
     frame = pd.DataFrame({"mean": [3.5318e-08, 6.0105e-04, 17.678, 101899.0]})

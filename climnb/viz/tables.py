@@ -63,6 +63,7 @@ _OTHER = {
     "start": ("start", ""),
     "end": ("end", ""),
     "lifetime_h": ("lifetime", "h"),
+    "mean_lifetime_h": ("mean lifetime", "h"),
     "distance_km": ("distance", "km"),
     "mean_speed_kmh": ("mean speed", "km/h"),
     "max_speed_kmh": ("max speed", "km/h"),
@@ -163,6 +164,15 @@ def _words(value) -> str:
     return "" if pd.isna(value) else str(value).replace("_", " ")
 
 
+def _word_list(value) -> str:
+    """A space-separated list of names ("california us_west_coast") with commas between."""
+    return "" if pd.isna(value) else ", ".join(_words(v) for v in str(value).split())
+
+
+#: Columns that hold space-separated lists of names.
+_LISTS = {"landfall_regions"}
+
+
 def _time_text(value) -> str:
     return "" if pd.isna(value) else value.strftime(TIME_FORMAT)
 
@@ -190,7 +200,7 @@ def readable(frame: pd.DataFrame, *, columns=None, index: bool | None = None):
             formats[column] = _number(places, _shown(column)[2])
             whole.append(column)
         elif values.dtype == object or pd.api.types.is_string_dtype(values):
-            formats[column] = _words
+            formats[column] = _word_list if column in _LISTS else _words
     styler = table.style.format(formats, na_rep="").format_index(header, axis=1)
     if whole:  # times and numbers on one line; names and headers may wrap
         styler = styler.set_properties(subset=whole, **{"white-space": "nowrap"})
