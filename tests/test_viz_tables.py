@@ -52,6 +52,14 @@ def test_readable_lists_of_regions_keep_each_name_whole():
     assert [row[0] for row in _cells(readable(frame))[1:]] == ["california, us west coast", ""]
 
 
+def test_readable_keeps_a_named_multiindex_and_spells_its_names():
+    from climnb.viz.heldout import heldout_confusion
+
+    table = heldout_confusion(np.array([0, 1, 1, 2]), {"truth": np.array([0, 1, 0, 2])})
+    text = " ".join(" ".join(row) for row in _cells(readable(table)))
+    assert "truth" in text and "tropical cyclone" in text and "tropical_cyclone" not in text
+
+
 def test_readable_small_numbers_keep_three_significant_digits():
     """A channel's statistics span 1e-11 (precipitation in m/s) to 1e5 (pressure in Pa)."""
     frame = pd.DataFrame({"mean": [3.5318e-08, 6.0105e-04, 17.678, 101899.0]})

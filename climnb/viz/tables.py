@@ -173,6 +173,10 @@ def _word_list(value) -> str:
 _LISTS = {"landfall_regions"}
 
 
+def _index_text(value) -> str:
+    return _words(value) if isinstance(value, str) else str(value)
+
+
 def _time_text(value) -> str:
     return "" if pd.isna(value) else value.strftime(TIME_FORMAT)
 
@@ -184,7 +188,8 @@ def readable(frame: pd.DataFrame, *, columns=None, index: bool | None = None):
     ----------
     frame : the table (unchanged).
     columns : the columns shown, in order (default: all that hold anything).
-    index : show the index (default: only a named one, e.g. ``track_id``).
+    index : show the index (default: only a named one, e.g. ``track_id``, or one whose
+        levels are all named).
     """
     shown = [c for c in (columns or frame.columns) if _holds_anything(frame[c])]
     table = frame[shown]
@@ -202,11 +207,12 @@ def readable(frame: pd.DataFrame, *, columns=None, index: bool | None = None):
         elif values.dtype == object or pd.api.types.is_string_dtype(values):
             formats[column] = _word_list if column in _LISTS else _words
     styler = table.style.format(formats, na_rep="").format_index(header, axis=1)
+    styler = styler.format_index(_index_text, axis=0)  # "tropical cyclone" rows, as columns
     if whole:  # times and numbers on one line; names and headers may wrap
         styler = styler.set_properties(subset=whole, **{"white-space": "nowrap"})
     # JupyterLab pads each cell by half a line each side: a third is enough between numbers
     styler = styler.set_table_styles([{"selector": "td, th", "props": "padding: 0.3em 0.4em"}])
-    if index is False or (index is None and table.index.name is None):
+    if index is False or (index is None and all(n is None for n in table.index.names)):
         styler = styler.hide(axis="index")
     return styler
 
