@@ -27,7 +27,8 @@ And per notebook:
 * 02: the staging read each shared file at most once and filled both nodes' folders;
 * 04: the dashboard's plots (training loss, validation IoU, throughput) show data *inside their
   visible ranges* while training runs (read from the Bokeh models through BokehJS), the status
-  line changes, and at the end the stop button is disabled;
+  line changes, and at the end the stop button is disabled and the plots hold every step inside
+  their ranges;
 * 05: in both explorers, changing the channel changes the colour bar's title, and moving the
   time slider redraws the map (one move, with Panel's comm queue stalled first: climnb's
   ``unstall`` must send it).
