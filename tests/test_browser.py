@@ -27,7 +27,8 @@ And per notebook:
 * 02: the staging read each shared file at most once and filled both nodes' folders;
 * 04: the dashboard's plots (training loss, validation IoU, throughput) show data *inside their
   visible ranges* while training runs (read from the Bokeh models through BokehJS), the status
-  line changes, and at the end the stop button is disabled;
+  line changes, and at the end the stop button is disabled and the plots hold every step inside
+  their ranges;
 * 05: in both explorers, changing the channel changes the colour bar's title, and moving the
   time slider redraws the map (one move, with Panel's comm queue stalled first: climnb's
   ``unstall`` must send it).
@@ -37,7 +38,7 @@ content is wider than its cell (no horizontal scroll bar), and no text of Bokeh'
 elements is cut by its box (scrollWidth against clientWidth, in their shadow roots too).
 
 ``CLIMNB_BROWSER_SHOTS=folder`` keeps screenshots there: the 04 dashboard mid-training, every
-view and table of 04, 05 and 06 at the end, the 05 explorer after a channel change. Without
+view and table of every notebook at the end, the 05 explorer after a channel change. Without
 Chromium, chromedriver or Selenium the tests are skipped with the reason printed (``pytest
 -ra`` lists it); ``make test`` installs them when running as root.
 """
@@ -559,13 +560,19 @@ return out;
 
 
 def _keep_views(driver, shots: Path, number: str) -> list[Path]:
-    """A screenshot of every view and table of the notebook, as the window shows it."""
+    """A screenshot of every view and table of the notebook, as the window shows it, whole:
+    the window grows taller for the shot of a view taller than it (its width, and so the
+    layout, stays that of :data:`WINDOW`)."""
     kept = []
     for k, (cell, element) in enumerate(driver.execute_script(_JS_VIEWS)):
+        height = driver.execute_script("return arguments[0].offsetHeight;", element)
+        if height > WINDOW[1] - 250:
+            driver.set_window_size(WINDOW[0], height + 300)
         driver.execute_script("arguments[0].scrollIntoView();", element)
         time.sleep(0.3)
         path = shots / f"{number}_cell{cell:02d}_{k}.png"
         element.screenshot(str(path))
+        driver.set_window_size(*WINDOW)
         kept.append(path)
     return kept
 
@@ -630,9 +637,11 @@ def _clean_run(number: str, notebook_run, browser, lab) -> list[dict]:
     "number",
     [pytest.param(n, marks=pytest.mark.runs_notebook(n)) for n in ("00", "01", "02", "03")],
 )
-def test_notebook_outputs_clean(number, notebook_run, browser, lab):
+def test_notebook_outputs_clean(number, notebook_run, browser, lab, shots):
     """Notebooks 00-03: every output right (no traceback, full progress, nothing remote)."""
     cells = _clean_run(number, notebook_run, browser, lab)
+    if SHOTS:
+        _keep_views(browser, shots, number)
     text = "".join("".join(o.get("text", "")) + c["shown"] for c in cells for o in c["outputs"])
     if number == "01":  # chained on 00's fields, which hold the truth
         assert "no truth in this data set" not in text
@@ -746,6 +755,10 @@ def test_training_dashboard_live(notebook_run, browser, lab, shots):
     _keep_views(browser, shots, "04")
     final = _status(state)
     assert final and final[0] == final[1], f"the status ends at the last step: {state['texts']}"
+    # at the end the live plots (and the report's) hold every step, all inside their ranges
+    end = [p for p in browser.execute_script(_JS_PLOTS) if p["title"] in LIVE_PLOTS]
+    assert all(p["visible"] == p["points"] > 0 for p in end), f"data out of view: {end}"
+    assert max(p["points"] for p in end if p["title"] == "throughput") == final[1], end
     print(
         f"{name}: statuses {statuses}; live points {live}; {time.monotonic() - started:.0f} s; "
         f"slowest: {_slowest_cells(browser)}"

@@ -4,6 +4,7 @@ against the synthetic generator's own truth and against direct numpy computation
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import dask
 import numpy as np
@@ -518,6 +519,22 @@ def test_compare_is_deterministic_for_a_seed(toy):
     two = compare(m, m, CompareConfig(block=4, n_resamples=99, seed=5)).table
     pd.testing.assert_frame_equal(one, two)
     assert (one.change == 0).all() and not one.significant.any()
+
+
+def test_many_resamples_are_drawn_in_small_blocks_of_points(toy):
+    """Thousands of resamples over a whole grid hold a few tens of MB, not the resamples of
+    thousands of points at once (a Binder session has 2 GB for everything)."""
+    ds, _ = toy
+    m = class_mask(ds)
+    config = CompareConfig(block=4, n_resamples=4999, coarsen=2)
+    compare(m, m, config)  # imports and caches outside the measurement
+    tracemalloc.start()
+    try:
+        compare(m, m, config)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 80 * 2**20, f"{peak / 2**20:.0f} MiB"
 
 
 def test_lazy_masks_are_computed_in_one_pass(toy):

@@ -47,6 +47,30 @@ def test_readable_times_units_precision_and_names(toy):
     assert [header(c) for c in frame] == ["min psl (hPa)", "lat (°N)", "x y"]
 
 
+def test_readable_lists_of_regions_keep_each_name_whole():
+    frame = pd.DataFrame({"landfall_regions": ["california us_west_coast", ""]})
+    assert [row[0] for row in _cells(readable(frame))[1:]] == ["california, us west coast", ""]
+
+
+def test_readable_keeps_a_named_multiindex_and_spells_its_names():
+    from climnb.viz.heldout import heldout_confusion
+
+    table = heldout_confusion(np.array([0, 1, 1, 2]), {"truth": np.array([0, 1, 0, 2])})
+    text = " ".join(" ".join(row) for row in _cells(readable(table)))
+    assert "truth" in text and "tropical cyclone" in text and "tropical_cyclone" not in text
+
+
+def test_readable_small_numbers_keep_three_significant_digits():
+    """A channel's statistics span 1e-11 (precipitation in m/s) to 1e5 (pressure in Pa)."""
+    frame = pd.DataFrame({"mean": [3.5318e-08, 6.0105e-04, 17.678, 101899.0]})
+    assert [row[0] for row in _cells(readable(frame))[1:]] == [
+        "3.53e-08",
+        "0.000601",
+        "17.7",
+        "101,899",
+    ]
+
+
 def test_readable_leaves_out_empty_columns_and_keeps_the_frame(toy):
     _, truth_events, _ = toy
     before = truth_events.copy()
@@ -71,6 +95,9 @@ def test_bokeh_table_columns_are_as_wide_as_their_text(toy):
     assert data_table.autosize_mode == "none"
     width = bokeh_columns(data_table, frame)
     assert width == sum(c.width for c in data_table.columns) <= MAX_WIDTH
+    # the tracks' table under the event view: every column whole beside the row scroll bar
+    [track_table] = hv.render(events.track_table(tracks)).select({"type": DataTable})
+    assert sum(c.width for c in track_table.columns) <= track_table.width - 20
 
 
 def _row_widths(model) -> list[int]:
@@ -149,3 +176,28 @@ def test_all_ranks_have_one_legend_entry(toy):
     assert [el.label for el in live] == ["each rank", "average"]
     report = dashboard._loss(steps)
     assert [el.label for el in report if el.label] == ["each rank", "average"]
+
+
+def test_maps_keep_their_frames_whatever_the_channel(toy):
+    """In a column Bokeh gives every plot the same margins: the label under the channel map is
+    as wide as the map, so its frame does not shrink by the colour bar; pressures' colour bars
+    tick "102000", not "1.020e+5"; the loss is on a linear axis, whose ticks do not crowd."""
+    from bokeh.models import ColorBar, LinearScale, Plot, PrintfTickFormatter
+
+    ds, _, _ = toy
+    layout = explorer.segmentation_explorer(ds, ds.truth, ds.truth, label_name="truth")
+    key = ("PSL", np.datetime64(ds.time.values[0], "ns"))
+    main, dis, label, pred = (hv.render(dm[key]) for dm in list(layout)[:4])
+    assert label.width == main.width and pred.width == dis.width
+    [bar] = main.select({"type": ColorBar})
+    assert isinstance(bar.formatter, PrintfTickFormatter) and bar.formatter.format == "%.6g"
+    app = explorer.explorer_app(ds, ds.truth, ds.truth)
+    assert app.colorbar.formatter.format == "%.6g"
+    steps = pd.DataFrame(
+        [{"step": s, "rank": 0, "loss": 2.3 - s / 10, "loss_avg": 2.3 - s / 10,
+          "samples_per_s": 9.0} for s in range(1, 9)]
+    )  # fmt: skip
+    loss = hv.render(dashboard.training_figures(steps, pd.DataFrame()))
+    [fig] = [f for f in loss.select({"type": Plot})
+             if f.title is not None and f.title.text == "training loss"]  # fmt: skip
+    assert isinstance(fig.y_scale, LinearScale)

@@ -74,7 +74,7 @@ class CompareConfig:
     n_resamples : permutations and bootstrap draws.
     seed : seed of the resampling.
     chunk_points : at most this many grid points resampled at a time (and fewer for many
-        resamples: about 128 MB of resampled values at a time).
+        resamples: about 16 MB of resampled values at a time).
     coarsen : test cells of ``coarsen x coarsen`` grid points (their mean frequency) rather
         than single points: fewer, less noisy tests, so that FDR can pass real changes on
         short or fine-grained series (the maps are then on the coarser grid).
@@ -270,13 +270,18 @@ def _resample(xa, sa, xb, sb, config: CompareConfig, rng) -> dict[str, np.ndarra
     lo, hi = np.empty_like(change), np.empty_like(change)
     pooled = np.concatenate([xa, xb])
     q = (100 * config.alpha / 2, 100 * (1 - config.alpha / 2))
-    step = max(64, min(config.chunk_points, int(16e6 // n)))
+    # about 16 MB of resampled values at a time: the loop holds two such arrays and
+    # np.percentile a copy of one, whatever n_resamples is
+    step = max(64, min(config.chunk_points, int(2e6 // n)))
     for s in range(0, change.size, step):
         cols = slice(s, s + step)
         null = perm @ pooled[:, cols]
+        np.abs(null, out=null)
         tol = 1e-12 * np.maximum(np.abs(change[cols]), 1e-12)
-        p[cols] = (1 + (np.abs(null) >= np.abs(change[cols]) - tol).sum(0)) / (n + 1)
-        boot = boot_b @ xb[:, cols] - boot_a @ xa[:, cols]
+        p[cols] = (1 + (null >= np.abs(change[cols]) - tol).sum(0)) / (n + 1)
+        del null
+        boot = boot_b @ xb[:, cols]
+        boot -= boot_a @ xa[:, cols]
         lo[cols], hi[cols] = np.percentile(boot, q, axis=0)
     return {"a": fa, "b": fb, "change": change, "ci_low": lo, "ci_high": hi, "p_value": p}
 

@@ -67,7 +67,8 @@ def training_figures(
     three plots a row, each legend under its plot (a row fits a notebook cell)."""
     opts = {"width": width, "height": height, "show_grid": True, **_SMALL}
     panels = [
-        _loss(steps).opts(title="training loss", logy=True, **opts, **_legend_below(3)),
+        # linear, as live: a loss from 2.3 to 1.5 on a log axis ran its ticks together
+        _loss(steps).opts(title="training loss", **opts, **_legend_below(3)),
         _iou(validations).opts(title="validation IoU", ylim=(0, 1), **opts, **_legend_below(2)),
         _throughput(steps).opts(title="throughput", **opts),
     ]
@@ -79,8 +80,9 @@ def training_figures(
     return hv.Layout(panels).cols(3)
 
 
-#: Options of the dashboard's small plots: few ticks (more ran together, "1012 1416").
-_SMALL = {"xticks": 4, "fontsize": {"legend": "7pt", "title": "10pt"}}
+#: Options of the dashboard's small plots: few ticks (more ran together, "1012 1416"), and a
+#: margin so that the last validation's dot is not cut in half by the frame.
+_SMALL = {"xticks": 4, "padding": (0.04, 0.05), "fontsize": {"legend": "7pt", "title": "10pt"}}
 
 
 def _legend_below(columns: int) -> dict:

@@ -294,11 +294,13 @@ def event_view(
 
 
 def track_table(tracks: pd.DataFrame, *, height: int = 220, width: int = MAX_WIDTH) -> hv.Table:
-    """One row per track: class, start, steps, lifetime, distance and speeds (each number at
-    its unit's precision, :mod:`climnb.viz.tables`)."""
+    """One row per track: class, start, lifetime, distance and top speed (each number at its
+    unit's precision, :mod:`climnb.viz.tables`). Each column is as wide as its text and the
+    table no wider than a notebook cell: the steps (the lifetime says it) and the mean speed
+    (distance over lifetime) are left out, or the last column was cut behind a scroll bar."""
     summary = track_summary(tracks).reset_index()
-    cols = ["track_id", "class_name", "start", "steps", "lifetime_h", "distance_km"]
-    frame = summary[cols + ["mean_speed_kmh", "max_speed_kmh"]].copy()
+    cols = ["track_id", "class_name", "start", "lifetime_h", "distance_km", "max_speed_kmh"]
+    frame = summary[cols].copy()
     frame["start"] = pd.to_datetime(frame["start"]).dt.strftime(TIME_FORMAT)
     return hv.Table(frame, label="tracks").opts(
         height=height, width=width, hooks=[_readable_columns]

@@ -52,7 +52,7 @@ from climnb.labels.scores import class_iou, iou_by_step
 from climnb.models.metrics import confusion_matrix_np, iou_from_confusion
 from climnb.viz.coastlines import COLOR as COAST_COLOR
 from climnb.viz.coastlines import coastline_path, coastline_xy
-from climnb.viz.fields import CLASS_COLORS
+from climnb.viz.fields import CLASS_COLORS, COLORBAR_FORMAT
 from climnb.viz.notebook import LIVE_ONLY, is_interactive
 
 __all__ = [
@@ -207,7 +207,13 @@ def field_image(
     small = decimate(da, x_range=x_range, y_range=y_range, max_shape=max_shape).load()
     img = hv.Image(small, kdims=["lon", "lat"], vdims=[hv.Dimension(name, unit=ch.units)])
     title = f"{name} ({ch.units}){_title_time(da)}"
-    return img.opts(cmap=ch.cmap, colorbar=True, title=title, hooks=[_colorbar_title])
+    return img.opts(
+        cmap=ch.cmap,
+        colorbar=True,
+        cformatter=COLORBAR_FORMAT,
+        title=title,
+        hooks=[_colorbar_title],
+    )
 
 
 def _colorbar_title(plot, element) -> None:
@@ -431,8 +437,10 @@ def segmentation_explorer(
             if cfg.coastlines:
                 title = el.opts.get().kwargs.get("title", which)
                 el = (el * coastlines(ds, x_range, y_range)).opts(title=title)
+            # Bokeh gives the plots of a column the same margins: the label under the channel
+            # map takes the map's width, or its frame shrank by the colour bar's width
             return el.opts(
-                width=cfg.panel_width,
+                width=cfg.width if which == label_name else cfg.panel_width,
                 height=cfg.panel_height,
                 framewise=True,
                 fontsize={"title": "10pt"},  # the disagreement's counts fit the panel's width
@@ -668,7 +676,7 @@ class ExplorerApp:
         prefetch: bool = True,
     ):
         import panel as pn
-        from bokeh.models import ColorBar, ColumnDataSource, LinearColorMapper
+        from bokeh.models import ColorBar, ColumnDataSource, LinearColorMapper, PrintfTickFormatter
         from bokeh.plotting import figure
 
         _check_grid(ds, labels, prediction)
@@ -727,7 +735,11 @@ class ExplorerApp:
         self.figures: list = []
         self.mapper = LinearColorMapper(palette="Viridis256", low=0, high=1)
         self.map_fig, self.map_source = fig("", config.width - 70, config.height)
-        self.colorbar = ColorBar(color_mapper=self.mapper, width=10)
+        self.colorbar = ColorBar(
+            color_mapper=self.mapper,
+            width=10,
+            formatter=PrintfTickFormatter(format=COLORBAR_FORMAT),
+        )
         self.map_fig.add_layout(self.colorbar, "right")
         pw, ph = config.panel_width, config.panel_height
         self.dis_fig, self.dis_source = fig("disagreement", pw, ph)

@@ -23,7 +23,11 @@ import xarray as xr
 
 from climnb.channels import CLASS_NAMES, channel
 
-__all__ = ["channel_map", "mask_overlay", "channel_grid", "CLASS_COLORS"]
+__all__ = ["channel_map", "mask_overlay", "channel_grid", "CLASS_COLORS", "COLORBAR_FORMAT"]
+
+#: Colour bar ticks: up to six digits before an exponent ("102000 Pa", not "1.020e+5"), so
+#: that a pressure's colour bar takes no more of a map's width than a humidity's.
+COLORBAR_FORMAT = "%.6g"
 
 #: Colours of the classes in every view: cyclones red, rivers blue (as in the paper's figures).
 CLASS_COLORS = {1: "#d62728", 2: "#1f77b4"}
@@ -45,7 +49,13 @@ def channel_map(ds: xr.Dataset, name: str, *, time: int | str = 0, **opts) -> hv
     ch = channel(name)
     da = _at_time(ds[name], time)
     img = hv.Image(da, kdims=["lon", "lat"], vdims=[hv.Dimension(name, unit=ch.units)])
-    return img.opts(cmap=ch.cmap, colorbar=True, title=f"{name} ({ch.units})", **opts)
+    return img.opts(
+        cmap=ch.cmap,
+        colorbar=True,
+        cformatter=COLORBAR_FORMAT,
+        title=f"{name} ({ch.units})",
+        **opts,
+    )
 
 
 def mask_overlay(mask: xr.DataArray, *, time: int | str = 0, alpha: float = 0.6) -> hv.Image:

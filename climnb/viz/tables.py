@@ -63,6 +63,7 @@ _OTHER = {
     "start": ("start", ""),
     "end": ("end", ""),
     "lifetime_h": ("lifetime", "h"),
+    "mean_lifetime_h": ("mean lifetime", "h"),
     "distance_km": ("distance", "km"),
     "mean_speed_kmh": ("mean speed", "km/h"),
     "max_speed_kmh": ("max speed", "km/h"),
@@ -123,9 +124,12 @@ def decimals(column: str, values: pd.Series | None = None) -> int | None:
 
 
 def _significant(value: float) -> str:
-    """Three significant digits, without an exponent: 548, 3.86, 0.0172."""
+    """Three significant digits, without an exponent down to 0.0001: 548, 3.86, 0.0172,
+    0.000601; smaller values (a precipitation rate in m/s) with one: 1.23e-11."""
     if not np.isfinite(value) or value == 0:
         return "" if np.isnan(value) else f"{value:g}"
+    if abs(value) < 0.01:  # 0.000601, not 0.0006; 1.23e-11, not 0.0000
+        return f"{value:.3g}"
     places = int(min(4, max(0, 2 - np.floor(np.log10(abs(value))))))
     return f"{value:,.{places}f}"
 
@@ -160,6 +164,19 @@ def _words(value) -> str:
     return "" if pd.isna(value) else str(value).replace("_", " ")
 
 
+def _word_list(value) -> str:
+    """A space-separated list of names ("california us_west_coast") with commas between."""
+    return "" if pd.isna(value) else ", ".join(_words(v) for v in str(value).split())
+
+
+#: Columns that hold space-separated lists of names.
+_LISTS = {"landfall_regions"}
+
+
+def _index_text(value) -> str:
+    return _words(value) if isinstance(value, str) else str(value)
+
+
 def _time_text(value) -> str:
     return "" if pd.isna(value) else value.strftime(TIME_FORMAT)
 
@@ -171,7 +188,8 @@ def readable(frame: pd.DataFrame, *, columns=None, index: bool | None = None):
     ----------
     frame : the table (unchanged).
     columns : the columns shown, in order (default: all that hold anything).
-    index : show the index (default: only a named one, e.g. ``track_id``).
+    index : show the index (default: only a named one, e.g. ``track_id``, or one whose
+        levels are all named).
     """
     shown = [c for c in (columns or frame.columns) if _holds_anything(frame[c])]
     table = frame[shown]
@@ -187,13 +205,14 @@ def readable(frame: pd.DataFrame, *, columns=None, index: bool | None = None):
             formats[column] = _number(places, _shown(column)[2])
             whole.append(column)
         elif values.dtype == object or pd.api.types.is_string_dtype(values):
-            formats[column] = _words
+            formats[column] = _word_list if column in _LISTS else _words
     styler = table.style.format(formats, na_rep="").format_index(header, axis=1)
+    styler = styler.format_index(_index_text, axis=0)  # "tropical cyclone" rows, as columns
     if whole:  # times and numbers on one line; names and headers may wrap
         styler = styler.set_properties(subset=whole, **{"white-space": "nowrap"})
     # JupyterLab pads each cell by half a line each side: a third is enough between numbers
     styler = styler.set_table_styles([{"selector": "td, th", "props": "padding: 0.3em 0.4em"}])
-    if index is False or (index is None and table.index.name is None):
+    if index is False or (index is None and all(n is None for n in table.index.names)):
         styler = styler.hide(axis="index")
     return styler
 
