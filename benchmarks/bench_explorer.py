@@ -37,7 +37,7 @@ import time
 import holoviews as hv
 import numpy as np
 
-from climnb.synthetic import FULL_SHAPE, make_dataset
+from climnb.data.synthetic import FULL_SHAPE, make_dataset
 from climnb.viz.explorer import explorer_app, segmentation_explorer
 
 

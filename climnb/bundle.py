@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 import climnb
-from climnb.atomic import temp_path
-from climnb.channels import CLASS_NAMES
+from climnb.io.atomic import temp_path
+from climnb.io.channels import CLASS_NAMES
 from climnb.models import MODEL_NAMES, build_model, get_config
 from climnb.models.backend import import_keras
 from climnb.models.layers import register_layers

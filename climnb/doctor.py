@@ -26,8 +26,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from climnb.kernel import find_kernel
 from climnb.models.precision import auto_precision, resolve_precision
+from climnb.runtime.kernel import find_kernel
 from climnb.versions import __version__
 
 __all__ = ["Check", "check_environment", "conda_environment", "install_hint", "format_report"]

@@ -14,11 +14,11 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
 from climnb.io import netcdf
 from climnb.io.netcdf import open_dataset
 from climnb.labels import compute, label_dataset, save_labelled
 from climnb.labels.dataset import StepInputs, worker_processes
-from climnb.synthetic import make_dataset
 
 STEPS = 6
 ONE_STEP = {"time": 1}  # the chunks a full-size field (768 x 1152) gets by default

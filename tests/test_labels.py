@@ -10,8 +10,9 @@ import pytest
 import xarray as xr
 from scipy import ndimage
 
-from climnb.channels import CHANNEL_NAMES
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
+from climnb.io.channels import CHANNEL_NAMES
 from climnb.io.netcdf import normalize, open_dataset
 from climnb.labels import LabelConfig, compute, label_dataset, label_step
 from climnb.labels.ar import detect_rivers
@@ -22,7 +23,6 @@ from climnb.labels.ivt import G, ivt, ivt_proxy
 from climnb.labels.scores import iou, score
 from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2
 from climnb.labels.tc import _Grid, _vorticity_maxima, detect_storms
-from climnb.synthetic import make_dataset
 
 R_M = EARTH_RADIUS_KM * 1e3
 

@@ -10,12 +10,12 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.staging import StagingConfig, stage
+from climnb.data.synthetic import make_dataset
 from climnb.io.manifest import Manifest
 from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, write_sample_set
 from climnb.io.split import split_steps
-from climnb.staging import StagingConfig, stage
-from climnb.synthetic import make_dataset
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_a_manifest_listing_a_deleted_file_is_refused_by_stage_and_predict(ds, t
     gone.unlink()
     with pytest.raises(SampleError, match=f"missing, e.g. {gone.name}"):
         stage(StagingConfig(source=str(src), dest=str(tmp_path / "n{node}"), samples_per_rank=4))
-    from climnb.predict import _sample_files
+    from climnb.inference.predict import _sample_files
 
     with pytest.raises(SampleError, match=f"{src / 'train'}.*missing, e.g. {gone.name}"):
         _sample_files([src])

@@ -16,12 +16,12 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.lookalike import dress
+from climnb.data.synthetic import make_dataset
 from climnb.io.levels import ivt_from_levels, specific_humidity
 from climnb.io.netcdf import open_dataset
 from climnb.labels import compute, label_dataset
 from climnb.labels.scores import iou
-from climnb.lookalike import dress
-from climnb.synthetic import make_dataset
 from climnb.tracks import TrackConfig, track_events, track_summary
 
 DATA = Path(__file__).parent / "data"

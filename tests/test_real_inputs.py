@@ -1,7 +1,7 @@
 """Files as they come: ERA5, MERRA-2, CAM5 and generic naming, units, grids, labelled as they are.
 
 The fixtures are synthetic fields (with a known truth) dressed as each source writes them
-(:mod:`climnb.lookalike`), written to NetCDF; each is labelled through the command line and the
+(:mod:`climnb.data.lookalike`), written to NetCDF; each is labelled through the command line and the
 API, and the file must be unchanged afterwards.
 """
 
@@ -14,12 +14,12 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.lookalike import dress
+from climnb.data.synthetic import make_dataset
 from climnb.io.netcdf import normalize, open_dataset
 from climnb.io.variables import canonicalize
 from climnb.labels import compute, label_dataset
 from climnb.labels.scores import iou
-from climnb.lookalike import dress
-from climnb.synthetic import make_dataset
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from _stopping import stopping_after
 
-from climnb.channels import CHANNEL_NAMES
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
+from climnb.io.channels import CHANNEL_NAMES
 from climnb.io.manifest import MANIFEST_NAME, Manifest
 from climnb.io.samples import SampleError, write_sample, write_samples
 from climnb.io.sampleset import SampleSet, write_sample_set
 from climnb.io.split import split_steps
 from climnb.io.stats import read_stats, write_stats
-from climnb.synthetic import make_dataset
 
 H = np.timedelta64(1, "h")
 

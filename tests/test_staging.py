@@ -15,11 +15,7 @@ import numpy as np
 import pytest
 
 from climnb.cli import main
-from climnb.io.reader import SampleReader
-from climnb.io.samples import SampleError, write_samples
-from climnb.io.sampleset import SampleSet, StagedSet, write_sample_set
-from climnb.io.stats import compute_stats, write_stats
-from climnb.staging import (
+from climnb.data.staging import (
     StagingConfig,
     _read_shared,
     files_per_rank,
@@ -28,7 +24,11 @@ from climnb.staging import (
     stage_on_engines,
     staged_files,
 )
-from climnb.synthetic import make_dataset
+from climnb.data.synthetic import make_dataset
+from climnb.io.reader import SampleReader
+from climnb.io.samples import SampleError, write_samples
+from climnb.io.sampleset import SampleSet, StagedSet, write_sample_set
+from climnb.io.stats import compute_stats, write_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 

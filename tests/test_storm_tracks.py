@@ -11,13 +11,13 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
 from climnb.io.besttrack import read_best_tracks
 from climnb.labels import compute, label_dataset
 from climnb.labels.config import LabelConfig, TCConfig
 from climnb.labels.stitch import stitch_centres
 from climnb.labels.tc import _closed, _Grid
 from climnb.stats.verify import verify_tracks
-from climnb.synthetic import make_dataset
 
 DATA = Path(__file__).parent / "data"
 ERA5 = DATA / "era5_msl_vo850_2025-12_2026-01_tropics_2.5x2.5.nc"

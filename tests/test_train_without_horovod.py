@@ -102,7 +102,7 @@ def test_several_launched_processes_are_refused_in_one_line(samples, tmp_path, e
 
 def test_engines_without_horovod_default_to_one_and_refuse_several(monkeypatch):
     """Decided before any engine starts: the default count, the summary, the refusal."""
-    import climnb.cluster as cluster
+    import climnb.runtime.cluster as cluster
 
     real = cluster._has_module
     monkeypatch.setattr(cluster, "_has_module", lambda name: name != "horovod" and real(name))
@@ -119,7 +119,7 @@ def test_engines_without_horovod_default_to_one_and_refuse_several(monkeypatch):
 
 ENGINES = """
 import json, sys
-from climnb.cluster import EngineStartError, Engines
+from climnb.runtime.cluster import EngineStartError, Engines
 from climnb.train.config import TrainConfig
 from climnb.train.engines import train_on_engines
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from climnb.synthetic import make_dataset
+from climnb.data.synthetic import make_dataset
 from climnb.tracks import track_events, track_summary
 from climnb.viz import dashboard, events, explorer, fields, labels, stats
 from climnb.viz.notebook import MAX_WIDTH

@@ -15,10 +15,10 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from climnb.atomic import claims, remove_leftovers
+from climnb.io.atomic import claims, remove_leftovers
+from climnb.io.outputs import check_outputs
 from climnb.labels.config import LabelConfig
-from climnb.outputs import check_outputs
-from climnb.scheduler import dask_client
+from climnb.runtime.scheduler import dask_client
 
 HELP = "label tropical cyclones and atmospheric rivers in NetCDF files (CAM5, ERA5, MERRA-2, ...)"
 EXAMPLE = (
@@ -138,7 +138,7 @@ def run(args) -> int:
             f"--regrid takes the spacing of the regular grid in degrees, more than 0 and at "
             f"most {MAX_REGRID:g} (e.g. 0.25 or 1), got {args.regrid:g}"
         )
-    from climnb.io.netcdf import expand_paths
+    from climnb.io.files import expand_paths
 
     files = expand_paths(args.inputs)  # once: the globs as they are now
     out = Path(args.out)
@@ -150,7 +150,8 @@ def run(args) -> int:
 
 def _run(args, files, out, events_path) -> int:
     # xarray and dask: imported here, so that `climnb --help` and `--version` stay fast
-    from climnb.io.netcdf import open_dataset, time_steps
+    from climnb.io.files import open_fields as open_dataset
+    from climnb.io.netcdf import time_steps
     from climnb.io.plausible import check_plausible_input
     from climnb.labels.dataset import StepError, label_dataset
     from climnb.labels.writer import write_labels

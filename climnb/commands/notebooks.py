@@ -11,7 +11,7 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from climnb.demo import copy_notebooks, packaged_notebooks
-    from climnb.kernel import notebook_kernelspec
+    from climnb.runtime.kernel import notebook_kernelspec
 
     source = packaged_notebooks()
     kernelspec = notebook_kernelspec()

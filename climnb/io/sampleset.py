@@ -13,7 +13,7 @@ A *flat* set is one folder of ``data-*.h5`` (a DeepCAM download, or a split fold
 with ``stats.h5`` in it or in its parent and a manifest where climnb wrote it. Foreign folders
 without a manifest open too: their digests are then unknown and verification says so.
 
-A *staged* set (:class:`StagedSet`) is what :mod:`climnb.staging` writes on a node: the files
+A *staged* set (:class:`StagedSet`) is what :mod:`climnb.data.staging` writes on a node: the files
 the node's ranks train and validate on, ``stats.h5`` and a manifest whose ``ranks`` lists each
 local rank's training files (drawn with replacement, in training order) and its share of the
 validation files. Training opens it from a folder pattern with ``{node}`` and ``{local_rank}``
@@ -35,7 +35,7 @@ API (stable; used by staging, the pipeline, training, predict, the demo and note
 Examples
 --------
 >>> import tempfile, pathlib
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=40, seed=0)
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "samples"
 >>> ss = write_sample_set(ds, "truth", out)
@@ -56,15 +56,16 @@ import os
 import shutil
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from climnb import outputs
-from climnb.atomic import OutputBusy, atomic_path, owner_alive, remove_leftovers, temp_path
-from climnb.channels import CHANNEL_NAMES
+from climnb.io.atomic import OutputBusy, atomic_path, owner_alive, remove_leftovers, temp_path
+from climnb.io.channels import CHANNEL_NAMES
 from climnb.io.manifest import MANIFEST_NAME, Entry, Manifest, ManifestError, sha256_file
+from climnb.io.outputs import OutputError, check_output
 from climnb.io.samples import (
     SAMPLE_GLOB,
     SampleError,
@@ -84,7 +85,7 @@ __all__ = [
     "STATS_NAME",
     "SampleSet",
     "StagedSet",
-    "check_output",
+    "check_sample_folder",
     "open_inputs",
     "resolve_folder",
     "write_heldout",
@@ -331,7 +332,7 @@ class SampleSet:
 
 
 class StagedSet(SampleSet):
-    """A node's staged copy of a sample set (written by :mod:`climnb.staging`).
+    """A node's staged copy of a sample set (written by :mod:`climnb.data.staging`).
 
     ``files("train")`` and ``files("validation")`` give ``local_rank``'s files in training
     order (training files repeat: they are drawn with replacement); nothing outside the node
@@ -517,12 +518,12 @@ def open_inputs(files: Sequence[PathLike], labels: str | None = None):
     Field files that share a time step are refused, naming both files and the first repeated
     time. ``labels``: the label variable (default ``labels``, else ``truth``).
     """
-    from climnb.io.netcdf import open_dataset
+    from climnb.io.netcdf import open_fields  # xarray: only here
 
     files = [str(f) for f in files]
     fields, masks, kinds = [], [], {}
     for f in files:
-        part = open_dataset(f)
+        part = open_fields(f)
         has_channels = any(c in part.data_vars for c in CHANNEL_NAMES)
         label = _label_name(part, labels)
         if has_channels:
@@ -540,9 +541,9 @@ def open_inputs(files: Sequence[PathLike], labels: str | None = None):
         raise SampleError(f"{', '.join(files)}: no input holds the channels; give the fields too")
     _check_overlap(fields, kinds)
     _check_overlap(masks, kinds)
-    ds = kinds[fields[0]] if len(fields) == 1 else open_dataset(fields)
+    ds = kinds[fields[0]] if len(fields) == 1 else open_fields(fields)
     if masks:
-        mask = kinds[masks[0]] if len(masks) == 1 else open_dataset(masks)
+        mask = kinds[masks[0]] if len(masks) == 1 else open_fields(masks)
         name = _label_name(mask, labels)
         _check_same_steps(ds, mask, fields, masks)
         var = mask[name]
@@ -664,7 +665,7 @@ def write_sample_set(
     if run < 0:
         raise SampleError(f"run must be >= 0 (the N of data-...-N.h5), got {run}")
     _clean_leftovers(out)
-    check_output(out, overwrite=overwrite)
+    check_sample_folder(out, overwrite=overwrite)
     label_name = labels if isinstance(labels, str) else labels.name
     if isinstance(labels, str):
         if labels not in ds:
@@ -742,7 +743,7 @@ def write_sample_set(
     return ss
 
 
-def check_output(
+def check_sample_folder(
     out: PathLike,
     *,
     overwrite: bool = False,
@@ -750,11 +751,11 @@ def check_output(
     option: str = "out",
 ) -> None:
     """Refuse ``out`` for a new sample set before any work, by the output rule of
-    :func:`climnb.outputs.check_output` for a folder: a file; a non-empty folder unless
+    :func:`climnb.io.outputs.check_output` for a folder: a file; a non-empty folder unless
     ``overwrite``; and, even then, a folder holding anything but a sample set (an input
     file, say), which replacing the set would delete. Raises :class:`SampleError`."""
     try:
-        outputs.check_output(
+        check_output(
             out,
             inputs,
             kind="folder",
@@ -763,7 +764,7 @@ def check_output(
             contents=(*SPLITS, STATS_NAME),
             what="a sample set",
         )
-    except outputs.OutputError as err:
+    except OutputError as err:
         raise SampleError(str(err)) from None
 
 
@@ -937,3 +938,14 @@ def write_heldout(
             block[["labels"]].to_netcdf(tmp)
     log.info("wrote the %d %s steps of %s to %s", times.size, split, ss.root, out)
     return out
+
+
+def __getattr__(name: str):
+    if name == "check_output":  # the name before climnb.io.files.check_output was the one rule
+        warnings.warn(
+            "climnb.io.sampleset.check_output is now check_sample_folder; import that",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return check_sample_folder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

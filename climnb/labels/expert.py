@@ -45,13 +45,13 @@ import pandas as pd
 import xarray as xr
 from scipy import ndimage
 
-from climnb.atomic import atomic_path
-from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
+from climnb.data.synthetic import make_dataset
+from climnb.io.atomic import atomic_path
+from climnb.io.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.io.samples import SampleError, sample_name
 from climnb.io.sampleset import SampleSet, write_sample_set
 from climnb.labels.components import label_components
 from climnb.labels.schema import CONSENSUS
-from climnb.synthetic import make_dataset
 
 __all__ = [
     "CONSENSUS",

@@ -29,12 +29,13 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
-from climnb.io.netcdf import normalize, open_dataset
+from climnb.data.lookalike import dress
+from climnb.data.synthetic import make_dataset, read_events
+from climnb.io.netcdf import normalize
+from climnb.io.netcdf import open_fields as open_dataset
 from climnb.labels.ar import ivt_magnitude
 from climnb.labels.config import LabelConfig
 from climnb.labels.dataset import compute, label_dataset, required_variables
-from climnb.lookalike import dress
-from climnb.synthetic import make_dataset, read_events
 
 __all__ = ["fields_to_label", "label_as_they_come", "AsTheyCome"]
 

@@ -35,8 +35,9 @@ import pandas as pd
 import xarray as xr
 from scipy import ndimage
 
-from climnb.channels import CLASS_NAMES
-from climnb.io.netcdf import coord_names, open_dataset
+from climnb.io.channels import CLASS_NAMES
+from climnb.io.netcdf import coord_names
+from climnb.io.netcdf import open_fields as open_dataset
 from climnb.labels.components import label_components
 from climnb.labels.expert import MISSING, consensus, open_expert
 from climnb.labels.schema import MASK_VARIABLES

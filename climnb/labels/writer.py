@@ -30,11 +30,11 @@ import dask
 import pandas as pd
 import xarray as xr
 
-from climnb.atomic import atomic_path
+from climnb.io.atomic import atomic_path
+from climnb.io.files import write
 from climnb.io.netcdf import time_steps
 from climnb.labels.dataset import compute, worker_processes
-from climnb.scheduler import compute as compute_on
-from climnb.store import write
+from climnb.runtime.scheduler import compute as compute_on
 
 __all__ = ["write_labels"]
 

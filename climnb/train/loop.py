@@ -29,8 +29,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from climnb.atomic import atomic_path, remove_leftovers, temp_path
 from climnb.bundle import BundleError, load_bundle, save_bundle
+from climnb.data.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
+from climnb.data.staging import StagingConfig, files_per_rank, stage
+from climnb.io.atomic import atomic_path, remove_leftovers, temp_path
 from climnb.io.reader import SampleReader
 from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, StagedSet
@@ -46,8 +48,6 @@ from climnb.models.losses import (
 )
 from climnb.models.metrics import ConfusionMatrix
 from climnb.models.presets import resolve_channels
-from climnb.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
-from climnb.staging import StagingConfig, files_per_rank, stage
 from climnb.train import optim
 from climnb.train.checkpoint import (
     latest,

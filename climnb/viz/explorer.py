@@ -23,7 +23,7 @@ The per-step pieces (:func:`field_image`, :func:`mask_image`, :func:`mask_contou
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=2, seed=0)
 >>> layout = segmentation_explorer(ds, ds.truth, ds.truth)
 >>> [d.name for d in layout.DynamicMap.I.kdims]
@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
+from climnb.io.channels import CHANNEL_NAMES, CLASS_NAMES, channel
 from climnb.labels.scores import class_iou, iou_by_step
 from climnb.models.metrics import confusion_matrix_np, iou_from_confusion
 from climnb.viz.coastlines import COLOR as COAST_COLOR
