@@ -1,3 +1,6 @@
+from climnb.demo import copy_notebooks, packaged_notebooks
+from climnb.runtime.kernel import notebook_kernelspec
+
 """``climnb notebooks DIR``: copy the numbered notebooks that came with climnb into a folder,
 set to open on the installed kernel that runs this Python (``climnb kernel install``)."""
 
@@ -10,8 +13,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from climnb.demo import copy_notebooks, packaged_notebooks
-    from climnb.runtime.kernel import notebook_kernelspec
 
     source = packaged_notebooks()
     kernelspec = notebook_kernelspec()

@@ -1,3 +1,5 @@
+from climnb.io.outputs import check_outputs
+
 """``climnb synth``: write a synthetic CAM5-like data set with known storms and rivers."""
 
 HELP = "generate synthetic CAM5-like fields with tropical cyclones and atmospheric rivers"
@@ -48,7 +50,6 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from climnb.data.synthetic import Future, make_dataset, save_dataset, summarize
-    from climnb.io.outputs import check_outputs
 
     check_outputs({"--out": args.out, "--events": args.events})  # before any work
     n_lat, n_lon = _shape(args.shape)

@@ -53,7 +53,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from climnb.doctor import install_hint
+from climnb.runtime.install import install_hint
+from climnb.runtime.watchdog import engine_processes
 
 log = logging.getLogger(__name__)
 
@@ -837,8 +838,6 @@ def _end_process_group(pgid: int, grace: float = 3.0) -> None:
 def _reap_children(timeout: float = 15.0) -> None:
     """Wait for the engine processes we started to exit; kill what is left after ``timeout``."""
     import psutil
-
-    from climnb.runtime.watchdog import engine_processes
 
     me = psutil.Process()
     deadline = time.monotonic() + timeout
