@@ -13,7 +13,8 @@ from scipy import ndimage
 from climnb.cli import main
 from climnb.data.synthetic import make_dataset
 from climnb.io.channels import CHANNEL_NAMES
-from climnb.io.netcdf import normalize, open_dataset
+from climnb.io.files import open_fields
+from climnb.io.netcdf import normalize
 from climnb.labels import LabelConfig, compute, label_dataset, label_step
 from climnb.labels.ar import detect_rivers
 from climnb.labels.components import label_components, label_max, measure
@@ -509,11 +510,11 @@ def test_open_many_files_with_fill_values(tmp_path, toy):
         path = tmp_path / f"part{t}.nc"
         ds.isel(time=[t]).to_netcdf(path, encoding={"TMQ": {"_FillValue": -9999.0}})
         paths.append(str(path))
-    opened = open_dataset(str(tmp_path / "part*.nc"), required=["TMQ", "PSL"])
+    opened = open_fields(str(tmp_path / "part*.nc"), required=["TMQ", "PSL"])
     assert opened.sizes["time"] == 3 and opened.TMQ.chunks is not None
     assert np.isnan(opened.TMQ.values[1, 5, 5])
     with pytest.raises(FileNotFoundError, match="nothere"):
-        open_dataset(str(tmp_path / "nothere.nc"))
+        open_fields(str(tmp_path / "nothere.nc"))
 
 
 # --- command line ------------------------------------------------------------------------------

@@ -368,10 +368,10 @@ def test_sets_are_the_same_whatever_the_chunks(long_toy, tmp_path, monkeypatch):
 
     src = _fields(long_toy, tmp_path / "f.nc")
     monkeypatch.setattr(netcdf, "CHUNK_BYTES", 7 * long_toy.TMQ[0].nbytes)
-    several = netcdf.open_dataset(src)
+    several = netcdf.open_fields(src)
     assert several.TMQ.chunks[0] == (7, 7, 7, 7, 7, 5)
     write_sample_set(several, "truth", tmp_path / "several")
-    write_sample_set(netcdf.open_dataset(src, chunks={"time": 1}), "truth", tmp_path / "one")
+    write_sample_set(netcdf.open_fields(src, chunks={"time": 1}), "truth", tmp_path / "one")
     assert tree_digests(tmp_path / "several") == tree_digests(tmp_path / "one")
 
 
