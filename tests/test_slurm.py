@@ -22,9 +22,9 @@ from climnb.runtime.cluster import (
     Engines,
     EnginesLostError,
     EngineStartError,
-    _srun_mpi_types,
     slurm_mpi_args,
 )
+from climnb.runtime.launch import srun_mpi_types
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -50,8 +50,8 @@ def no_jobs_left(slurm):
 
 def test_cluster_runs_tasks_and_offers_pmix(slurm):
     assert slurm.run("srun", "-n", "2", "hostname").split() == [slurm.node] * 2
-    _srun_mpi_types.cache_clear()
-    assert "pmix" in _srun_mpi_types(slurm.run("which", "srun").strip())
+    srun_mpi_types.cache_clear()
+    assert "pmix" in srun_mpi_types(slurm.run("which", "srun").strip())
     assert slurm_mpi_args() == ["--mpi=pmix"]
     assert slurm_mpi_args(["--mpi=pmi2"]) == []  # the user's choice stays
     assert slurm_mpi_args(env={"SLURM_MPI_TYPE": "pmi2"}) == []
