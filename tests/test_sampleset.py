@@ -410,13 +410,13 @@ def test_samples_killed_then_same_command_resumes(long_toy, clean, tmp_path):
 def test_resume_key_follows_inputs_and_options_without_reading_the_data(toy, tmp_path):
     import xarray as xr
 
-    from climnb.io.sampleset import _run_key
+    from climnb.io.setrun import run_key
 
     src = _fields(toy[0], tmp_path / "f.nc")
     parts = split_steps(None, n=toy[0].sizes["time"])
 
     def key(ds, **options):
-        return _run_key(
+        return run_key(
             ds, ds.truth, "truth", parts, **{"run": 1, "channels": CHANNEL_NAMES, **options}
         )
 
