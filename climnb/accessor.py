@@ -5,7 +5,7 @@ Importing this module registers the accessor (``import climnb`` stays light and 
     import climnb.accessor  # noqa: F401
 
 * ``ds.climnb.label(config)``: heuristic labels (lazy, :func:`climnb.labels.label_dataset`);
-* ``ds.climnb.inference.predict(bundle)``: a trained network's segmentation (lazy,
+* ``ds.climnb.predict(bundle)``: a trained network's segmentation (lazy,
   :func:`climnb.inference.predict.predict`; ``river_rules=True`` puts its rivers through the river
   definition's object rules);
 * ``ds.climnb.tracks(mask)``: events of a class mask linked over time

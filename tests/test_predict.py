@@ -408,7 +408,7 @@ def test_accessor_predict_on_the_callers_grid(pointwise, data, stats):
     import climnb.accessor  # noqa: F401
 
     flipped = data.isel(lat=slice(None, None, -1)).rename(lat="latitude")
-    pred = flipped.climnb.inference.predict(pointwise, batch_size=2)
+    pred = flipped.climnb.predict(pointwise, batch_size=2)
     assert pred.dims == ("time", "latitude", "lon")
     np.testing.assert_array_equal(pred.values[:, ::-1], expected(data, stats))
 
@@ -440,7 +440,7 @@ def test_river_rules_on_the_callers_grid_and_missing_variables(pointwise, data, 
     from climnb.inference.postprocess import apply_river_rules
 
     flipped = data.isel(lat=slice(None, None, -1)).rename(lat="latitude")
-    pred = flipped.climnb.inference.predict(pointwise, batch_size=2, river_rules=True)
+    pred = flipped.climnb.predict(pointwise, batch_size=2, river_rules=True)
     assert pred.dims == ("time", "latitude", "lon") and pred.chunks[0] == (2, 2, 1)
     raw = predict(pointwise, data, grid="canonical").load()
     np.testing.assert_array_equal(pred.values[:, ::-1], apply_river_rules(raw, data).values)

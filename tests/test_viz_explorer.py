@@ -24,11 +24,9 @@ from climnb.viz.events import (
 )
 from climnb.viz.explorer import (
     ExplorerConfig,
-    block_reduce,
     decimate,
     disagreement,
     disagreement_codes,
-    explorer_app,
     explorer_panel,
     field_image,
     iou_over_time,
@@ -36,6 +34,8 @@ from climnb.viz.explorer import (
     segmentation_explorer,
     step_iou,
 )
+from climnb.viz.fastexplorer import explorer_app
+from climnb.viz.rgba import block_reduce
 
 FP_BOX = (slice(10, 14), slice(20, 30))  # rows, columns forced to TC in the prediction
 
