@@ -9,7 +9,7 @@ falls on all of them alike (the medians are printed):
   rate the pipeline should sustain: target >= 90 %);
 * ``naive``: a serial ``tf.py_function`` h5py read, then TensorFlow normalisation, labels and
   weights, then batch (target: the pipeline at >= 2x);
-* ``climnb``: :func:`climnb.data.pipeline.make_dataset` (reader processes writing into shared
+* ``climnb``: :func:`climnb.train.pipeline.make_dataset` (reader processes writing into shared
   memory, handed to TensorFlow without a copy);
 * alternatives that were considered for the parallel read: ``tf-raw`` (``tf.io.read_file`` and
   ``decode_raw`` at the known offsets, all in TensorFlow), ``h5py-threads`` (h5py in a
@@ -177,8 +177,8 @@ def h5py_threads(files, stats, weights, batch):
 def bench_pipeline(files, stats_path, args) -> dict[str, list[float]]:
     import tensorflow as tf
 
-    from climnb.data.pipeline import PipelineConfig, make_dataset
     from climnb.io.stats import read_stats
+    from climnb.train.pipeline import PipelineConfig, make_dataset
 
     stats = read_stats(stats_path)
     weights = tf.constant([1.0, 20.0, 5.0])

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import climnb.labels
+from climnb.bundle import META_FILE, load_bundle
 from climnb.io.atomic import atomic_path
 from climnb.labels import LabelConfig
 from climnb.versions import __version__, written_by
@@ -478,7 +479,6 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
 
 def _teacher_config(model: Path):
     """The teacher's settings the model bundle records, else the labeller's defaults."""
-    from climnb.bundle import META_FILE, load_bundle
     from climnb.inference.postprocess import teacher_config
 
     recorded = teacher_config(load_bundle(model)) if (model / META_FILE).exists() else None

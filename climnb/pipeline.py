@@ -1,13 +1,13 @@
-"""Moved to :mod:`climnb.data.pipeline`: this path warns, and works for one release."""
+"""Moved to :mod:`climnb.train.pipeline`: this path warns, and works for one release."""
 
 import importlib
 import warnings
 
-_new = importlib.import_module("climnb.data.pipeline")
+_new = importlib.import_module("climnb.train.pipeline")
 globals().update({k: v for k, v in vars(_new).items() if not k.startswith("__")})
 __all__ = list(getattr(_new, "__all__", ()))
 warnings.warn(
-    "climnb.pipeline moved to climnb.data.pipeline; import it from there",
+    "climnb.pipeline moved to climnb.train.pipeline; import it from there",
     DeprecationWarning,
     stacklevel=2,
 )

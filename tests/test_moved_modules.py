@@ -21,7 +21,7 @@ MOVED = {
     "climnb.grid": "climnb.io.grid",
     "climnb.channels": "climnb.io.channels",
     "climnb.staging": "climnb.data.staging",
-    "climnb.pipeline": "climnb.data.pipeline",
+    "climnb.pipeline": "climnb.train.pipeline",
     "climnb.synthetic": "climnb.data.synthetic",
     "climnb.lookalike": "climnb.data.lookalike",
     "climnb.cluster": "climnb.runtime.cluster",

@@ -8,6 +8,7 @@ through the river definition's object rules (:mod:`climnb.inference.postprocess`
 
 from pathlib import Path
 
+from climnb.bundle import META_FILE, load_bundle
 from climnb.io.atomic import claims, remove_leftovers
 from climnb.io.outputs import check_outputs
 
@@ -112,7 +113,6 @@ def run(args) -> int:
 def _run(args, inputs, out, memory) -> int:
     import xarray as xr
 
-    from climnb.bundle import load_bundle
     from climnb.inference.predict import predict
     from climnb.io.files import write
 
@@ -156,8 +156,6 @@ def _run(args, inputs, out, memory) -> int:
 
 def _files(model) -> list:
     """The files of a model bundle (none of a folder that is not one: loading it says so)."""
-    from climnb.bundle import META_FILE
-
     model = Path(model)
     if not (model / META_FILE).is_file():
         return []

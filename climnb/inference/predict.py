@@ -56,6 +56,8 @@ from climnb.io.netcdf import normalize
 from climnb.io.samples import SampleError, inspect_sample, read_sample
 from climnb.io.sampleset import SAMPLE_GLOB, SPLITS, SampleSet
 from climnb.labels.config import ARConfig
+from climnb.models.backend import import_tf
+from climnb.models.footprint import activation_bytes_per_pixel, receptive_radius
 
 __all__ = ["predict", "predict_batch", "open_input", "pad_fields", "tile_plan", "forward_bytes"]
 
@@ -268,8 +270,6 @@ def _forward_function(model):
     with _MODEL_LOCK:
         fn = getattr(model, "_climnb_forward", None)
         if fn is None:
-            from climnb.models.backend import import_tf
-
             tf = import_tf()
             spec = tf.TensorSpec((None, *model.input_shape[1:]), tf.float32)
             # a partial, not a lambda: TensorFlow counts traces per code object, and would warn
@@ -312,8 +312,6 @@ def tile_plan(width: int, window: int, halo: int) -> list[tuple[slice, slice, sl
 
 def _footprint(model) -> tuple[int | None, float]:
     """(receptive radius, activation bytes per pixel) of ``model``, worked out once."""
-    from climnb.models.footprint import activation_bytes_per_pixel, receptive_radius
-
     known = getattr(model, "_climnb_footprint", None)
     if known is None:
         known = (receptive_radius(model), activation_bytes_per_pixel(model))

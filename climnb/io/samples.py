@@ -17,9 +17,9 @@ A sample whose target is the per-class mean of several expert labellers (a *soft
 the share of labellers that gave each pixel each class (summing to 1). ``climate/labels_0`` is
 then its argmax, which is the labellers' majority (ties to the lower class): what metrics and
 readers that know no soft targets use. The training pipeline feeds the shares to the loss
-(:mod:`climnb.data.pipeline`).
+(:mod:`climnb.train.pipeline`).
 
-Datasets are stored contiguous and aligned to 4 KiB, so :mod:`climnb.data.pipeline` can read the
+Datasets are stored contiguous and aligned to 4 KiB, so :mod:`climnb.train.pipeline` can read the
 bytes without h5py (see :func:`inspect_sample`).
 
 Examples

@@ -578,15 +578,28 @@ def write_sample_set(
     resume = tmp.is_dir()
     if resume:
         log.warning("%s: resuming the interrupted run in %s", out, tmp)
+    record = {"key": key, "out": str(out), "pid": os.getpid()}
     samples = {"run": run, "channels": channels, "progress": progress, "resume": resume}
+    _write_into(tmp, record, ds, labels, parts, names=names, soft=soft, expert=expert, **samples)
+    # a kill or Ctrl-C (and a full disk once files are written) leaves ``tmp`` to resume
+    (tmp / RUN_RECORD).unlink()
+    swap_in(tmp, out)
+    ss = SampleSet.open(out)
+    log.info("wrote %r", ss)
+    return ss
+
+
+def _write_into(tmp: Path, record: dict, ds, labels, parts, **samples) -> None:
+    """The whole set in the folder ``tmp`` beside the output: the run's record, the splits'
+    files (:func:`_write_splits`), a check that no step is in two sets, and the statistics.
+    Bad input removes ``tmp``; an ``OSError`` keeps the files finished, for the rerun."""
     try:
         tmp.mkdir(parents=True, exist_ok=True)
-        record = {"key": key, "out": str(out), "pid": os.getpid()}
         (tmp / RUN_RECORD).write_text(json.dumps(record))
-        _write_splits(tmp, ds, labels, parts, names=names, soft=soft, expert=expert, **samples)
+        _write_splits(tmp, ds, labels, parts, **samples)
         written = SampleSet(tmp)
         written.check_disjoint()  # no step in two sets, whatever the options
-        _write_stats(written, progress, _label_config(labels))
+        _write_stats(written, samples["progress"], _label_config(labels))
     except ValueError:  # bad input (SampleError, a damaged Zarr chunk, ...): a rerun cannot
         # succeed with it, nothing worth keeping
         shutil.rmtree(tmp, ignore_errors=True)
@@ -597,12 +610,6 @@ def write_sample_set(
         if err.filename is None:  # a failed write does not name its file
             raise OSError(err.errno, err.strerror, str(tmp)) from err
         raise
-    # a kill or Ctrl-C (and a full disk once files are written) leaves ``tmp`` to resume
-    (tmp / RUN_RECORD).unlink()
-    swap_in(tmp, out)
-    ss = SampleSet.open(out)
-    log.info("wrote %r", ss)
-    return ss
 
 
 def _checked_inputs(ds, labels, out: Path, *, run, channels, names, overwrite):

@@ -223,8 +223,8 @@ class TrainConfig:
         _choice("lr_decay", self.lr_decay, ("linear", "none"))
         _choice("split_method", self.split_method, ("blocks", "random"))
         _choice("class_weighting", self.class_weighting, CLASS_WEIGHTINGS)
-        from climnb.data.pipeline import AUGMENTS  # here: these load h5py, the CLI stays light
         from climnb.data.staging import DRAWS
+        from climnb.train.pipeline import AUGMENTS  # here: these load h5py, the CLI stays light
 
         _choice("draw", self.draw, DRAWS)
         if self.dice_weight < 0:

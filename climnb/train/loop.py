@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from climnb.bundle import BundleError, load_bundle, save_bundle
-from climnb.data.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
 from climnb.data.staging import StagingConfig, files_per_rank, stage
 from climnb.io.atomic import atomic_path, remove_leftovers, temp_path
 from climnb.io.reader import SampleReader
@@ -57,6 +56,7 @@ from climnb.train.checkpoint import (
     save_checkpoint,
 )
 from climnb.train.config import TrainConfig
+from climnb.train.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
 from climnb.train.together import abort_on_failure, all_ok, one_process_only
 
 log = logging.getLogger(__name__)

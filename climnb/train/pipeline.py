@@ -408,7 +408,7 @@ def _tensorflow():
         import tensorflow as tf
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "climnb.data.pipeline needs TensorFlow: pip install 'climnb[train]' (tensorflow-cpu) "
+            "climnb.train.pipeline needs TensorFlow: pip install 'climnb[train]' (tensorflow-cpu) "
             "or 'climnb[gpu]'"
         ) from err
     return tf
