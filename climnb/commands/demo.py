@@ -42,7 +42,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-
     start = time.perf_counter()
     notebooks, workdir = demo_folders(args.notebooks)
     print(f"notebooks from {notebooks}, working directory {workdir}", flush=True)

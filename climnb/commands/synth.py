@@ -1,6 +1,6 @@
-from climnb.io.outputs import check_outputs
-
 """``climnb synth``: write a synthetic CAM5-like data set with known storms and rivers."""
+
+from climnb.io.outputs import check_outputs
 
 HELP = "generate synthetic CAM5-like fields with tropical cyclones and atmospheric rivers"
 EXAMPLE = "climnb synth --out data/toy/fields.nc --n-time 16 --seed 0"

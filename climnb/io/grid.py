@@ -1,4 +1,4 @@
-"""The caller's grid, for callers that hold only its coordinates (kept for the predictor).
+"""CF coordinates, and the caller's grid for callers that hold only its coordinates.
 
 The one description of an input's grid and the one way back to it are
 :func:`climnb.io.netcdf.input_grid` and :meth:`climnb.io.netcdf.InputGrid.restore` (names,
