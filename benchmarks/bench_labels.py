@@ -70,7 +70,7 @@ from scipy import ndimage
 
 from climnb.data.synthetic import FULL_SHAPE, TOY_SHAPE, make_dataset
 from climnb.io.channels import CHANNEL_NAMES
-from climnb.io.netcdf import open_dataset
+from climnb.io.files import open_fields
 from climnb.labels import (
     LabelConfig,
     compute,
@@ -343,7 +343,7 @@ def scaling(paths: list[Path], repeat: int = 3, arrangements=None) -> dict:
     from climnb.runtime.scheduler import compute as compute_on
     from climnb.runtime.scheduler import dask_client
 
-    ds = open_dataset([str(p) for p in paths], canonical=False)
+    ds = open_fields([str(p) for p in paths], canonical=False)
     n_time = ds.sizes["time"]
     arrangements = arrangements or [a for a, _ in ARRANGEMENTS]
     print(

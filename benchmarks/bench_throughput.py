@@ -249,11 +249,11 @@ def breakdown(paths: list[Path], names, n_steps: int) -> None:
     import netCDF4
     import xarray as xr
 
-    from climnb.io.netcdf import open_dataset
+    from climnb.io.files import open_fields
     from climnb.labels import label_step
 
     files = paths[: -(-(n_steps + 1) // STEPS_PER_DAY)]
-    ds = open_dataset([str(p) for p in files])
+    ds = open_fields([str(p) for p in files])
     steps = range(1, min(n_steps + 1, ds.sizes["time"]))  # step 0 warms up (imports, caches)
     raw_read(files, names)  # warm page cache
     lat, lon = ds.lat.values, ds.lon.values

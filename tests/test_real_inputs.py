@@ -16,7 +16,8 @@ import xarray as xr
 from climnb.cli import main
 from climnb.data.lookalike import dress
 from climnb.data.synthetic import make_dataset
-from climnb.io.netcdf import normalize, open_dataset
+from climnb.io.files import open_fields
+from climnb.io.netcdf import normalize
 from climnb.io.variables import canonicalize
 from climnb.labels import compute, label_dataset
 from climnb.labels.scores import iou
@@ -178,7 +179,7 @@ def test_open_dataset_names_a_file_that_is_not_netcdf(tmp_path):
     bad = tmp_path / "notes.nc"
     bad.write_text("not a netcdf file")
     with pytest.raises(ValueError, match="notes.nc: cannot be read as NetCDF"):
-        open_dataset(bad)
+        open_fields(bad)
 
 
 @pytest.mark.parametrize(

@@ -331,9 +331,9 @@ def test_the_accessor_verifies_a_mask(season):
 
 
 def test_nam_lows_poleward_of_the_bound_are_not_cyclones():
-    from climnb.io.netcdf import open_dataset
+    from climnb.io.files import open_fields
 
-    ds = open_dataset([DATA / "nam_florence_subset.grib2"], canonical=False, regrid=1.0)
+    ds = open_fields([DATA / "nam_florence_subset.grib2"], canonical=False, regrid=1.0)
     anywhere = LabelConfig(tc=TCConfig(max_abs_lat=90.0))
     _, lows = compute(*label_dataset(ds, anywhere, regrid=1.0, classes="tc"))
     # three extratropical lows at 50-56 N pass the warm-core check with no latitude bound
