@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from climnb.cli import main
+from climnb.data.exchange import read_shared
 from climnb.data.staging import (
     StagingConfig,
-    _read_shared,
     files_per_rank,
     plan_staging,
     stage,
@@ -53,7 +53,7 @@ class CountingRead:
         if self.fail_after is not None and sum(self.reads.values()) >= self.fail_after:
             raise KeyboardInterrupt("job killed")
         self.reads[Path(path).name] += 1
-        _read_shared(path, out)
+        read_shared(path, out)
 
 
 def config(shared, dest, **kw):

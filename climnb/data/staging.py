@@ -53,7 +53,6 @@ Examples
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import time
@@ -65,7 +64,8 @@ from pathlib import Path
 
 import numpy as np
 
-from climnb.io.atomic import atomic_path, remove_leftovers
+from climnb.data.exchange import Reader, SerialComm, exchange, owner, read_shared
+from climnb.io.atomic import remove_leftovers
 from climnb.io.manifest import Entry, Manifest, sha256_file
 from climnb.io.outputs import OutputError, check_output
 from climnb.io.samples import SAMPLE_GLOB, SampleError
@@ -83,10 +83,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_DIGEST = 32  # bytes of a SHA-256 digest, sent after each file's bytes
-
-Reader = Callable[[Path, np.ndarray], None]
 
 
 #: How staging gives each rank its training files (:class:`StagingConfig` ``draw``).
@@ -331,26 +327,6 @@ def _draw(n: int, n_nodes: int, per_node: int, samples: int, seed: int, draw: st
     )
 
 
-class _Serial:
-    """The few communicator calls staging makes, for a run without MPI."""
-
-    rank, size = 0, 1
-
-    def bcast(self, obj, root=0):
-        return obj
-
-    def allgather(self, obj):
-        return [obj]
-
-
-def _read_shared(path: Path, out: np.ndarray) -> None:
-    """Read a whole file from the shared file system into ``out`` (the only shared read)."""
-    with open(path, "rb", buffering=0) as f:
-        n = f.readinto(memoryview(out))
-    if n != out.size:
-        raise SampleError(f"{path}: read {n} bytes, expected {out.size} (changed while staging?)")
-
-
 @dataclass(frozen=True)
 class _Source:
     """The shared set as rank 0 saw it: what every rank needs to plan and check."""
@@ -370,7 +346,7 @@ def stage(
     config: StagingConfig,
     comm=None,
     *,
-    read: Reader = _read_shared,
+    read: Reader = read_shared,
     progress: Callable[[int], None] | None = None,
 ) -> StagingReport:
     """Stage ``config.source`` onto the node-local folders; every rank gets the report.
@@ -383,14 +359,14 @@ def stage(
     read : the function that reads a shared file into a byte buffer (tests count its calls).
     progress : called with 1 after each file this process writes or finds intact.
     """
-    comm = comm if comm is not None else _Serial()
+    comm = comm if comm is not None else SerialComm()
     t0 = time.perf_counter()
     source = _list_source(config) if comm.rank == 0 else None
     source = comm.bcast(source, root=0)
     if isinstance(source, Exception):
         raise source
     n_nodes = comm.size if config.n_nodes is None else config.n_nodes
-    mine = [n for n in range(n_nodes) if _owner(n, comm.size) == comm.rank]
+    mine = [n for n in range(n_nodes) if owner(n, comm.size) == comm.rank]
     plan = plan_staging(
         [r[0] for r in source.train],
         [r[2] for r in source.train],
@@ -438,7 +414,7 @@ def _stage_stores(config, comm, mine, plan, source, read, progress) -> dict:
     all_missing = {k: m for part in comm.allgather(missing) for k, m in part.items()}
     if progress is not None:
         progress(sum(len(plan.needs(k[0], stores[k]) & v) for k, v in have.items()))
-    counts = _exchange(plan, rows, comm, all_missing, read, progress)
+    counts = exchange(plan, rows, comm, all_missing, read, progress)
     for (n, d), ranks in stores.items():
         _finish_store(d, plan, n, ranks, source, config)
     counts["files_skipped"] = sum(len(have[k] & plan.needs(k[0], stores[k])) for k in have)
@@ -522,10 +498,6 @@ def _identity(path: Path, sha: str | None) -> str:
     return f"size={st.st_size},mtime_ns={st.st_mtime_ns}"
 
 
-def _owner(node: int, size: int) -> int:
-    return node % size
-
-
 def _claim_stores(config, comm, mine) -> dict[tuple[int, Path], tuple[int, ...]]:
     """This process's (node, folder) -> local ranks; refuse folders that another process or
     another node also writes (a shared ``dest`` without ``{node}``); clean a killed run's
@@ -584,109 +556,6 @@ def _check_dest(config: StagingConfig, folders: Sequence[Path]) -> list[str]:
         except OutputError as err:
             return [str(err)]
     return []
-
-
-def _readers(plan: StagingPlan, missing: dict, size: int) -> dict[int, int]:
-    """File index -> process that reads it: among the processes that need it, the one with
-    the fewest bytes to read so far (ties: lowest rank). Deterministic on every rank."""
-    needed_by: dict[int, set[int]] = {}
-    for (node, _), files in missing.items():
-        for i in files:
-            needed_by.setdefault(i, set()).add(_owner(node, size))
-    load = [0] * size
-    readers = {}
-    for i in sorted(needed_by):
-        p = min(needed_by[i], key=lambda q: (load[q], q))
-        readers[i] = p
-        load[p] += plan.sizes[i]
-    return readers
-
-
-def _exchange(plan, rows, comm, missing, read: Reader, progress=None) -> dict:
-    """Read each missing file once, send it to the processes that need it, write it."""
-    size = comm.size
-    readers = _readers(plan, missing, size)
-    targets: dict[int, list] = {}  # file -> (node, folder) that still need it
-    for key, files in missing.items():
-        for i in files:
-            targets.setdefault(i, []).append(key)
-    queues = [[i for i in sorted(readers) if readers[i] == p] for p in range(size)]
-    counts = Counter(bytes_read=0, bytes_written=0, bytes_sent=0, files_written=0)
-    counts["reads"] = {}
-    for k in range(max(map(len, queues), default=0)):
-        round_files = [q[k] for q in queues if k < len(q)]
-        buffers, error = _run_round(plan, rows, comm, round_files, readers, targets, read, counts)
-        for i, buf in buffers.items():
-            error = error or _check_digest(buf, rows[i])
-        errors = [e for e in comm.allgather(error) if e]
-        if errors:  # on every rank, so none waits for ever
-            raise SampleError(errors[0])
-        for i, buf in buffers.items():
-            for node, d in targets[i]:
-                if _owner(node, size) == comm.rank:
-                    _write_local(d, plan.names[i], buf, rows[i])
-                    counts["bytes_written"] += plan.sizes[i]
-                    counts["files_written"] += 1
-                    if progress is not None:
-                        progress(1)
-    return counts
-
-
-def _run_round(plan, rows, comm, round_files, readers, targets, read, counts):
-    """One round: this process reads its file (if any), posts its sends and receives."""
-    me, size = comm.rank, comm.size
-    buffers, requests, error = {}, [], None
-    for i in round_files:
-        procs = sorted({_owner(n, size) for n, _ in targets[i]})
-        if readers[i] == me:
-            buf = np.zeros(plan.sizes[i] + _DIGEST, np.uint8)
-            try:
-                read(Path(rows[i][1]), buf[:-_DIGEST])
-            except (OSError, SampleError) as err:  # sent anyway: the receivers must not wait
-                error = f"{rows[i][1]}: cannot read: {err}"
-            buf[-_DIGEST:] = np.frombuffer(hashlib.sha256(buf[:-_DIGEST]).digest(), np.uint8)
-            counts["bytes_read"] += plan.sizes[i]
-            counts["reads"][plan.names[i]] = counts["reads"].get(plan.names[i], 0) + 1
-            for p in procs:
-                if p != me:
-                    requests.append(comm.Isend(buf, dest=p, tag=1))
-                    counts["bytes_sent"] += plan.sizes[i]
-            buffers[i] = buf
-        elif me in procs:
-            buf = np.empty(plan.sizes[i] + _DIGEST, np.uint8)
-            requests.append(comm.Irecv(buf, source=readers[i], tag=1))
-            buffers[i] = buf
-    if requests:
-        from mpi4py import MPI
-
-        MPI.Request.Waitall(requests)
-    return buffers, error
-
-
-def _check_digest(buf: np.ndarray, row) -> str | None:
-    """Bytes as sent (the reader's digest) and as the source manifest says they should be."""
-    got = hashlib.sha256(buf[:-_DIGEST]).hexdigest()
-    if got != buf[-_DIGEST:].tobytes().hex():
-        return f"{row[0]}: checksum mismatch after transfer"
-    if row[3] and got != row[3]:
-        return (
-            f"{row[1]}: content differs from its manifest (SHA-256 {got[:12]}..., manifest "
-            f"{row[3][:12]}...): corrupt or changed since it was written; not staged"
-        )
-    return None
-
-
-def _write_local(folder: Path, name: str, buf: np.ndarray, row) -> None:
-    try:
-        with atomic_path(folder / name) as tmp, open(tmp, "wb") as f:
-            f.write(memoryview(buf[:-_DIGEST]))
-    except OSError as err:  # a full disk: name the file (a failed write does not)
-        if err.filename is None:
-            raise OSError(err.errno, err.strerror, str(folder / name)) from err
-        raise
-    digest = buf[-_DIGEST:].tobytes().hex()
-    expert = row[5] if len(row) > 5 else {}  # stats.h5's row has none
-    Manifest.append(folder, name, Entry(int(buf.size - _DIGEST), digest, source=row[4], **expert))
 
 
 def _verified(folder: Path, plan: StagingPlan, rows, needed: set[int], verify: bool) -> set[int]:
