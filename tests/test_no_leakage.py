@@ -77,10 +77,10 @@ def test_a_manifest_listing_a_deleted_file_is_refused_by_stage_and_predict(ds, t
     gone.unlink()
     with pytest.raises(SampleError, match=f"missing, e.g. {gone.name}"):
         stage(StagingConfig(source=str(src), dest=str(tmp_path / "n{node}"), samples_per_rank=4))
-    from climnb.inference.predict import _sample_files
+    from climnb.inference.inputs import sample_files
 
     with pytest.raises(SampleError, match=f"{src / 'train'}.*missing, e.g. {gone.name}"):
-        _sample_files([src])
+        sample_files([src])
 
 
 def test_absurd_samples_per_rank_is_refused_before_any_work(ds, tmp_path):

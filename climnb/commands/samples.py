@@ -74,7 +74,8 @@ def run(args) -> int:
 
     from climnb.io.files import expand_paths
     from climnb.io.samples import SampleError
-    from climnb.io.sampleset import check_sample_folder, open_inputs, write_sample_set
+    from climnb.io.sampleset import check_sample_folder, write_sample_set
+    from climnb.io.setinputs import open_inputs
     from climnb.labels.expert import DEFAULT_LABELLERS, in_layout, write_expert_set
 
     if not math.isfinite(args.gap_hours) or args.gap_hours < 0:
