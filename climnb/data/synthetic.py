@@ -49,6 +49,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -213,24 +214,38 @@ def make_dataset(
             noise.step()
             column.step()
             events.step()
-        f, drawn, strong = _draw_step(truth[t], events, lat, lon, noise, column, topo, rh0, jet0)
+        draw = functools.partial(
+            _draw_step, truth[t], events, lat, lon, noise, column, topo, rh0, jet0
+        )
+        f, drawn, strong = draw()
         if river_id is not None:
             ids = [r.id for r in events.rivers]
-            for pair in range(len(ids) - 1) if not events.placed else ():
-                for gap in GAPS[1:]:  # the widest gap at which the pair touches
-                    if _touching(river_ids(truth[t], drawn, ids), ids[: pair + 2]):
-                        break
-                    events.place_group(events.gaps[:pair] + [gap] + events.gaps[pair + 1 :])
-                    f, drawn, strong = _draw_step(
-                        truth[t], events, lat, lon, noise, column, topo, rh0, jet0
-                    )
-            events.placed = True
+            f, drawn, strong = _place_touching(events, truth[t], ids, draw, (f, drawn, strong))
             river_id[t] = river_ids(truth[t], drawn, ids)
         peaks = [float(f["IVT"][d[0]][np.isfinite(d[1])].max()) for d in drawn]
         for name in names:
             data[name][t] = f[name]
         rows += _catalogue(time[t], events, strong, peaks)
     ds = _to_dataset(data, truth, time, lat, lon, seed)
+    return _with_layout(ds, river_id, river_layout, future), _events_frame(rows)
+
+
+def _place_touching(events: Events, truth, ids, draw, step):
+    """The step drawn with each pair of the river group at the widest gap at which the two
+    touch (tried once, at the group's first step); ``step``: the step as first drawn."""
+    f, drawn, strong = step
+    for pair in range(len(ids) - 1) if not events.placed else ():
+        for gap in GAPS[1:]:  # the widest gap at which the pair touches
+            if _touching(river_ids(truth, drawn, ids), ids[: pair + 2]):
+                break
+            events.place_group(events.gaps[:pair] + [gap] + events.gaps[pair + 1 :])
+            f, drawn, strong = draw()
+    events.placed = True
+    return f, drawn, strong
+
+
+def _with_layout(ds: xr.Dataset, river_id, river_layout, future: Future) -> xr.Dataset:
+    """``ds`` with the river of each river pixel (rivers that touch) and the future's changes."""
     if river_id is not None:
         ds["river_id"] = (
             ("time", "lat", "lon"),
@@ -247,7 +262,7 @@ def make_dataset(
             future_storm_intensity=future.storm_intensity,
             future_river_shift_deg=future.river_shift_deg,
         )
-    return ds, _events_frame(rows)
+    return ds
 
 
 def _draw_step(truth, events: Events, lat, lon, noise, column, topo, rh0, jet0):

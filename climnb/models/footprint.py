@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import math
 
+from climnb.models.backend import import_keras
+
 __all__ = ["receptive_radius", "activation_bytes_per_pixel", "POINTWISE"]
 
 #: Layers whose output column depends only on the same column of their input (at inference:
@@ -141,8 +143,6 @@ def receptive_radius(model) -> int | None:
 
 
 def _bytes(tensor) -> int:
-    from climnb.models.backend import import_keras
-
     size = import_keras().backend.standardize_dtype(tensor.dtype)
     return int(tensor.shape[-1]) * {"bfloat16": 2, "float16": 2, "float64": 8}.get(size, 4)
 
