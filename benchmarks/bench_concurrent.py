@@ -3,7 +3,7 @@
 Each try starts two real processes over a barrier (``tests/_concurrent.py``: both import
 climnb, then wait for one file; they start within a millisecond of each other) on a toy file
 and counts the outcomes: one run writes and the other is refused with one line (the exclusive
-claim of :func:`climnb.atomic.claim`), or both exit 0 (a result lost), or anything else.
+claim of :func:`climnb.io.atomic.claim`), or both exit 0 (a result lost), or anything else.
 
     .venv/bin/python benchmarks/bench_concurrent.py [--tries 20] [--steps 4]
 

@@ -32,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import slurm_cluster  # noqa: E402  (the tests' one-node cluster)
 
-from climnb.cluster import Engines, mpi_settings  # noqa: E402
+from climnb.runtime.cluster import Engines, mpi_settings  # noqa: E402
 
 INSIDE = """
 import json, time
-from climnb.cluster import Engines
+from climnb.runtime.cluster import Engines
 t0 = time.perf_counter()
 engines = Engines().start()
 ready = time.perf_counter() - t0

@@ -7,7 +7,7 @@ false-positive box):
   five DynamicMaps of overlaid Images, Contours and coastline Paths; a move is
   ``plot.update(key)`` (callbacks run, elements are built, ranges computed, data sources
   refilled);
-* the fast explorer (:func:`climnb.viz.explorer.explorer_app`, the new path): one pre-rendered
+* the fast explorer (:func:`climnb.viz.fastexplorer.explorer_app`, the new path): one pre-rendered
   uint32 RGBA image per map at the map's screen size, in bokeh figures that stay in place; a
   move is the widget change (``app.time_widget.value = step``), first visit of a step
   (computed; background prefetch off) and second visit (cached) reported apart.
@@ -37,8 +37,9 @@ import time
 import holoviews as hv
 import numpy as np
 
-from climnb.synthetic import FULL_SHAPE, make_dataset
-from climnb.viz.explorer import explorer_app, segmentation_explorer
+from climnb.data.synthetic import FULL_SHAPE, make_dataset
+from climnb.viz.explorer import segmentation_explorer
+from climnb.viz.fastexplorer import explorer_app
 
 
 def _bytes_sent(plot) -> int:

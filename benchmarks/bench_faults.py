@@ -105,7 +105,7 @@ class Tally:
 
 
 def environment(mpi: bool) -> dict[str, str]:
-    from climnb.cluster import mpi_settings
+    from climnb.runtime.cluster import mpi_settings
 
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_DETERMINISTIC_OPS": "1"}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"

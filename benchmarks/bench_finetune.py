@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from climnb.data.synthetic import make_dataset
 from climnb.demo import WORKFLOW
+from climnb.inference.predict import predict
 from climnb.io.sampleset import write_sample_set
 from climnb.labels import LabelConfig, compute, label_dataset
-from climnb.predict import predict
-from climnb.synthetic import make_dataset
 from climnb.train.config import TrainConfig
 from climnb.train.finetune import (
     FineTune,

@@ -2,7 +2,7 @@
 
 Prints, on synthetic data (``make_dataset(ivt=True)``) whose storms' truth is their disc and
 whose rivers' truth is each river's connected region of generated IVT >= 250 kg m-1 s-1 (a
-physical rule that none of the recipes is built from; see climnb.synthetic):
+physical rule that none of the recipes is built from; see climnb.data.synthetic):
 
 * quality at toy (96 x 144) and full (768 x 1152) size over >= 50 steps from several seeds, for
   every recipe on the inputs of ``ROWS``: ``default`` on the 16 channels plus the IVT
@@ -68,8 +68,9 @@ import pandas as pd
 import xarray as xr
 from scipy import ndimage
 
-from climnb.channels import CHANNEL_NAMES
-from climnb.io.netcdf import open_dataset
+from climnb.data.synthetic import FULL_SHAPE, TOY_SHAPE, make_dataset
+from climnb.io.channels import CHANNEL_NAMES
+from climnb.io.files import open_fields
 from climnb.labels import (
     LabelConfig,
     compute,
@@ -79,7 +80,6 @@ from climnb.labels import (
     required_variables,
 )
 from climnb.labels.scores import agreement, score
-from climnb.synthetic import FULL_SHAPE, TOY_SHAPE, make_dataset
 
 TARGETS = {
     "toy": {"tropical_cyclone": 0.70, "atmospheric_river": 0.85},
@@ -340,10 +340,10 @@ def scaling(paths: list[Path], repeat: int = 3, arrangements=None) -> dict:
     from multiprocessing import get_context
 
     from climnb.labels.dataset import worker_processes
-    from climnb.scheduler import compute as compute_on
-    from climnb.scheduler import dask_client
+    from climnb.runtime.scheduler import compute as compute_on
+    from climnb.runtime.scheduler import dask_client
 
-    ds = open_dataset([str(p) for p in paths], canonical=False)
+    ds = open_fields([str(p) for p in paths], canonical=False)
     n_time = ds.sizes["time"]
     arrangements = arrangements or [a for a, _ in ARRANGEMENTS]
     print(

@@ -5,7 +5,7 @@ mybinder.org gives a session at most 2 GB. This runs the notebooks the way ``mak
 
 * ``default``: as on a workstation;
 * ``binder``: with ``MEM_LIMIT=2147483648`` in the environment, as JupyterHub and Binder set it
-  (climnb then starts one engine, :class:`climnb.cluster.SessionLimits`).
+  (climnb then starts one engine, :class:`climnb.runtime.cluster.SessionLimits`).
 
 ``--lab`` runs the chain as a Binder user does instead: one JupyterLab server (``jupyter
 lab``, Binder-sized) serves a copy of ``notebooks/``; each notebook, on its own defaults (nothing

@@ -86,19 +86,19 @@ MODULES: dict[str, list[str]] = {
         "tests/test_atomic_owners.py",
         "tests/test_mutation_survivors.py",
         "tests/test_kill_midwrite.py",
-        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.atomic]",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.atomic]",
     ],
     "climnb/outputs.py": [
         "tests/test_output_guard.py",
         "tests/test_output_claim.py",
         "tests/test_store.py",
         "tests/test_mutation_survivors.py",
-        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.outputs]",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.outputs]",
     ],
     "climnb/staging.py": [
         "tests/test_staging.py",
         "tests/test_mutation_survivors.py",
-        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.staging]",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.data.staging]",
     ],
     "climnb/stats/frequency.py": ["tests/test_stats.py", "tests/test_mutation_survivors.py"],
     "climnb/stats/change.py": [

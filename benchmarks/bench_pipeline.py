@@ -9,7 +9,7 @@ falls on all of them alike (the medians are printed):
   rate the pipeline should sustain: target >= 90 %);
 * ``naive``: a serial ``tf.py_function`` h5py read, then TensorFlow normalisation, labels and
   weights, then batch (target: the pipeline at >= 2x);
-* ``climnb``: :func:`climnb.pipeline.make_dataset` (reader processes writing into shared
+* ``climnb``: :func:`climnb.train.pipeline.make_dataset` (reader processes writing into shared
   memory, handed to TensorFlow without a copy);
 * alternatives that were considered for the parallel read: ``tf-raw`` (``tf.io.read_file`` and
   ``decode_raw`` at the known offsets, all in TensorFlow), ``h5py-threads`` (h5py in a
@@ -49,9 +49,9 @@ def make_files(out: Path, n_files: int, batch: int = 8) -> list[Path]:
     """Full-size synthetic sample files and ``stats.h5`` (reused when already there)."""
     import pandas as pd
 
+    from climnb.data.synthetic import make_dataset
     from climnb.io.samples import list_samples, write_samples
     from climnb.io.stats import STATS_NAME, compute_stats, write_stats
-    from climnb.synthetic import make_dataset
 
     have = sorted(out.glob("data-*.h5")) if out.is_dir() else []
     if len(have) < n_files:
@@ -178,7 +178,7 @@ def bench_pipeline(files, stats_path, args) -> dict[str, list[float]]:
     import tensorflow as tf
 
     from climnb.io.stats import read_stats
-    from climnb.pipeline import PipelineConfig, make_dataset
+    from climnb.train.pipeline import PipelineConfig, make_dataset
 
     stats = read_stats(stats_path)
     weights = tf.constant([1.0, 20.0, 5.0])
@@ -214,7 +214,7 @@ def bench_pipeline(files, stats_path, args) -> dict[str, list[float]]:
 def bench_staging(shared: Path, args) -> dict:
     """Stage onto two simulated nodes under mpirun; returns the job's report."""
     work = Path(tempfile.mkdtemp(prefix="climnb-stage-", dir=args.dir.parent))
-    from climnb.cluster import mpi_settings
+    from climnb.runtime.cluster import mpi_settings
 
     env = {**os.environ, **mpi_settings(2)}
     report = work / "report.json"

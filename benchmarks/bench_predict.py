@@ -50,12 +50,12 @@ GOALS = {"mixed_bfloat16": 3.0, "float32": 4.0}
 CHILD = r"""
 import json, resource, sys, time
 import psutil
-import climnb.predict
+import climnb.inference.predict
 from climnb.cli import main
 
 bundle, out, mode, workers, memory, *files = sys.argv[1:]
 if mode == "eager":  # the baseline: the network called eagerly, every activation kept
-    climnb.predict._forward_function = lambda model: lambda x: model(x, training=False)
+    climnb.inference.predict._forward_function = lambda model: lambda x: model(x, training=False)
 base = psutil.Process().memory_info().rss
 argv = ["predict", "--model", bundle, "--out", out, "--batch-size", "1", "--workers", workers,
         "--no-progress", *files]
@@ -71,7 +71,7 @@ print(json.dumps({"status": status, "base": base, "peak": peak, "seconds": secon
 
 def make_inputs(folder: Path, n_steps: int, shape: tuple[int, int]) -> list[Path]:
     """NetCDF files of 2 steps each (the data never held whole)."""
-    from climnb.synthetic import make_dataset
+    from climnb.data.synthetic import make_dataset
 
     files = []
     for k in range(0, n_steps, 2):
@@ -85,7 +85,7 @@ def make_inputs(folder: Path, n_steps: int, shape: tuple[int, int]) -> list[Path
 
 def make_bundle(folder: Path, preset: str, precision: str, shape) -> Path:
     from climnb.bundle import save_bundle
-    from climnb.channels import CHANNEL_NAMES
+    from climnb.io.channels import CHANNEL_NAMES
     from climnb.models import build_model
 
     mp = precision if precision != "float32" else False
@@ -126,7 +126,7 @@ def tiled_memory(bundle_path: Path, shape) -> float:
     and the whole step's."""
     from climnb.bundle import load_bundle
     from climnb.commands.predict import RUNTIME_GB
-    from climnb.predict import forward_bytes
+    from climnb.inference.predict import forward_bytes
 
     bundle = load_bundle(bundle_path)
     whole = forward_bytes(bundle, *shape)

@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     p.add_argument("--dir", type=Path, default=None, help="working folder (default: a temp one)")
     args = p.parse_args(argv)
 
-    from climnb.synthetic import make_dataset, save_dataset
+    from climnb.data.synthetic import make_dataset, save_dataset
 
     n_lat, n_lon = (int(v) for v in args.shape.split("x"))
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench_resume."))

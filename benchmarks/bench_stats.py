@@ -54,7 +54,7 @@ def write_masks(path: Path, years: int, shape: tuple[int, int], chunk: int) -> f
     """Write ``years`` years of masks to ``path`` (NetCDF, uint8, zlib); returns seconds."""
     import netCDF4
 
-    from climnb.synthetic import make_dataset
+    from climnb.data.synthetic import make_dataset
 
     day, _ = make_dataset(n_time=8, n_lat=shape[0], n_lon=shape[1], seed=0)
     truth = day.truth.values
@@ -116,8 +116,8 @@ def _in_fresh_process(path: Path, what: str, chunk: int, workers: int) -> dict:
 
 
 def false_positives(pairs: int, n_time: int, block: int, resamples: int) -> list[dict]:
+    from climnb.data.synthetic import make_dataset
     from climnb.stats import CompareConfig, class_mask, compare
-    from climnb.synthetic import make_dataset
 
     rows = []
     for i in range(pairs):
@@ -144,6 +144,7 @@ def false_positives(pairs: int, n_time: int, block: int, resamples: int) -> list
 
 def table_false_positives(pairs: int, n_time: int, block: int, resamples: int) -> list[dict]:
     """Rows of the event and precipitation change tables flagged between runs of one climate."""
+    from climnb.data.synthetic import make_dataset
     from climnb.stats import (
         BUILTIN,
         CompareConfig,
@@ -152,7 +153,6 @@ def table_false_positives(pairs: int, n_time: int, block: int, resamples: int) -
         compare_precip,
         precipitation,
     )
-    from climnb.synthetic import make_dataset
 
     config = CompareConfig(block=block, n_resamples=resamples)
     regions = [BUILTIN["global"], BUILTIN["us_west_coast"]]

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from climnb.io.besttrack import read_best_tracks
-from climnb.io.netcdf import open_dataset
+from climnb.io.files import open_fields
 from climnb.labels import compute, label_dataset
 from climnb.labels.config import LabelConfig, TCConfig
 from climnb.stats.verify import verify_tracks
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="defaults and two variants only")
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
-    ds = open_dataset([args.era5], canonical=False).load()
+    ds = open_fields([args.era5], canonical=False).load()
     best = read_best_tracks(args.best_track)
     print(f"{args.era5.name}: {ds.sizes}; best tracks {args.best_track.name}")
     print("goal: POD >= 0.85 and FAR <= 0.15 (storms >= 34 kt, 300 km, same 6-hourly time)\n")

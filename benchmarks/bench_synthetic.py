@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from climnb.synthetic import FULL_SHAPE, TOY_SHAPE, make_dataset
+from climnb.data.synthetic import FULL_SHAPE, TOY_SHAPE, make_dataset
 
 
 def best_of(repeat, fn):

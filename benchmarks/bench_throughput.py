@@ -72,7 +72,7 @@ MEMORY_GOALS = {"float32": 4.0, "mixed_bfloat16": 3.0}
 def write_month(folder: Path, days: int) -> list[Path]:
     """One uncompressed NetCDF-4 file per day of 8 steps, all 16 channels; files already
     written by an earlier run are kept (each is written to a temporary name, then renamed)."""
-    from climnb.synthetic import make_dataset
+    from climnb.data.synthetic import make_dataset
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -249,11 +249,11 @@ def breakdown(paths: list[Path], names, n_steps: int) -> None:
     import netCDF4
     import xarray as xr
 
-    from climnb.io.netcdf import open_dataset
+    from climnb.io.files import open_fields
     from climnb.labels import label_step
 
     files = paths[: -(-(n_steps + 1) // STEPS_PER_DAY)]
-    ds = open_dataset([str(p) for p in files])
+    ds = open_fields([str(p) for p in files])
     steps = range(1, min(n_steps + 1, ds.sizes["time"]))  # step 0 warms up (imports, caches)
     raw_read(files, names)  # warm page cache
     lat, lon = ds.lat.values, ds.lon.values
@@ -298,20 +298,20 @@ def breakdown(paths: list[Path], names, n_steps: int) -> None:
 PREDICT_CHILD = r"""
 import json, sys, threading, time
 import numpy as np
-import climnb.predict
+import climnb.inference.predict
 from climnb.bundle import load_bundle
 from climnb.cli import main
 bundle_path, out, workers, *files = sys.argv[1:]
 bundle = load_bundle(bundle_path)
 x = np.random.default_rng(0).random((1, 768, 1152, 16), dtype=np.float32) * 1e4
-climnb.predict.predict_batch(bundle, x.copy(), check_range=False)  # build and warm up
+climnb.inference.predict.predict_batch(bundle, x.copy(), check_range=False)  # build and warm up
 t0 = time.perf_counter()
 for _ in range(3):
-    climnb.predict.predict_batch(bundle, x.copy(), check_range=False)
+    climnb.inference.predict.predict_batch(bundle, x.copy(), check_range=False)
 forward = (time.perf_counter() - t0) / 3
 # the network's busy intervals inside the real command: predict() looks predict_batch up in
 # its module at each call, so this wrapper sees every batch
-spans, lock, real = [], threading.Lock(), climnb.predict.predict_batch
+spans, lock, real = [], threading.Lock(), climnb.inference.predict.predict_batch
 def timed(*args, **kwargs):
     t = time.perf_counter()
     try:
@@ -319,7 +319,7 @@ def timed(*args, **kwargs):
     finally:
         with lock:
             spans.append((t, time.perf_counter()))
-climnb.predict.predict_batch = timed
+climnb.inference.predict.predict_batch = timed
 t0 = time.perf_counter()
 status = main(["predict", "--model", bundle_path, "--out", out, "--batch-size", "1",
                "--workers", workers, "--no-progress", *files])
@@ -342,7 +342,7 @@ def predict_part(
     from bench_models import gemm_rate
 
     from climnb.bundle import save_bundle
-    from climnb.channels import CHANNEL_NAMES
+    from climnb.io.channels import CHANNEL_NAMES
     from climnb.models import build_model
     from climnb.models.flops import count_flops
     from climnb.models.precision import BF16_FLAGS, cpu_bf16_flags

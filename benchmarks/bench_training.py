@@ -31,8 +31,8 @@
    same teacher: :func:`climnb.viz.heldout.independent_scores`): a second, larger test than the
    one held-out block, whose figures depend on which events fall into its few steps. Both
    tests also score the network's segmentation with the teacher's river rules on its rivers
-   (:func:`climnb.postprocess.apply_river_rules`: a hybrid detector, "model + river rules"),
-   and the verdicts name the network and the hybrid apart.
+   (:func:`climnb.inference.postprocess.apply_river_rules`: a hybrid detector, "model + river
+   rules"), and the verdicts name the network and the hybrid apart.
 
     .venv/bin/python benchmarks/bench_training.py [--samples 160] [--epochs 12] [--skip-quality]
         [--skip-scaling] [--scaling-runs 3] [--skip-turnover] [--skip-precision] [--checkpoint]
@@ -56,10 +56,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb.cluster import mpi_settings
+from climnb.data.synthetic import make_dataset
 from climnb.io.samples import write_samples
 from climnb.io.stats import compute_stats, write_stats
-from climnb.synthetic import make_dataset
+from climnb.runtime.cluster import mpi_settings
 
 
 def mpi_env(ranks: int) -> dict:
@@ -338,7 +338,7 @@ def turnover(work: Path, args) -> None:
 def checkpoint_cost(work: Path, args) -> None:
     import numpy as np
 
-    from climnb.atomic import atomic_path
+    from climnb.io.atomic import atomic_path
     from climnb.models import build_model
     from climnb.train.checkpoint import load_checkpoint, save_checkpoint
     from climnb.train.optim import OptimizerConfig, make_optimizer
@@ -455,7 +455,7 @@ def heldout_run(
     and its median step (rank 0, the first 5 left out). ``settings``: TrainConfig fields over
     the notebook's (``--settings``), for trying a setting the demo's way before adopting it."""
     from climnb.demo import HELDOUT_FIELDS, HELDOUT_PREDICTION, heldout_scores
-    from climnb.predict import predict
+    from climnb.inference.predict import predict
 
     params = demo_training()
     flags = [
@@ -547,7 +547,7 @@ def screen(work: Path, args) -> None:
     settings), each on the demo's training split (no staging) with 2 threads, scored on the
     held-out block: a quick screen, not the demo's route (that is ``--heldout``)."""
     from climnb.demo import HELDOUT_FIELDS, HELDOUT_PREDICTION, heldout_scores
-    from climnb.predict import predict
+    from climnb.inference.predict import predict
     from climnb.train.config import TrainConfig
     from climnb.train.loop import train as train_here
 

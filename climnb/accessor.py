@@ -6,7 +6,7 @@ Importing this module registers the accessor (``import climnb`` stays light and 
 
 * ``ds.climnb.label(config)``: heuristic labels (lazy, :func:`climnb.labels.label_dataset`);
 * ``ds.climnb.predict(bundle)``: a trained network's segmentation (lazy,
-  :func:`climnb.predict.predict`; ``river_rules=True`` puts its rivers through the river
+  :func:`climnb.inference.predict.predict`; ``river_rules=True`` puts its rivers through the river
   definition's object rules);
 * ``ds.climnb.tracks(mask)``: events of a class mask linked over time
   (:func:`climnb.tracks.track_events`), as a CF trajectory Dataset;
@@ -22,7 +22,7 @@ latitude order and longitude convention, whatever climnb computes on internally.
 Examples
 --------
 >>> import climnb.accessor
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=2, seed=0)
 >>> west = ds.assign_coords(lon=(ds.lon + 180) % 360 - 180).sortby("lon")  # -180..180
 >>> labels = west.climnb.label()
@@ -38,7 +38,8 @@ import pandas as pd
 import xarray as xr
 
 from climnb.io.besttrack import read_best_tracks
-from climnb.io.netcdf import input_grid, normalize
+from climnb.io.files import input_grid
+from climnb.io.netcdf import normalize
 from climnb.labels import label_dataset
 from climnb.stats import class_mask, frequency
 from climnb.stats.verify import verify_tracks
@@ -74,9 +75,10 @@ class ClimnbAccessor:
         ``bundle`` is a :class:`climnb.bundle.Bundle` or its directory (``RUN/model``);
         ``river_rules=True`` (or an :class:`climnb.labels.ARConfig`) keeps only the predicted
         rivers the river definition's object rules accept, judged on this Dataset's fields
-        (:func:`climnb.postprocess.apply_river_rules`); see :func:`climnb.predict.predict`.
+        (:func:`climnb.inference.postprocess.apply_river_rules`); see
+        :func:`climnb.inference.predict.predict`.
         """
-        from climnb.predict import predict
+        from climnb.inference.predict import predict
 
         return predict(
             bundle,

@@ -10,7 +10,7 @@ data anywhere else exactly as it did in training:
   was built for and the climnb version.
 
 The format sits below both training (:mod:`climnb.train`, which writes bundles with
-:func:`save_bundle`) and inference (:mod:`climnb.predict`, which reads them with
+:func:`save_bundle`) and inference (:mod:`climnb.inference.predict`, which reads them with
 :func:`load_bundle`), so neither imports the other. TensorFlow is imported only when a model is
 saved or loaded.
 """
@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 import climnb
-from climnb.atomic import temp_path
-from climnb.channels import CLASS_NAMES
+from climnb.io.atomic import temp_path
+from climnb.io.channels import CLASS_NAMES
 from climnb.models import MODEL_NAMES, build_model, get_config
 from climnb.models.backend import import_keras
 from climnb.models.layers import register_layers
@@ -86,7 +86,7 @@ class Bundle:
 
     @property
     def class_names(self) -> tuple[str, ...]:
-        """Class names, from :data:`climnb.channels.CLASS_NAMES` where the count matches."""
+        """Class names, from :data:`climnb.io.channels.CLASS_NAMES` where the count matches."""
         if self.n_classes == len(CLASS_NAMES):
             return CLASS_NAMES
         return tuple(f"class{i}" for i in range(self.n_classes))

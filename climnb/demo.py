@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import climnb.labels
-from climnb.atomic import atomic_path
+from climnb.bundle import META_FILE, load_bundle
+from climnb.io.atomic import atomic_path
 from climnb.labels import LabelConfig
 from climnb.versions import __version__, written_by
 
@@ -312,7 +313,7 @@ def copy_notebooks(
     dest : the folder (made if missing).
     source : folder of ``NN_*.ipynb`` notebooks; default :func:`packaged_notebooks`.
     kernelspec : the copies' ``kernelspec`` metadata (the kernel they open on), e.g.
-        :func:`climnb.kernel.notebook_kernelspec`; ``None``: as in ``source``.
+        :func:`climnb.runtime.kernel.notebook_kernelspec`; ``None``: as in ``source``.
     """
     dest = Path(dest).expanduser()
     dest.mkdir(parents=True, exist_ok=True)
@@ -455,15 +456,15 @@ def independent_figures(path: str | os.PathLike) -> dict[str, float]:
 def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, float]:
     """The network's held-out IoU per class against its teacher and against the truth, the
     teacher's against the truth, and the network's with the teacher's river rules on its
-    rivers (:func:`climnb.postprocess.apply_river_rules` with the teacher's settings the
+    rivers (:func:`climnb.inference.postprocess.apply_river_rules` with the teacher's settings the
     model bundle records, else :class:`LabelConfig`'s) against both (see :func:`headlines`);
     empty without notebook 05's files.
     """
     import numpy as np
     import xarray as xr
 
+    from climnb.inference.postprocess import apply_river_rules
     from climnb.labels.scores import network_teacher_truth
-    from climnb.postprocess import apply_river_rules
 
     root = Path(notebooks)
     fields, predicted = root / HELDOUT_FIELDS, root / HELDOUT_PREDICTION
@@ -484,8 +485,7 @@ def heldout_scores(notebooks: str | os.PathLike = "notebooks") -> dict[str, floa
 
 def _teacher_config(model: Path):
     """The teacher's settings the model bundle records, else the labeller's defaults."""
-    from climnb.bundle import META_FILE, load_bundle
-    from climnb.postprocess import teacher_config
+    from climnb.inference.postprocess import teacher_config
 
     recorded = teacher_config(load_bundle(model)) if (model / META_FILE).exists() else None
     return recorded or LabelConfig()
@@ -516,9 +516,9 @@ def toy_samples(
     """
     import xarray as xr
 
+    from climnb.data.synthetic import make_dataset
     from climnb.io.samples import SampleError
     from climnb.io.sampleset import SampleSet, write_sample_set
-    from climnb.synthetic import make_dataset
 
     folder = Path(folder)
     with contextlib.suppress(SampleError):

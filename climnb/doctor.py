@@ -3,8 +3,8 @@
 ``climnb versions --check`` prints :func:`check_environment`'s report: TensorFlow and the
 precision training would choose, Horovod and its MPI/Gloo, ``mpiexec``/``srun``, mpi4py,
 ipyparallel, a Jupyter kernel that runs this Python, and the JupyterLab extensions the live
-views need. :func:`install_hint` is the one place that says how to get a missing piece, with
-conda where this is a conda environment, else with pip.
+views need. :func:`~climnb.runtime.install.install_hint` is the one place that says how to get a
+missing piece, with conda where this is a conda environment, else with pip.
 
 Examples
 --------
@@ -26,43 +26,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from climnb.kernel import find_kernel
 from climnb.models.precision import auto_precision, resolve_precision
+from climnb.runtime.install import conda_environment, install_hint
+from climnb.runtime.kernel import find_kernel
 from climnb.versions import __version__
 
 __all__ = ["Check", "check_environment", "conda_environment", "install_hint", "format_report"]
-
-_HOROVOD_PIP = (
-    "HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 "
-    "HOROVOD_WITHOUT_MXNET=1 pip install --no-build-isolation --no-deps horovod==0.28.1 "
-    "(builds against this TensorFlow: needs cmake, a C++ compiler and MPI headers)"
-)
-
-# what -> (with conda, with pip)
-_HINTS: dict[str, tuple[str, str]] = {
-    "tensorflow": ("conda install -c conda-forge tensorflow=2.18", "pip install 'climnb[train]'"),
-    "horovod": ("conda install -c conda-forge horovod", _HOROVOD_PIP),
-    "mpi4py": (
-        "conda install -c conda-forge mpi4py openmpi",
-        "pip install mpi4py (with an MPI found: the site's MPI module, or apt-get install "
-        "libopenmpi-dev)",
-    ),
-    "mpiexec": (
-        "conda install -c conda-forge openmpi",
-        "load the site's MPI module (module load openmpi), or apt-get install openmpi-bin",
-    ),
-    "ipyparallel": ("conda install -c conda-forge ipyparallel", "pip install ipyparallel"),
-    "kernel": ("climnb kernel install --user", "climnb kernel install --user"),
-    "pyviz": (
-        "conda install -c conda-forge pyviz_comms, in the environment the Jupyter server runs in",
-        "pip install pyviz_comms, in the environment the Jupyter server runs in",
-    ),
-    "widgets": (
-        "conda install -c conda-forge jupyterlab_widgets, in the environment the Jupyter "
-        "server runs in",
-        "pip install jupyterlab_widgets, in the environment the Jupyter server runs in",
-    ),
-}
 
 #: JupyterLab extensions of the live views: (folder under labextensions, what, hint key).
 LAB_EXTENSIONS = (
@@ -84,19 +53,6 @@ class Check:
     def line(self) -> str:
         text = f"{self.status:<9}{self.what:<22}{self.detail}"
         return text + (f"; get it: {self.fix}" if self.fix and self.status != "ok" else "")
-
-
-def conda_environment(prefix: str | None = None) -> bool:
-    """Whether ``prefix`` (default: this Python's) is a conda environment."""
-    return (Path(prefix or sys.prefix) / "conda-meta").is_dir()
-
-
-def install_hint(what: str, *, conda: bool | None = None) -> str:
-    """How to get ``what`` (``"horovod"``, ``"tensorflow"``, ``"mpiexec"``, ...) here: the
-    conda command in a conda environment, else pip's (or the system's)."""
-    conda = conda_environment() if conda is None else conda
-    with_conda, with_pip = _HINTS[what]
-    return with_conda if conda else with_pip
 
 
 def check_environment(env: dict | None = None) -> list[Check]:

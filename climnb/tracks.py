@@ -31,7 +31,7 @@ track (lifetime, distance, mean and maximum speed, where it formed and ended);
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, truth = make_dataset(n_time=4, seed=0)
 >>> obs = track_events(ds.truth)
 >>> summary = track_summary(obs)
@@ -52,12 +52,12 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb.atomic import atomic_path
-from climnb.channels import CLASS_NAMES
+from climnb.io.atomic import atomic_path
+from climnb.io.channels import CLASS_NAMES
+from climnb.io.steps import iter_steps
 from climnb.labels.components import label_components, measure
 from climnb.labels.schema import COLUMNS, MASK_EVENT_COLUMNS, TRACK_COLUMNS, conform
 from climnb.labels.sphere import great_circle_km, is_periodic
-from climnb.steps import iter_steps
 from climnb.versions import written_by
 
 __all__ = [
@@ -209,7 +209,7 @@ def track_events(
     """Link the regions of a class mask (time, lat, lon) over time into tracks.
 
     ``mask`` is on an ascending-latitude grid with longitudes in degrees (labels from
-    :func:`climnb.labels.label_dataset`, a prediction from :func:`climnb.predict.predict`
+    :func:`climnb.labels.label_dataset`, a prediction from :func:`climnb.inference.predict.predict`
     with ``grid="canonical"``, or ``ds.truth``); it is read one step at a time. ``storms``:
     the labels' event table (``time, class_id, lat, lon, storm_track``), whose stitched
     cyclone tracks the cyclone regions then follow (see the module); None links by overlap
@@ -357,7 +357,7 @@ def check_times(times) -> None:
 
 def check_mask(mask: xr.DataArray) -> None:
     """Refuse a variable that is not a class mask: tracks need the classes 0 (background),
-    1, 2 (:data:`climnb.channels.CLASS_NAMES`) as whole numbers, as labels and predictions
+    1, 2 (:data:`climnb.io.channels.CLASS_NAMES`) as whole numbers, as labels and predictions
     hold them (with ``flag_values``). A field such as TMQ is refused naming its values."""
     n = len(CLASS_NAMES)
     values = np.asarray(mask.values)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from climnb.data.synthetic import make_dataset
 from climnb.io.samples import write_samples
 from climnb.io.stats import compute_stats, write_stats
-from climnb.synthetic import make_dataset
 from climnb.train.config import TrainConfig
 
 # the smallest Tiramisu: one dense-block layer down, one in the bottleneck; a list, as a JSON

@@ -388,7 +388,7 @@ def _(c):
 
 @case("label-no-fields", "fields.nc", r"missing|lacks|no variable|need|none of")
 def _(c):
-    from climnb.channels import CHANNEL_NAMES
+    from climnb.io.channels import CHANNEL_NAMES
 
     return _label(c, c.fields(change=_drop(*CHANNEL_NAMES)), "--out", c.p("labels.nc"))
 
@@ -1871,7 +1871,7 @@ def _(c):
 
 @case("label-out-claimed-by-a-live-run", ("labels.nc",), r"another run.*writing it")
 def _(c):
-    from climnb.atomic import claim_path
+    from climnb.io.atomic import claim_path
 
     out = c.d / "labels.nc"
     record = {"pid": os.getpid(), "host": __import__("socket").gethostname(), "token": "t"}

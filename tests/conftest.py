@@ -91,7 +91,7 @@ def _sigint_kept():
 @pytest.fixture(scope="session")
 def toy():
     """Eight toy-size (96 x 144) steps with 3 storms and 3 rivers: ``(ds, events)``."""
-    from climnb.synthetic import make_dataset
+    from climnb.data.synthetic import make_dataset
 
     return make_dataset(n_time=8, seed=11)
 
@@ -99,9 +99,9 @@ def toy():
 @pytest.fixture(scope="session")
 def mpi_env():
     """Environment for launching the tests' MPI programs (two ranks): OpenMPI's settings for
-    this machine from :func:`climnb.cluster.mpi_settings`, and the venv first on PATH.
+    this machine from :func:`climnb.runtime.cluster.mpi_settings`, and the venv first on PATH.
     """
-    from climnb.cluster import mpi_settings
+    from climnb.runtime.cluster import mpi_settings
 
     if shutil.which("mpirun") is None:
         pytest.skip("mpirun not found: install OpenMPI (make setup does it with apt as root)")
@@ -115,7 +115,7 @@ def mpi_env():
 def mpi_environ(mpi_env, monkeypatch):
     """:func:`mpi_env` applied to this process, for engines started from the tests (they
     inherit it); no Slurm variables, no interactive progress widgets."""
-    from climnb.cluster import mpi_settings
+    from climnb.runtime.cluster import mpi_settings
 
     for key in (*mpi_settings(2), "PATH", "TF_CPP_MIN_LOG_LEVEL"):
         if key in mpi_env:

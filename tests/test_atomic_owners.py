@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from climnb.atomic import OutputBusy, atomic_path, owner_alive, remove_leftovers, temp_path
+from climnb.io.atomic import OutputBusy, atomic_path, owner_alive, remove_leftovers, temp_path
 
 
 def _dead_pid() -> int:

@@ -89,7 +89,7 @@ def test_snapshot_sees_a_rewrite_in_place_of_the_same_size(tmp_path):
     assert _diff(before, snapshot(tmp_path)) == ["~a.nc", "~b.nc"]
 
 
-# --- the one output rule (climnb.store.check_output), seen through every command that writes ---
+# --- the one output rule (climnb.io.outputs.check_output), seen through every command that writes
 
 _STAGE = ["--ranks-per-node", "1", "--samples-per-rank", "4", "--no-mpi", "--no-progress"]
 WRITERS = {  # command -> (kind of output, argv(ctx, out[, fields]))

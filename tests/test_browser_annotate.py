@@ -47,7 +47,7 @@ pytestmark = pytest.mark.browser
 
 # the notebook a person would write: two toy steps, the truth proposed as outlines
 NOTEBOOK_CELLS = [
-    "from climnb.synthetic import make_dataset\n"
+    "from climnb.data.synthetic import make_dataset\n"
     "from climnb.viz.annotate import Annotator\n"
     "from climnb.viz.notebook import setup\n"
     "setup()\n"
@@ -332,8 +332,8 @@ def _empty_box(ds, lat_band, width=25.0):
 
 
 def test_draw_move_delete_reclass_save(lab, browser, shots):
+    from climnb.data.synthetic import make_dataset
     from climnb.labels.expert import open_expert
-    from climnb.synthetic import make_dataset
     from climnb.viz.annotate import AR, TC, Outline, outlines_from_mask, rasterise
 
     url, token, work = lab

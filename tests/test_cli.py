@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 from climnb.cli import build_parser, main
-from climnb.synthetic import make_dataset
+from climnb.data.synthetic import make_dataset
 
 
 def test_synth_writes_what_make_dataset_makes(tmp_path, capsys):

@@ -14,13 +14,13 @@ import psutil
 import pytest
 from _engines import fake_slurm_allocation, no_engine_processes_left
 
-from climnb._watchdog import is_engine_process
-from climnb.cluster import (
+from climnb.runtime.cluster import (
     Engines,
     EngineStartError,
     SessionLimits,
     detect_launcher,
 )
+from climnb.runtime.watchdog import is_engine_process
 
 pytestmark = [pytest.mark.horovod, pytest.mark.slow]
 
@@ -97,7 +97,7 @@ def test_bad_settings():
 KERNEL = """
 import json, sys, time
 import psutil
-from climnb.cluster import Engines
+from climnb.runtime.cluster import Engines
 engines = Engines(n=2, launcher="mpi").start()
 print(json.dumps([p.pid for p in psutil.Process().children(recursive=True)]), flush=True)
 time.sleep(600)
@@ -123,7 +123,7 @@ def test_engines_stop_when_the_kernel_is_killed(mpi_env, tmp_path):
         started = [psutil.Process(pid) for pid in json.loads(line)]
         names = [" ".join(p.cmdline()) for p in started]
         assert sum(map(is_engine_process, started)) >= 4, names  # controller, mpiexec, 2 engines
-        assert any("climnb._watchdog" in n for n in names), names
+        assert any("climnb.runtime.watchdog" in n for n in names), names
     finally:
         os.killpg(kernel.pid, signal.SIGKILL)  # the kernel and its process group, no clean-up
         kernel.wait()

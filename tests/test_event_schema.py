@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from climnb.data.synthetic import make_dataset
 from climnb.labels import LabelConfig, compute, label_dataset
 from climnb.labels.events import events_from_mask
 from climnb.labels.schema import (
@@ -16,7 +17,6 @@ from climnb.labels.schema import (
     TRACK_COLUMNS,
     conform,
 )
-from climnb.synthetic import make_dataset
 from climnb.tracks import read_tracks, track_events, write_tracks
 
 

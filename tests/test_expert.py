@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from climnb.channels import CHANNEL_NAMES
+from climnb.data.synthetic import make_dataset
+from climnb.io.channels import CHANNEL_NAMES
 from climnb.labels.components import label_components
 from climnb.labels.expert import (
     MISSING,
@@ -20,7 +21,6 @@ from climnb.labels.expert import (
     union,
     write_expert_folder,
 )
-from climnb.synthetic import make_dataset
 
 SYNTH = {"n_time": 3, "seed": 5}
 

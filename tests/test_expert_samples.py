@@ -136,14 +136,14 @@ def test_split_works_on_time_steps(sets, expert, how):
 
 
 def _pipeline(files, stats, *, shuffle, weights, augment=None):
-    from climnb.pipeline import PipelineConfig, make_dataset
+    from climnb.train.pipeline import PipelineConfig, make_dataset
 
     cfg = PipelineConfig(batch_size=2, shuffle=shuffle, workers=0, prefetch=0, augment=augment)
     return make_dataset(files, stats, class_weights=weights, config=cfg)
 
 
 def test_pipeline_feeds_soft_targets_to_training_and_class_ids_to_validation(sets):
-    from climnb.pipeline import epoch_order, shard_files
+    from climnb.train.pipeline import epoch_order, shard_files
 
     ss, weights = sets["mean"], np.array([0.1, 0.6, 0.3], np.float32)
     files = shard_files(ss.files("train"))
@@ -155,7 +155,7 @@ def test_pipeline_feeds_soft_targets_to_training_and_class_ids_to_validation(set
     np.testing.assert_allclose(w, np.asarray(y) @ weights, rtol=1e-6)
     assert 0 < np.mean((np.asarray(y) > 0) & (np.asarray(y) < 1))  # labellers disagree somewhere
     # rolled along longitude, the shares move with the data
-    from climnb.pipeline import roll_shifts
+    from climnb.train.pipeline import roll_shifts
 
     _, rolled, _ = next(
         iter(_pipeline(files, ss.stats(), shuffle=True, weights=None, augment="roll"))
@@ -171,7 +171,7 @@ def test_pipeline_feeds_soft_targets_to_training_and_class_ids_to_validation(set
 
 
 def test_staging_carries_the_soft_targets(sets, tmp_path):
-    from climnb.staging import StagingConfig, stage
+    from climnb.data.staging import StagingConfig, stage
 
     ss = sets["mean"]
     cfg = StagingConfig(

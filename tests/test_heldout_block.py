@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from climnb.data.synthetic import make_dataset
 from climnb.io.sampleset import SampleSet, write_heldout, write_sample_set
-from climnb.synthetic import make_dataset
 
 GAP = np.timedelta64(24, "h")
 

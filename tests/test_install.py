@@ -350,7 +350,9 @@ def test_sdist_and_wheel_carry_every_numbered_notebook(dist):
     for text in (in_sdist_text, in_wheel_text):
         assert "not committed" not in text and "an output" not in text
         assert json.loads(text) == json.loads(committed)
-    assert {"climnb/cli.py", "climnb/kernel.py", "climnb/commands/notebooks.py"} <= set(names)
+    assert {"climnb/cli.py", "climnb/runtime/kernel.py", "climnb/commands/notebooks.py"} <= set(
+        names
+    )
 
 
 def _fresh_venv(tmp: Path) -> Path:

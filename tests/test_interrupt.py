@@ -13,7 +13,7 @@ import time
 import pytest
 from _stopping import stopping_after
 
-from climnb.synthetic import make_dataset
+from climnb.data.synthetic import make_dataset
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")

@@ -19,7 +19,7 @@ import xarray as xr
 from _stopping import killed_midwrite
 
 from climnb.cli import main
-from climnb.synthetic import make_dataset
+from climnb.data.synthetic import make_dataset
 
 
 @pytest.fixture(scope="module")

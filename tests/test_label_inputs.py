@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from climnb.data.synthetic import make_dataset, save_dataset
 from climnb.labels import LabelConfig, reference
 from climnb.labels.inputs import fields_to_label, label_as_they_come
-from climnb.synthetic import make_dataset, save_dataset
 
 DATA = Path(__file__).parent / "data"
 

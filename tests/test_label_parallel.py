@@ -14,11 +14,11 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
 from climnb.io import netcdf
-from climnb.io.netcdf import open_dataset
+from climnb.io.files import open_fields
 from climnb.labels import compute, label_dataset, save_labelled
 from climnb.labels.dataset import StepInputs, worker_processes
-from climnb.synthetic import make_dataset
 
 STEPS = 6
 ONE_STEP = {"time": 1}  # the chunks a full-size field (768 x 1152) gets by default
@@ -59,7 +59,7 @@ def _same(result, labels, events):
 @pytest.mark.parametrize("source", ["nc", "zarr"])
 def test_file_backed_tasks_carry_the_address_not_the_fields(series, source):
     inputs, labels, _ = series
-    opened = open_dataset(inputs[source], canonical=False, chunks=ONE_STEP)
+    opened = open_fields(inputs[source], canonical=False, chunks=ONE_STEP)
     lazy, _ = label_dataset(opened)
     tasks = _label_tasks(lazy)
     assert len(tasks) == STEPS
@@ -80,7 +80,7 @@ def test_file_backed_tasks_carry_the_address_not_the_fields(series, source):
 )
 def test_same_labels_with_any_workers(series, scheduler, workers):
     inputs, labels, events = series
-    opened = open_dataset(inputs["nc"], canonical=False)
+    opened = open_fields(inputs["nc"], canonical=False)
     result = compute(*label_dataset(opened), scheduler=scheduler, num_workers=workers)
     _same(result, labels, events)
 
@@ -90,7 +90,7 @@ def test_same_labels_in_worker_processes(series, workers):
     """... and errors come back from them (on the same processes: starting them takes
     seconds)."""
     inputs, labels, events = series
-    opened = open_dataset(inputs["zarr"], canonical=False)
+    opened = open_fields(inputs["zarr"], canonical=False)
     bad = series[0]["ds"].isel(time=slice(0, 2)).copy(deep=True)
     bad["TMQ"][1] = np.nan  # one step without any valid value
     with worker_processes(workers):
@@ -122,9 +122,9 @@ def test_open_chunks_whole_steps_by_size_without_splitting_stored_chunks(tmp_pat
     ds.to_netcdf(compressed, encoding=encoding)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "chunks separate the stored chunks" warning
-        assert open_dataset(str(contiguous)).TMQ.chunks[0] == (STEPS,)  # toy: all in one
-        assert open_dataset(str(contiguous), chunks=ONE_STEP).TMQ.chunks[0] == (1,) * STEPS
-        stored = open_dataset(str(compressed), chunks=ONE_STEP).TMQ.data
+        assert open_fields(str(contiguous)).TMQ.chunks[0] == (STEPS,)  # toy: all in one
+        assert open_fields(str(contiguous), chunks=ONE_STEP).TMQ.chunks[0] == (1,) * STEPS
+        stored = open_fields(str(compressed), chunks=ONE_STEP).TMQ.data
     # stored chunks of three steps are read whole, then split
     assert any("rechunk" in str(k) for k in dict(stored.__dask_graph__()))
 
@@ -145,8 +145,8 @@ def test_default_chunks_hold_whole_steps_up_to_a_few_mib(tmp_path, grid, steps, 
     xr.Dataset(
         {"TMQ": (("time", "lat", "lon"), field)}, coords={"time": time, "lat": lat, "lon": lon}
     ).to_netcdf(path)
-    assert open_dataset(str(path)).TMQ.chunks[0] == chunks
-    assert open_dataset(str(path), chunks={"time": 2}).TMQ.chunks[0][0] == 2  # as asked
+    assert open_fields(str(path)).TMQ.chunks[0] == chunks
+    assert open_fields(str(path), chunks={"time": 2}).TMQ.chunks[0][0] == 2  # as asked
 
 
 def test_chunks_of_several_steps_give_the_same_labels_and_file(tmp_path, series, monkeypatch):
@@ -156,9 +156,9 @@ def test_chunks_of_several_steps_give_the_same_labels_and_file(tmp_path, series,
     path = tmp_path / "whole.nc"
     inputs["ds"].to_netcdf(path)
     monkeypatch.setattr(netcdf, "CHUNK_BYTES", 2 * inputs["ds"].TMQ[0].nbytes)
-    several = open_dataset(str(path), canonical=False)
+    several = open_fields(str(path), canonical=False)
     assert several.TMQ.chunks[0] == (2, 2, 2)
-    one = open_dataset(str(path), canonical=False, chunks=ONE_STEP)
+    one = open_fields(str(path), canonical=False, chunks=ONE_STEP)
     saved = []
     for opened in (several, one):
         got = compute(*label_dataset(opened), scheduler="threads", num_workers=2)
@@ -236,7 +236,7 @@ def test_flipped_file_in_processes_matches_memory(tmp_path, series):
     path = tmp_path / "flipped.nc"
     flipped.to_netcdf(path)
     expected, expected_events = compute(*label_dataset(flipped), scheduler="sync")
-    opened = open_dataset(str(path), canonical=False, chunks=ONE_STEP)
+    opened = open_fields(str(path), canonical=False, chunks=ONE_STEP)
     lazy = label_dataset(opened)
     assert all(any(isinstance(a, StepInputs) for a in t.args) for t in _label_tasks(lazy[0]))
     got, events = compute(*lazy, scheduler="processes", num_workers=2)
@@ -260,7 +260,7 @@ def test_a_worker_keeps_the_files_it_reads_open(series):
     # one collected while another thread read (the threaded tests above) stays in the cache.
     # Those are not this test's; it looks at the entries its own opening adds.
     before = {key for key in FILE_CACHE if path in str(key)}
-    opened = open_dataset(path, canonical=False, chunks=ONE_STEP)
+    opened = open_fields(path, canonical=False, chunks=ONE_STEP)
     blob = pickle.dumps(
         [a for a in _label_tasks(label_dataset(opened)[0])[0].args if isinstance(a, StepInputs)]
     )

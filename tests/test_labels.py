@@ -10,9 +10,11 @@ import pytest
 import xarray as xr
 from scipy import ndimage
 
-from climnb.channels import CHANNEL_NAMES
 from climnb.cli import main
-from climnb.io.netcdf import normalize, open_dataset
+from climnb.data.synthetic import make_dataset
+from climnb.io.channels import CHANNEL_NAMES
+from climnb.io.files import open_fields
+from climnb.io.netcdf import normalize
 from climnb.labels import LabelConfig, compute, label_dataset, label_step
 from climnb.labels.ar import detect_rivers
 from climnb.labels.components import label_components, label_max, measure
@@ -22,7 +24,6 @@ from climnb.labels.ivt import G, ivt, ivt_proxy
 from climnb.labels.scores import iou, score
 from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2
 from climnb.labels.tc import _Grid, _vorticity_maxima, detect_storms
-from climnb.synthetic import make_dataset
 
 R_M = EARTH_RADIUS_KM * 1e3
 
@@ -509,11 +510,11 @@ def test_open_many_files_with_fill_values(tmp_path, toy):
         path = tmp_path / f"part{t}.nc"
         ds.isel(time=[t]).to_netcdf(path, encoding={"TMQ": {"_FillValue": -9999.0}})
         paths.append(str(path))
-    opened = open_dataset(str(tmp_path / "part*.nc"), required=["TMQ", "PSL"])
+    opened = open_fields(str(tmp_path / "part*.nc"), required=["TMQ", "PSL"])
     assert opened.sizes["time"] == 3 and opened.TMQ.chunks is not None
     assert np.isnan(opened.TMQ.values[1, 5, 5])
     with pytest.raises(FileNotFoundError, match="nothere"):
-        open_dataset(str(tmp_path / "nothere.nc"))
+        open_fields(str(tmp_path / "nothere.nc"))
 
 
 # --- command line ------------------------------------------------------------------------------

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from climnb.data.synthetic import make_dataset
 from climnb.labels import reference
 from climnb.labels.scores import agreement
-from climnb.synthetic import make_dataset
 from climnb.viz.labels import river_agreement
 
 needs_ipart = pytest.mark.skipif(

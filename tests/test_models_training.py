@@ -11,7 +11,7 @@ tf = pytest.importorskip(
 
 from _training import TINY  # noqa: E402
 
-from climnb.channels import CHANNEL_NAMES  # noqa: E402
+from climnb.io.channels import CHANNEL_NAMES  # noqa: E402
 from climnb.models import build_model  # noqa: E402
 from climnb.models.losses import WeightedCrossEntropy  # noqa: E402
 from climnb.models.metrics import ConfusionMatrix  # noqa: E402

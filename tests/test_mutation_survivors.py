@@ -79,7 +79,7 @@ def constant_channel(toy, tmp_path_factory):
 
 
 def test_reader_normalises_a_constant_channel_to_zero(constant_channel):
-    from climnb.channels import CHANNEL_NAMES
+    from climnb.io.channels import CHANNEL_NAMES
     from climnb.io.reader import SampleReader
 
     files, stats = constant_channel
@@ -370,7 +370,7 @@ def test_a_wind_at_a_scalar_level_beside_a_scalar_time():
 
 
 def test_atomic_write_makes_missing_folders_and_writes_again(tmp_path):
-    from climnb.atomic import atomic_path
+    from climnb.io.atomic import atomic_path
 
     target = tmp_path / "a" / "b" / "out.txt"
     for text in ("first", "second"):  # the folders exist the second time
@@ -383,7 +383,7 @@ def test_atomic_write_makes_missing_folders_and_writes_again(tmp_path):
 def test_a_displaced_output_is_put_back_not_counted_as_removed(tmp_path):
     """A dead run's ``.NAME.PID-X.old`` (the finished output it had moved aside) comes back as
     ``NAME`` when that is missing; with ``NAME`` there, it and a dead temporary folder go."""
-    from climnb.atomic import remove_leftovers
+    from climnb.io.atomic import remove_leftovers
 
     dead = _dead_pid()
     old = tmp_path / f".set.{dead}-0badf00d.old"
@@ -410,7 +410,7 @@ def _dead_pid() -> int:
 
 
 def test_folder_outputs_at_the_rule_edges(tmp_path):
-    from climnb.outputs import OutputError, check_output
+    from climnb.io.outputs import OutputError, check_output
 
     inputs = tmp_path / "in"
     inputs.mkdir()
@@ -427,11 +427,11 @@ def test_folder_outputs_at_the_rule_edges(tmp_path):
 
 
 def test_staged_copies_keep_each_files_labeller(tmp_path):
-    from climnb.channels import CHANNEL_NAMES
+    from climnb.data.staging import StagingConfig, stage
+    from climnb.io.channels import CHANNEL_NAMES
     from climnb.io.manifest import Manifest
     from climnb.io.samples import write_sample
     from climnb.io.stats import compute_stats, write_stats
-    from climnb.staging import StagingConfig, stage
 
     rng = np.random.default_rng(0)
     files = []
@@ -500,6 +500,6 @@ def test_compare_on_blocks_made_by_hand():
 
 
 def make_dataset_toy():
-    from climnb.synthetic import make_dataset
+    from climnb.data.synthetic import make_dataset
 
     return make_dataset(n_time=8, seed=0)[0]

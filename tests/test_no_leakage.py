@@ -10,12 +10,12 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.staging import StagingConfig, stage
+from climnb.data.synthetic import make_dataset
 from climnb.io.manifest import Manifest
 from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, write_sample_set
 from climnb.io.split import split_steps
-from climnb.staging import StagingConfig, stage
-from climnb.synthetic import make_dataset
 
 
 @pytest.fixture(scope="module")
@@ -77,10 +77,10 @@ def test_a_manifest_listing_a_deleted_file_is_refused_by_stage_and_predict(ds, t
     gone.unlink()
     with pytest.raises(SampleError, match=f"missing, e.g. {gone.name}"):
         stage(StagingConfig(source=str(src), dest=str(tmp_path / "n{node}"), samples_per_rank=4))
-    from climnb.predict import _sample_files
+    from climnb.inference.inputs import sample_files
 
     with pytest.raises(SampleError, match=f"{src / 'train'}.*missing, e.g. {gone.name}"):
-        _sample_files([src])
+        sample_files([src])
 
 
 def test_absurd_samples_per_rank_is_refused_before_any_work(ds, tmp_path):

@@ -1,4 +1,4 @@
-"""One run at a time into an output: the exclusive claim (:func:`climnb.atomic.claim`).
+"""One run at a time into an output: the exclusive claim (:func:`climnb.io.atomic.claim`).
 
 Deterministic first: the claim taken here, then the command run and refused with one line; a
 claim left by a process that is gone taken over; then two real ``climnb label`` processes
@@ -21,8 +21,8 @@ import pytest
 import xarray as xr
 from _concurrent import start_together
 
-from climnb.atomic import OutputBusy, claim, claim_path, claims
 from climnb.cli import main
+from climnb.io.atomic import OutputBusy, claim, claim_path, claims
 
 
 @pytest.fixture(scope="module")

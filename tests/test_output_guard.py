@@ -301,7 +301,7 @@ def test_every_output_option_is_walked():
 
 
 def test_a_hard_link_to_a_file_inside_an_input_folder_is_refused(tmp_path):
-    from climnb.outputs import OutputError, check_outputs
+    from climnb.io.outputs import OutputError, check_outputs
 
     folder = tmp_path / "expert"
     folder.mkdir()

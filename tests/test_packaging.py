@@ -16,9 +16,9 @@ import yaml
 
 import climnb
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
 from climnb.demo import run_notebook
 from climnb.labels import label_dataset
-from climnb.synthetic import make_dataset
 
 if sys.version_info >= (3, 11):
     import tomllib

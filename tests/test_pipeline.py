@@ -9,11 +9,11 @@ import h5py
 import numpy as np
 import pytest
 
-from climnb.channels import CHANNEL_NAMES
+from climnb.io.channels import CHANNEL_NAMES
 from climnb.io.reader import BatchLoader, SampleReader
 from climnb.io.samples import SampleError, read_sample, write_samples
 from climnb.io.stats import compute_stats
-from climnb.pipeline import PipelineConfig, epoch_order, shard_files
+from climnb.train.pipeline import PipelineConfig, epoch_order, shard_files
 
 WEIGHTS = [0.5, 20.0, 4.0]
 
@@ -39,7 +39,9 @@ def expected(path, stats, channels=None):
 
 
 def test_import_does_not_start_tensorflow():
-    code = "import climnb.pipeline, climnb.staging, sys; print('tensorflow' in sys.modules)"
+    code = (
+        "import climnb.train.pipeline, climnb.data.staging, sys; print('tensorflow' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -134,7 +136,7 @@ def tf():
 
 @pytest.mark.parametrize("workers", [0, 2], ids=["in-thread", "processes"])
 def test_dataset_epochs_order_and_values(files, stats, tf, workers):
-    from climnb.pipeline import make_dataset
+    from climnb.train.pipeline import make_dataset
 
     cfg = PipelineConfig(batch_size=3, seed=7, workers=workers, prefetch=2)
     ds = make_dataset(files, stats, class_weights=WEIGHTS, epochs=2, config=cfg)
@@ -154,7 +156,7 @@ def test_dataset_epochs_order_and_values(files, stats, tf, workers):
 
 
 def test_dataset_shards_by_rank_and_drops_remainder(files, stats, tf):
-    from climnb.pipeline import make_dataset
+    from climnb.train.pipeline import make_dataset
 
     seen = []
     for rank in range(2):
@@ -170,7 +172,7 @@ def test_dataset_shards_by_rank_and_drops_remainder(files, stats, tf):
 
 def test_autotuner_off_unless_asked(files, stats, tf):
     """The sizes are fixed, so tf.data's autotuner stays off (it stalled iterator teardown)."""
-    from climnb.pipeline import make_dataset
+    from climnb.train.pipeline import make_dataset
 
     default = make_dataset(files, stats, config=PipelineConfig(batch_size=2))
     assert default.options().autotune.enabled is False
@@ -180,7 +182,7 @@ def test_autotuner_off_unless_asked(files, stats, tf):
 
 
 def test_buffers_are_reused_when_tensors_are_dropped(files, stats, tf, monkeypatch):
-    import climnb.pipeline as pipeline
+    import climnb.train.pipeline as pipeline
 
     made = []
 
@@ -214,7 +216,7 @@ def test_loader_reports_bad_file_from_worker(files, stats, tmp_path):
 
 
 def test_dataset_error_names_file(files, stats, tmp_path, tf):
-    from climnb.pipeline import make_dataset
+    from climnb.train.pipeline import make_dataset
 
     bad = tmp_path / files[0].name
     bad.write_bytes(files[0].read_bytes())
@@ -226,7 +228,7 @@ def test_dataset_error_names_file(files, stats, tmp_path, tf):
 
 
 def test_roll_augmentation_rolls_data_and_labels_together(files, stats, tf):
-    from climnb.pipeline import make_dataset, roll_shifts
+    from climnb.train.pipeline import make_dataset, roll_shifts
 
     plain = PipelineConfig(batch_size=3, seed=4, workers=0)
     rolled = PipelineConfig(batch_size=3, seed=4, workers=2, augment="roll")
@@ -253,7 +255,7 @@ def test_roll_augmentation_rolls_data_and_labels_together(files, stats, tf):
 def test_mirror_augmentation_is_the_other_hemisphere(files, stats, tf):
     """Mirrored samples are reversed north to south, labels and weights with them, and their
     meridional winds are negated in physical units; the others pass unchanged."""
-    from climnb.pipeline import make_dataset, mirror_flags
+    from climnb.train.pipeline import make_dataset, mirror_flags
 
     plain = PipelineConfig(batch_size=3, seed=4, workers=0)
     mirrored = PipelineConfig(batch_size=3, seed=4, workers=2, augment="mirror")

@@ -11,9 +11,9 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
 from climnb.io.netcdf import normalize
 from climnb.io.plausible import RANGES, check_plausible
-from climnb.synthetic import make_dataset
 
 
 @pytest.fixture(scope="module")

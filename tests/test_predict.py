@@ -15,10 +15,10 @@ import pytest
 import xarray as xr
 
 from climnb.bundle import META_FILE, MODEL_FILE, BundleError, load_bundle, save_bundle
-from climnb.channels import CHANNEL_NAMES
 from climnb.cli import main
-from climnb.predict import pad_fields, predict
-from climnb.synthetic import make_dataset
+from climnb.data.synthetic import make_dataset
+from climnb.inference.predict import pad_fields, predict
+from climnb.io.channels import CHANNEL_NAMES
 
 keras = pytest.importorskip(
     "keras", reason="inference needs TensorFlow/Keras: pip install 'climnb[train]'"
@@ -302,15 +302,15 @@ def test_cli_streams_to_netcdf_or_zarr_on_the_input_grid(
     """Input -180..180 with descending latitude (as a Zarr store): the output keeps that grid.
     Each batch's forward pass runs once (the class shares printed beside the write once ran
     every batch twice)."""
-    import climnb.predict
+    import climnb.inference.predict
 
-    batches, real = [], climnb.predict.predict_batch
+    batches, real = [], climnb.inference.predict.predict_batch
 
     def counted(bundle, x, **kwargs):
         batches.append(x.shape[0])
         return real(bundle, x, **kwargs)
 
-    monkeypatch.setattr(climnb.predict, "predict_batch", counted)
+    monkeypatch.setattr(climnb.inference.predict, "predict_batch", counted)
     flipped = data.isel(lat=slice(None, None, -1)).roll(lon=72, roll_coords=True)
     flipped = flipped.assign_coords(lon=(flipped.lon + 180) % 360 - 180)
     flipped = flipped.rename(lat="latitude", lon="longitude").drop_vars("truth")
@@ -416,7 +416,7 @@ def test_accessor_predict_on_the_callers_grid(pointwise, data, stats):
 def test_cli_river_rules_write_the_ruled_prediction(pointwise, data, stats, tmp_path, capsys):
     """--river-rules: the predicted rivers the river definition rejects become background
     (the pointwise network's "rivers" are low-pressure blobs: most go), storms stay."""
-    from climnb.postprocess import apply_river_rules
+    from climnb.inference.postprocess import apply_river_rules
 
     raw = xr.DataArray(expected(data, stats), coords=data.truth.coords, dims=data.truth.dims)
     ruled = apply_river_rules(raw, data).values
@@ -437,7 +437,7 @@ def test_cli_river_rules_write_the_ruled_prediction(pointwise, data, stats, tmp_
 
 def test_river_rules_on_the_callers_grid_and_missing_variables(pointwise, data, stats, tmp_path):
     import climnb.accessor  # noqa: F401
-    from climnb.postprocess import apply_river_rules
+    from climnb.inference.postprocess import apply_river_rules
 
     flipped = data.isel(lat=slice(None, None, -1)).rename(lat="latitude")
     pred = flipped.climnb.predict(pointwise, batch_size=2, river_rules=True)

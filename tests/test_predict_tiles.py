@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from climnb.bundle import BundleError, load_bundle, save_bundle
-from climnb.channels import CHANNEL_NAMES
-from climnb.predict import _plan, forward_bytes, predict, predict_batch, tile_plan
-from climnb.synthetic import make_dataset
+from climnb.data.synthetic import make_dataset
+from climnb.inference.predict import _plan, forward_bytes, predict, predict_batch, tile_plan
+from climnb.io.channels import CHANNEL_NAMES
 
 keras = pytest.importorskip(
     "keras", reason="inference needs TensorFlow/Keras: pip install 'climnb[train]'"
@@ -137,7 +137,7 @@ def test_tiles_give_the_whole_steps_output_in_float32(small, fields):
 
 def test_a_halo_narrower_than_the_field_changes_the_output(small, fields):
     """The equality above is not trivial: with no halo, tiles' edges differ."""
-    from climnb.predict import _footprint
+    from climnb.inference.predict import _footprint
 
     model = small.model()
     whole = predict_batch(small, fields, probabilities=True, check_range=False)

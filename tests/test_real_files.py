@@ -16,12 +16,12 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.lookalike import dress
+from climnb.data.synthetic import make_dataset
+from climnb.io.files import open_fields
 from climnb.io.levels import ivt_from_levels, specific_humidity
-from climnb.io.netcdf import open_dataset
 from climnb.labels import compute, label_dataset
 from climnb.labels.scores import iou
-from climnb.lookalike import dress
-from climnb.synthetic import make_dataset
 from climnb.tracks import TrackConfig, track_events, track_summary
 
 DATA = Path(__file__).parent / "data"
@@ -60,7 +60,7 @@ def test_era5_as_the_data_store_writes_it(tmp_path, capsys, caplog):
 
 
 def test_era5_storm_is_tracked_across_its_life():
-    labels, _ = _label(open_dataset(ERA5, canonical=False), grid="canonical")
+    labels, _ = _label(open_fields(ERA5, canonical=False), grid="canonical")
     obs = track_events(labels, TrackConfig(max_gap_steps=4))
     summary = track_summary(obs)
     long = summary[summary.lifetime_h >= 48]
@@ -178,14 +178,14 @@ def test_joined_files_must_share_a_grid_and_not_repeat_times(tmp_path):
     ds = ds[["TMQ", "PSL"]]
     a = _part(ds.isel(time=slice(0, 2)), tmp_path / "a.nc")
     b = _part(ds.isel(time=slice(2, 4)), tmp_path / "b.nc")
-    assert open_dataset([b, a]).sizes["time"] == 4  # put in time order
+    assert open_fields([b, a]).sizes["time"] == 4  # put in time order
     shifted = ds.lat.values + np.where(np.arange(ds.sizes["lat"]) == 5, 0.5, 0.0)
     c = _part(ds.isel(time=slice(2, 4)), tmp_path / "c.nc", lat=shifted)
     with pytest.raises(ValueError, match=r"c\.nc: its grid differs from that of .*a\.nc: lat"):
-        open_dataset([a, c])
+        open_fields([a, c])
     d = _part(ds.isel(time=slice(1, 3)), tmp_path / "d.nc")
     with pytest.raises(ValueError, match=r"d\.nc: time 2000-01-01T03:00 is also in .*a\.nc"):
-        open_dataset([a, d])
+        open_fields([a, d])
 
 
 @pytest.mark.parametrize("calendar", ["noleap", "360_day"])

@@ -1,7 +1,7 @@
 """Files as they come: ERA5, MERRA-2, CAM5 and generic naming, units, grids, labelled as they are.
 
 The fixtures are synthetic fields (with a known truth) dressed as each source writes them
-(:mod:`climnb.lookalike`), written to NetCDF; each is labelled through the command line and the
+(:mod:`climnb.data.lookalike`), written to NetCDF; each is labelled through the command line and the
 API, and the file must be unchanged afterwards.
 """
 
@@ -14,12 +14,13 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
-from climnb.io.netcdf import normalize, open_dataset
+from climnb.data.lookalike import dress
+from climnb.data.synthetic import make_dataset
+from climnb.io.files import open_fields
+from climnb.io.netcdf import normalize
 from climnb.io.variables import canonicalize
 from climnb.labels import compute, label_dataset
 from climnb.labels.scores import iou
-from climnb.lookalike import dress
-from climnb.synthetic import make_dataset
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +179,7 @@ def test_open_dataset_names_a_file_that_is_not_netcdf(tmp_path):
     bad = tmp_path / "notes.nc"
     bad.write_text("not a netcdf file")
     with pytest.raises(ValueError, match="notes.nc: cannot be read as NetCDF"):
-        open_dataset(bad)
+        open_fields(bad)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The river definition's object rules: one function for the labeller and for a network's
-rivers (climnb.labels.ar.river_rules, climnb.postprocess.apply_river_rules)."""
+rivers (climnb.labels.ar.river_rules, climnb.inference.postprocess.apply_river_rules)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from climnb.inference.postprocess import apply_river_rules, river_config
 from climnb.labels import ARConfig, LabelConfig, compute, label_dataset
 from climnb.labels.ar import ivt_magnitude, river_rules, transport_rivers
 from climnb.labels.sphere import is_periodic
-from climnb.postprocess import apply_river_rules, river_config
 
 _TRANSPORT = ARConfig(method="transport")
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from climnb.data.synthetic import RIVER_LAYOUTS, make_dataset, save_dataset
 from climnb.labels import ARConfig, LabelConfig, compute, label_dataset
 from climnb.labels.ar import river_rules, transport_rivers
 from climnb.labels.components import label_components, split_at_saddles
-from climnb.synthetic import RIVER_LAYOUTS, make_dataset, save_dataset
 
 _TRANSPORT = ARConfig(method="transport")
 LAT, LON = np.linspace(-90, 90, 96), np.arange(144) * 2.5

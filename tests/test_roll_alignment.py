@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from climnb.pipeline import TENSOR_ALIGNMENT, aligned_empty, roll_batch
+from climnb.train.pipeline import TENSOR_ALIGNMENT, aligned_empty, roll_batch
 
 
 @pytest.mark.parametrize(

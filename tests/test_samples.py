@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from climnb.channels import CHANNEL_NAMES
 from climnb.cli import main
+from climnb.io.channels import CHANNEL_NAMES
 from climnb.io.samples import (
     SampleError,
     inspect_sample,

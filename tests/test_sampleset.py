@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from _stopping import stopping_after
 
-from climnb.channels import CHANNEL_NAMES
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
+from climnb.io.channels import CHANNEL_NAMES
 from climnb.io.manifest import MANIFEST_NAME, Manifest
 from climnb.io.samples import SampleError, write_sample, write_samples
 from climnb.io.sampleset import SampleSet, write_sample_set
 from climnb.io.split import split_steps
 from climnb.io.stats import read_stats, write_stats
-from climnb.synthetic import make_dataset
 
 H = np.timedelta64(1, "h")
 
@@ -368,10 +368,10 @@ def test_sets_are_the_same_whatever_the_chunks(long_toy, tmp_path, monkeypatch):
 
     src = _fields(long_toy, tmp_path / "f.nc")
     monkeypatch.setattr(netcdf, "CHUNK_BYTES", 7 * long_toy.TMQ[0].nbytes)
-    several = netcdf.open_dataset(src)
+    several = netcdf.open_fields(src)
     assert several.TMQ.chunks[0] == (7, 7, 7, 7, 7, 5)
     write_sample_set(several, "truth", tmp_path / "several")
-    write_sample_set(netcdf.open_dataset(src, chunks={"time": 1}), "truth", tmp_path / "one")
+    write_sample_set(netcdf.open_fields(src, chunks={"time": 1}), "truth", tmp_path / "one")
     assert tree_digests(tmp_path / "several") == tree_digests(tmp_path / "one")
 
 
@@ -410,13 +410,13 @@ def test_samples_killed_then_same_command_resumes(long_toy, clean, tmp_path):
 def test_resume_key_follows_inputs_and_options_without_reading_the_data(toy, tmp_path):
     import xarray as xr
 
-    from climnb.io.sampleset import _run_key
+    from climnb.io.setrun import run_key
 
     src = _fields(toy[0], tmp_path / "f.nc")
     parts = split_steps(None, n=toy[0].sizes["time"])
 
     def key(ds, **options):
-        return _run_key(
+        return run_key(
             ds, ds.truth, "truth", parts, **{"run": 1, "channels": CHANNEL_NAMES, **options}
         )
 

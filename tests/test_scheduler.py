@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from climnb.data.synthetic import make_dataset
 from climnb.labels import compute as compute_locally
 from climnb.labels import label_dataset
-from climnb.scheduler import compute, dask_client
-from climnb.synthetic import make_dataset
+from climnb.runtime.scheduler import compute, dask_client
 
 pytestmark = pytest.mark.slow
 
@@ -136,7 +136,7 @@ def test_importing_dask_jobqueue_leaves_ctrl_c_alone():
     code = (  # Ctrl-C as in a terminal: a background job (CI started with &) inherits it ignored
         "import signal\n"
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        "from climnb.scheduler import _import_slurm_cluster\n"
+        "from climnb.runtime.scheduler import _import_slurm_cluster\n"
         "_import_slurm_cluster()\n"
         "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
     )

@@ -8,10 +8,10 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
 from climnb.labels.expert import open_expert, write_expert_folder
 from climnb.labels.scores import EXPERT_COLUMNS, class_iou, expert_scores, iou
 from climnb.models.metrics import confusion_matrix_np, iou_from_confusion
-from climnb.synthetic import make_dataset
 
 SYNTH = {"n_time": 3, "seed": 5}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from climnb.data.synthetic import make_dataset
 from climnb.demo import HELDOUT_FIELDS, HELDOUT_PREDICTION, HELDOUT_TEACHER, heldout_scores
 from climnb.labels import LabelConfig, compute, label_dataset
-from climnb.synthetic import make_dataset
 
 
 @pytest.fixture

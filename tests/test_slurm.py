@@ -18,13 +18,13 @@ import pytest
 from _training import TINY, write_toy_samples
 from slurm_cluster import slurm  # noqa: F401  (the session fixture, used by name)
 
-from climnb.cluster import (
+from climnb.runtime.cluster import (
     Engines,
     EnginesLostError,
     EngineStartError,
-    _srun_mpi_types,
     slurm_mpi_args,
 )
+from climnb.runtime.launch import srun_mpi_types
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -50,8 +50,8 @@ def no_jobs_left(slurm):
 
 def test_cluster_runs_tasks_and_offers_pmix(slurm):
     assert slurm.run("srun", "-n", "2", "hostname").split() == [slurm.node] * 2
-    _srun_mpi_types.cache_clear()
-    assert "pmix" in _srun_mpi_types(slurm.run("which", "srun").strip())
+    srun_mpi_types.cache_clear()
+    assert "pmix" in srun_mpi_types(slurm.run("which", "srun").strip())
     assert slurm_mpi_args() == ["--mpi=pmix"]
     assert slurm_mpi_args(["--mpi=pmi2"]) == []  # the user's choice stays
     assert slurm_mpi_args(env={"SLURM_MPI_TYPE": "pmi2"}) == []
@@ -66,7 +66,7 @@ def samples(tmp_path_factory):
 
 INSIDE_ALLOCATION = """
 import ast, json, os, signal, sys, time
-from climnb.cluster import Engines, EnginesLostError
+from climnb.runtime.cluster import Engines, EnginesLostError
 from climnb.train.config import TrainConfig
 from climnb.train.engines import train_on_engines
 
@@ -271,7 +271,7 @@ def test_a_job_sbatch_refuses_says_why(slurm):
 
 KERNEL = """
 import json, os, time
-from climnb.cluster import Engines
+from climnb.runtime.cluster import Engines
 engines = Engines(n=2, launcher="sbatch", walltime="5").start()
 pids = engines.view.apply(os.getpid)
 print(json.dumps({"job": engines.job_id, "pids": pids}), flush=True)
@@ -313,8 +313,8 @@ LABEL_ON_SLURM = """
 import json, os
 import numpy as np
 from climnb.labels import compute as compute_locally, label_dataset
-from climnb.scheduler import compute, dask_client
-from climnb.synthetic import make_dataset
+from climnb.runtime.scheduler import compute, dask_client
+from climnb.data.synthetic import make_dataset
 
 if __name__ == "__main__":
     ds, _ = make_dataset(n_time=4, seed=3)

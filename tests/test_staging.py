@@ -15,20 +15,20 @@ import numpy as np
 import pytest
 
 from climnb.cli import main
-from climnb.io.reader import SampleReader
-from climnb.io.samples import SampleError, write_samples
-from climnb.io.sampleset import SampleSet, StagedSet, write_sample_set
-from climnb.io.stats import compute_stats, write_stats
-from climnb.staging import (
+from climnb.data.exchange import read_shared
+from climnb.data.staging import (
     StagingConfig,
-    _read_shared,
     files_per_rank,
     plan_staging,
     stage,
     stage_on_engines,
     staged_files,
 )
-from climnb.synthetic import make_dataset
+from climnb.data.synthetic import make_dataset
+from climnb.io.reader import SampleReader
+from climnb.io.samples import SampleError, write_samples
+from climnb.io.sampleset import SampleSet, StagedSet, write_sample_set
+from climnb.io.stats import compute_stats, write_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,7 @@ class CountingRead:
         if self.fail_after is not None and sum(self.reads.values()) >= self.fail_after:
             raise KeyboardInterrupt("job killed")
         self.reads[Path(path).name] += 1
-        _read_shared(path, out)
+        read_shared(path, out)
 
 
 def config(shared, dest, **kw):

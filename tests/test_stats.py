@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from climnb.data.synthetic import Future, make_dataset
 from climnb.stats import (
     BUILTIN,
     CompareConfig,
@@ -35,7 +36,6 @@ from climnb.stats import (
     write_frequency,
 )
 from climnb.stats.groups import group_index
-from climnb.synthetic import Future, make_dataset
 from climnb.tracks import track_events, track_summary
 
 

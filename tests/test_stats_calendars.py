@@ -13,8 +13,8 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
 from climnb.stats.events import event_steps, event_table
-from climnb.synthetic import make_dataset
 
 #: each calendar from the day before its last day of February, 12:00: the 3 days of 3-hourly
 #: steps run over the days where the calendars part (28 Feb -> 1 Mar in noleap)

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from climnb.data.synthetic import Future, make_dataset
 from climnb.stats import BUILTIN, CompareConfig, box, class_mask, precipitation
 from climnb.stats.change_tables import (
     CHANGE_COLUMNS,
@@ -18,7 +19,6 @@ from climnb.stats.change_tables import (
     compare_precip,
     ratio_change,
 )
-from climnb.synthetic import Future, make_dataset
 
 CONFIG = CompareConfig(block=8, n_resamples=199, seed=3)
 REGIONS = [BUILTIN["global"], BUILTIN["us_west_coast"]]

@@ -14,10 +14,10 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
 from climnb.stats.frequency import frequency
 from climnb.stats.masks import class_mask
 from climnb.stats.precip import attributed_precipitation
-from climnb.synthetic import make_dataset
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import climnb.accessor  # noqa: F401  (ds.climnb)
+from climnb.data.synthetic import make_dataset
 from climnb.stats import CompareConfig, class_mask, compare, frequency
-from climnb.synthetic import make_dataset
 from climnb.viz.stats import change_map, frequency_maps, stipples
 
 

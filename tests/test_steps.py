@@ -1,4 +1,4 @@
-"""Series read a block of steps at a time (climnb.steps): every step once, in order, with the
+"""Series read a block of steps at a time (climnb.io.steps): every step once, in order, with the
 values of the step, in as few dask computes as the block size allows."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 from dask.callbacks import Callback
 
-from climnb.steps import iter_steps
+from climnb.io.steps import iter_steps
 
 
 class _Computes(Callback):

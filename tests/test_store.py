@@ -1,4 +1,4 @@
-"""climnb.store: NetCDF or Zarr in and out, output checks; the label command through it."""
+"""climnb.io.files: NetCDF or Zarr in and out, output checks; the label command through it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
-from climnb.store import OutputError, check_output, open_fields, write
+from climnb.io.files import OutputError, check_output, open_fields, write
 
 
 @pytest.fixture(scope="module")

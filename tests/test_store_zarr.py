@@ -14,11 +14,12 @@ import pytest
 import xarray as xr
 
 import climnb
-from climnb import outputs, store
-from climnb.atomic import OutputBusy, remove_leftovers, temp_path
 from climnb.cli import main
+from climnb.io import files as store
+from climnb.io import outputs
+from climnb.io.atomic import OutputBusy, remove_leftovers, temp_path
+from climnb.io.files import expand_paths, open_fields, write
 from climnb.io.zarrstore import ZarrStoreError, check_store
-from climnb.store import expand, open_fields, write
 
 
 @pytest.fixture(scope="module")
@@ -124,9 +125,9 @@ def test_a_symlink_loop_and_a_broken_link_are_named(tmp_path, capsys):
     (tmp_path / "b").symlink_to(tmp_path / "a")
     (tmp_path / "gone.nc").symlink_to(tmp_path / "nothere.nc")
     with pytest.raises(FileNotFoundError, match=r"a: a loop of symbolic links"):
-        expand(tmp_path / "a")
+        expand_paths(tmp_path / "a")
     with pytest.raises(FileNotFoundError, match=r"gone.nc: a broken symbolic link \(to \S*noth"):
-        expand(tmp_path / "gone.nc")
+        expand_paths(tmp_path / "gone.nc")
     with pytest.raises(outputs.OutputError, match=r"--out \S*a/x.nc: a loop of symbolic links"):
         store.check_output(tmp_path / "a" / "x.nc")
     assert main(["label", str(tmp_path / "a"), "--out", str(tmp_path / "x.nc")]) == 2
@@ -190,8 +191,8 @@ def test_the_output_rule_imports_nothing_of_climnb():
     assert store.OutputError is outputs.OutputError
 
 
-@pytest.mark.parametrize("module", ["climnb.io.sampleset", "climnb.staging"])
+@pytest.mark.parametrize("module", ["climnb.io.sampleset", "climnb.data.staging"])
 def test_lower_layers_take_the_rule_without_the_store(module):
     imported = _climnb_imports(__import__(module, fromlist=["_"]))
-    assert "climnb.store" not in imported and imported & {"climnb", "climnb.outputs"}
+    assert "climnb.io.files" not in imported and imported & {"climnb", "climnb.io.outputs"}
     assert Path(climnb.__file__).parent in Path(sys.modules[module].__file__).parents

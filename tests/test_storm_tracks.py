@@ -12,13 +12,13 @@ import pytest
 import xarray as xr
 
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
 from climnb.io.besttrack import read_best_tracks
 from climnb.labels import compute, label_dataset
 from climnb.labels.config import LabelConfig, TCConfig
 from climnb.labels.stitch import stitch_centres
 from climnb.labels.tc import _closed, _Grid, max_wind_near
 from climnb.stats.verify import verify_tracks
-from climnb.synthetic import make_dataset
 from climnb.tracks import read_tracks
 
 DATA = Path(__file__).parent / "data"
@@ -445,9 +445,9 @@ def test_the_accessor_verifies_a_mask(season):
 
 
 def test_nam_lows_poleward_of_the_bound_are_not_cyclones():
-    from climnb.io.netcdf import open_dataset
+    from climnb.io.files import open_fields
 
-    ds = open_dataset([DATA / "nam_florence_subset.grib2"], canonical=False, regrid=1.0)
+    ds = open_fields([DATA / "nam_florence_subset.grib2"], canonical=False, regrid=1.0)
     anywhere = LabelConfig(tc=TCConfig(max_abs_lat=90.0))
     _, lows = compute(*label_dataset(ds, anywhere, regrid=1.0, classes="tc"))
     # three extratropical lows at 50-56 N pass the warm-core check with no latitude bound

@@ -8,8 +8,8 @@ import pytest
 import xarray as xr
 from scipy import ndimage
 
-from climnb.channels import CHANNEL_NAMES, CHANNELS, channel
-from climnb.synthetic import EARTH_RADIUS_KM, make_dataset
+from climnb.data.synthetic import EARTH_RADIUS_KM, make_dataset
+from climnb.io.channels import CHANNEL_NAMES, CHANNELS, channel
 
 KM_PER_DEG = np.radians(1.0) * EARTH_RADIUS_KM
 

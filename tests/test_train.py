@@ -81,8 +81,8 @@ def test_bundle_predicts_without_horovod(single_run, samples):
     config, result = single_run
     code = (
         "import sys, xarray as xr\n"
-        "from climnb.predict import predict\n"
-        "from climnb.synthetic import make_dataset\n"
+        "from climnb.inference.predict import predict\n"
+        "from climnb.data.synthetic import make_dataset\n"
         f"ds, _ = make_dataset(n_time=2, seed=99)\n"
         f"p = predict({result.bundle!r}, ds)\n"
         "print(p.dims, p.shape, sorted(set(p.values.ravel().tolist())) <= [0, 1, 2],"
@@ -146,7 +146,7 @@ def test_damaged_checkpoint_is_named(tmp_path):
 def test_engines_train_with_dashboard_and_recover_from_a_killed_engine(
     samples, tmp_path, mpi_environ, monkeypatch, capsys
 ):
-    from climnb.cluster import Engines, SlurmAllocation, detect_launcher
+    from climnb.runtime.cluster import Engines, SlurmAllocation, detect_launcher
     from climnb.train.engines import TrainingError, train_on_engines
     from climnb.train.loop import plan
     from climnb.viz.dashboard import TrainingDashboard

@@ -14,7 +14,7 @@ pytest.importorskip("keras", reason="training needs TensorFlow/Keras: pip instal
 
 from climnb.bundle import load_bundle  # noqa: E402
 from climnb.cli import main  # noqa: E402
-from climnb.synthetic import make_dataset  # noqa: E402
+from climnb.data.synthetic import make_dataset  # noqa: E402
 
 
 def _digest(folder) -> dict[str, str]:
@@ -66,7 +66,7 @@ def test_a_lost_bundle_is_rewritten_from_the_checkpoint_without_training(run, tm
 
 
 def test_bundle_records_overrides_and_predicts_on_another_grid(run):
-    from climnb.predict import predict
+    from climnb.inference.predict import predict
 
     out, _ = run
     bundle = load_bundle(out / "model")

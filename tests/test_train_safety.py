@@ -12,8 +12,8 @@ import pytest
 from _training import TINY, config_file, toy_config, write_toy_samples
 
 from climnb.cli import main
+from climnb.data.synthetic import make_dataset
 from climnb.io.samples import DATA
-from climnb.synthetic import make_dataset
 from climnb.train.checkpoint import CheckpointError, latest, load_checkpoint, load_latest
 
 
@@ -33,7 +33,7 @@ def test_one_nan_sample_stops_training_naming_step_and_file(samples, tmp_path, c
     shutil.copytree(samples, data)
     config = _config(data, tmp_path / "run")
     # the 4th training file read in epoch 0 gets one NaN, written by hand (the writer refuses)
-    from climnb.pipeline import epoch_order
+    from climnb.train.pipeline import epoch_order
 
     train = sorted(_Data.prepare(config).train)
     order = epoch_order(len(train), seed=config.seed, epoch=0)
@@ -243,8 +243,8 @@ def _shared_set(master, tmp_path):
 @pytest.mark.mpi
 @pytest.mark.horovod
 def test_a_bad_staged_file_on_rank_1_stops_both_ranks_naming_it(shared_master, tmp_path, mpi_env):
+    from climnb.data.staging import StagingConfig, stage
     from climnb.io.sampleset import StagedSet
-    from climnb.staging import StagingConfig, stage
 
     ss = _shared_set(shared_master, tmp_path)
     pattern = str(tmp_path / "local" / "node{node}")
@@ -267,7 +267,7 @@ def test_a_bad_staged_file_on_rank_1_stops_both_ranks_naming_it(shared_master, t
 @pytest.mark.horovod
 def test_a_damaged_file_on_one_rank_aborts_every_rank(shared_master, tmp_path, mpi_env):
     ss = _shared_set(shared_master, tmp_path)
-    shard = sorted(ss.files("train"))[1::2]  # rank 1's files (climnb.pipeline.shard_files)
+    shard = sorted(ss.files("train"))[1::2]  # rank 1's files (climnb.train.pipeline.shard_files)
     for f in shard:  # a damaged HDF5 header, same size: found only when the reader opens it
         data = bytearray(f.read_bytes())
         data[0:8] = b"garbage!"

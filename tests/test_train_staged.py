@@ -16,9 +16,9 @@ import textwrap
 import pytest
 from _training import TINY
 
+from climnb.data.staging import StagingConfig, stage
+from climnb.data.synthetic import make_dataset
 from climnb.io.sampleset import StagedSet, write_sample_set
-from climnb.staging import StagingConfig, stage
-from climnb.synthetic import make_dataset
 from climnb.train.config import TrainConfig
 from climnb.train.loop import plan
 
@@ -141,7 +141,7 @@ def test_stage_on_engines_two_engines_on_one_simulated_node(tmp_path, mpi_enviro
     engine, with both ranks' files; no second node appears (it did when node n was staged by
     engine n % engines, the engines counting as nodes)."""
     ipp = pytest.importorskip("ipyparallel")
-    from climnb.staging import stage_on_engines
+    from climnb.data.staging import stage_on_engines
 
     shared, local = tmp_path / "shared", tmp_path / "local"
     ds, _ = make_dataset(n_time=40, seed=8)

@@ -102,10 +102,10 @@ def test_several_launched_processes_are_refused_in_one_line(samples, tmp_path, e
 
 def test_engines_without_horovod_default_to_one_and_refuse_several(monkeypatch):
     """Decided before any engine starts: the default count, the summary, the refusal."""
-    import climnb.cluster as cluster
+    import climnb.runtime.cluster as cluster
 
-    real = cluster._has_module
-    monkeypatch.setattr(cluster, "_has_module", lambda name: name != "horovod" and real(name))
+    real = cluster.has_module
+    monkeypatch.setattr(cluster, "has_module", lambda name: name != "horovod" and real(name))
     monkeypatch.delenv("MEM_LIMIT", raising=False)
     alone = cluster.Engines(launcher="local", threads_per_engine=1)
     assert (alone.n, alone.horovod) == (1, False)
@@ -113,13 +113,13 @@ def test_engines_without_horovod_default_to_one_and_refuse_several(monkeypatch):
     two = cluster.Engines(n=2, launcher="local")
     with pytest.raises(cluster.EngineStartError, match="so 2 engines cannot train together"):
         two.init_horovod()
-    monkeypatch.setattr(cluster, "_has_module", real)
+    monkeypatch.setattr(cluster, "has_module", real)
     assert cluster.Engines(launcher="local").summary.count(";") == 0  # with Horovod: one fact
 
 
 ENGINES = """
 import json, sys
-from climnb.cluster import EngineStartError, Engines
+from climnb.runtime.cluster import EngineStartError, Engines
 from climnb.train.config import TrainConfig
 from climnb.train.engines import train_on_engines
 

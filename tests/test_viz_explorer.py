@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
+from climnb.io.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.viz.events import (
     EVENTS_LIVE_ONLY,
     area_distribution,
@@ -24,11 +24,9 @@ from climnb.viz.events import (
 )
 from climnb.viz.explorer import (
     ExplorerConfig,
-    block_reduce,
     decimate,
     disagreement,
     disagreement_codes,
-    explorer_app,
     explorer_panel,
     field_image,
     iou_over_time,
@@ -36,6 +34,8 @@ from climnb.viz.explorer import (
     segmentation_explorer,
     step_iou,
 )
+from climnb.viz.fastexplorer import explorer_app
+from climnb.viz.rgba import block_reduce
 
 FP_BOX = (slice(10, 14), slice(20, 30))  # rows, columns forced to TC in the prediction
 
@@ -151,7 +151,7 @@ def test_decimate_limits_pixels_and_follows_range():
 
 
 def test_field_image_full_size_is_decimated():
-    from climnb.synthetic import make_dataset
+    from climnb.data.synthetic import make_dataset
 
     ds, _ = make_dataset(n_time=1, n_lat=768, n_lon=1152, seed=0)
     img = field_image(ds, "TMQ", 0, max_shape=(360, 540))
@@ -217,7 +217,7 @@ def test_fast_explorer_prefetches_the_next_step(data, prediction):
 
 
 def test_fast_explorer_full_size_sends_screen_pixels():
-    from climnb.synthetic import FULL_SHAPE, make_dataset
+    from climnb.data.synthetic import FULL_SHAPE, make_dataset
 
     ds, _ = make_dataset(n_time=2, n_lat=FULL_SHAPE[0], n_lon=FULL_SHAPE[1], seed=1)
     cfg = ExplorerConfig(coastlines=False)

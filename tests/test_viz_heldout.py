@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 import climnb.accessor  # noqa: F401  (ds.climnb)
-from climnb.channels import CHANNEL_NAMES
+from climnb.io.channels import CHANNEL_NAMES
 from climnb.viz.heldout import PREDICTION_FILE, heldout_fields, segment_heldout
 
 
@@ -67,8 +67,8 @@ def test_independent_scores_of_a_constant_network_written_beside_it(tmp_path):
     its river IoU the reference's river share; the teacher's row is the teacher scored here."""
     import json
 
+    from climnb.data.synthetic import make_dataset
     from climnb.demo import INDEPENDENT_SCORES, headlines, independent_figures
-    from climnb.synthetic import make_dataset
     from climnb.viz.heldout import INDEPENDENT_FILE, independent_scores
 
     bundle = _constant_bundle(tmp_path / "runs/toy/model", make_dataset(n_time=2, seed=0)[0])

@@ -76,8 +76,9 @@ def test_interactive_only_in_a_watched_kernel(monkeypatch):
 def test_report_views_embed_the_steps_or_say_they_need_a_kernel():
     import panel as pn
 
-    from climnb.synthetic import make_dataset
-    from climnb.viz.explorer import explorer_app, explorer_panel, segmentation_explorer
+    from climnb.data.synthetic import make_dataset
+    from climnb.viz.explorer import explorer_panel, segmentation_explorer
+    from climnb.viz.fastexplorer import explorer_app
 
     ds, _ = make_dataset(n_time=10, n_lat=48, n_lon=144, seed=0)
     app = explorer_app(ds, ds.truth, ds.truth, prefetch=False)

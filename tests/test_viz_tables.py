@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from climnb.synthetic import make_dataset
+from climnb.data.synthetic import make_dataset
 from climnb.tracks import track_events, track_summary
-from climnb.viz import dashboard, events, explorer, fields, labels, stats
+from climnb.viz import dashboard, events, explorer, fastexplorer, fields, labels, stats
 from climnb.viz.notebook import MAX_WIDTH
 from climnb.viz.tables import bokeh_columns, header, readable
 
@@ -159,7 +159,7 @@ def test_every_view_fits_a_notebook_cell(toy):
 
 def test_fast_explorer_and_live_dashboard_fit(toy):
     ds, _, _ = toy
-    app = explorer.explorer_app(ds, ds.truth, ds.truth)
+    app = fastexplorer.explorer_app(ds, ds.truth, ds.truth)
     frames = [f.frame_width + 90 for f in (app.map_fig, app.dis_fig)]
     assert frames[0] + 70 + frames[1] <= MAX_WIDTH
     pipes = {"curves": hv.streams.Pipe(data=(pd.DataFrame(), pd.DataFrame())),

@@ -3,6 +3,8 @@
 import time
 from pathlib import Path
 
+from climnb.demo import WORKFLOW, DemoConfig, demo_folders, headlines, run_demo
+
 HELP = "run the numbered notebooks in order on toy data into reports/ (papermill)"
 EXAMPLE = "climnb demo --reports reports --only 00"
 
@@ -40,8 +42,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from climnb.demo import WORKFLOW, DemoConfig, demo_folders, headlines, run_demo
-
     start = time.perf_counter()
     notebooks, workdir = demo_folders(args.notebooks)
     print(f"notebooks from {notebooks}, working directory {workdir}", flush=True)

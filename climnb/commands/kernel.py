@@ -2,7 +2,7 @@
 
 import sys
 
-from climnb.kernel import DEFAULT_NAME, install_kernel
+from climnb.runtime.kernel import DEFAULT_NAME, install_kernel
 
 HELP = "register this environment as a Jupyter kernel, with PATH and quiet TensorFlow logging"
 EXAMPLE = "climnb kernel install --user"

@@ -90,7 +90,7 @@ def add_arguments(parser):
         metavar="local|slurm|ADDRESS",
         help="label on dask.distributed: 'local' (a LocalCluster of --workers processes), "
         "'slurm' (dask-jobqueue's SLURMCluster as configured in jobqueue.yaml) or the address "
-        "of a running scheduler (tcp://host:8786); see climnb.scheduler",
+        "of a running scheduler (tcp://host:8786); see climnb.runtime.scheduler",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 

@@ -1,6 +1,9 @@
 """``climnb notebooks DIR``: copy the numbered notebooks that came with climnb into a folder,
 set to open on the installed kernel that runs this Python (``climnb kernel install``)."""
 
+from climnb.demo import copy_notebooks, packaged_notebooks
+from climnb.runtime.kernel import notebook_kernelspec
+
 HELP = "copy the numbered notebooks (without outputs) into a folder; never overwrites your edits"
 EXAMPLE = "climnb notebooks ~/nb"
 
@@ -10,9 +13,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from climnb.demo import copy_notebooks, packaged_notebooks
-    from climnb.kernel import notebook_kernelspec
-
     source = packaged_notebooks()
     kernelspec = notebook_kernelspec()
     done = copy_notebooks(args.dest, source=source, kernelspec=kernelspec)

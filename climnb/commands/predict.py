@@ -3,11 +3,14 @@
 The output is streamed: one batch of time steps is read, segmented and written at a time, so
 memory does not grow with the length of the period. The output path is checked before any
 work (never an input, never a directory, writable). ``--river-rules`` puts the predicted rivers
-through the river definition's object rules (:mod:`climnb.postprocess`) in the same pass.
+through the river definition's object rules (:mod:`climnb.inference.postprocess`) in the same pass.
 """
 
-from climnb.atomic import claims, remove_leftovers
-from climnb.outputs import check_outputs
+from pathlib import Path
+
+from climnb.bundle import META_FILE, load_bundle
+from climnb.io.atomic import claims, remove_leftovers
+from climnb.io.outputs import check_outputs
 
 #: GB the command holds whatever the batches: Python, TensorFlow's runtime, the network's
 #: weights and graphs, dask and the writer (0.55-0.6 GB measured; benchmarks/bench_predict.py)
@@ -86,7 +89,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from climnb.store import expand
+    from climnb.io.files import expand_paths
 
     for option in ("batch_size", "workers"):
         if getattr(args, option) < 1:
@@ -100,7 +103,7 @@ def run(args) -> int:
                 f"--memory {args.memory:g} GB is less than the runtime alone (about "
                 f"{RUNTIME_GB} GB: TensorFlow and the network); raise --memory"
             )
-    inputs = expand(args.inputs)
+    inputs = [Path(p) for p in expand_paths(args.inputs)]
     # before any work, against every input (the model bundle's files too): nothing is read yet
     out = check_outputs({"--out": args.out}, [*inputs, *_files(args.model)])["--out"]
     with claims([out]):  # one run at a time into this output
@@ -110,9 +113,8 @@ def run(args) -> int:
 def _run(args, inputs, out, memory) -> int:
     import xarray as xr
 
-    from climnb.bundle import load_bundle
-    from climnb.predict import predict
-    from climnb.store import write
+    from climnb.inference.predict import predict
+    from climnb.io.files import write
 
     remove_leftovers(out.parent, out.name)  # what a killed earlier run of this output left
     bundle = load_bundle(args.model)
@@ -154,10 +156,6 @@ def _run(args, inputs, out, memory) -> int:
 
 def _files(model) -> list:
     """The files of a model bundle (none of a folder that is not one: loading it says so)."""
-    from pathlib import Path
-
-    from climnb.bundle import META_FILE
-
     model = Path(model)
     if not (model / META_FILE).is_file():
         return []

@@ -72,9 +72,10 @@ def run(args) -> int:
     import math
     from pathlib import Path
 
-    from climnb.io.netcdf import expand_paths
+    from climnb.io.files import expand_paths
     from climnb.io.samples import SampleError
-    from climnb.io.sampleset import check_output, open_inputs, write_sample_set
+    from climnb.io.sampleset import check_sample_folder, write_sample_set
+    from climnb.io.setinputs import open_inputs
     from climnb.labels.expert import DEFAULT_LABELLERS, in_layout, write_expert_set
 
     if not math.isfinite(args.gap_hours) or args.gap_hours < 0:
@@ -94,7 +95,9 @@ def run(args) -> int:
             f"--labellers {args.labellers}: {files[0]} is not in the ClimateNet layout "
             "(data-YYYY-MM-DD-HH-1_N.nc, N the labeller); the option is for expert labels"
         )
-    check_output(out, overwrite=args.overwrite, inputs=files, option="--out")  # before any work
+    check_sample_folder(
+        out, overwrite=args.overwrite, inputs=files, option="--out"
+    )  # before any work
     twice = next((f for i, f in enumerate(files) if f in files[:i]), None)
     if twice is not None:  # its time steps would clash
         raise SampleError(f"{twice}: given twice in --input (the same time steps twice)")

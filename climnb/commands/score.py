@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from climnb.atomic import atomic_path, claims
+from climnb.io.atomic import atomic_path, claims
+from climnb.io.outputs import check_outputs
 from climnb.labels.schema import CONSENSUS, MASK_VARIABLES
-from climnb.outputs import check_outputs
 
 HELP = "score a mask (labels, a prediction) against expert labels in the ClimateNet layout"
 EXAMPLE = (

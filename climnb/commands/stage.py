@@ -1,7 +1,7 @@
 """``climnb stage``: copy a sample set onto node-local storage (a staged set per node), reading
 each shared file once; training then takes ``--staged DEST``."""
 
-from climnb.atomic import atomic_path
+from climnb.io.atomic import atomic_path
 
 HELP = "stage sample files onto node-local storage (run one MPI process per node)"
 EXAMPLE = (
@@ -61,7 +61,7 @@ def run(args) -> int:
 
     from tqdm.auto import tqdm
 
-    from climnb.staging import StagingConfig, stage
+    from climnb.data.staging import StagingConfig, stage
 
     config = StagingConfig(
         source=args.source,

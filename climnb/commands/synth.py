@@ -1,5 +1,7 @@
 """``climnb synth``: write a synthetic CAM5-like data set with known storms and rivers."""
 
+from climnb.io.outputs import check_outputs
+
 HELP = "generate synthetic CAM5-like fields with tropical cyclones and atmospheric rivers"
 EXAMPLE = "climnb synth --out data/toy/fields.nc --n-time 16 --seed 0"
 
@@ -19,7 +21,7 @@ def add_arguments(parser):
         "their region of IVT >= 250 kg m-1 s-1)",
     )
     future = parser.add_argument_group(
-        "a second climate with known changes (climnb.synthetic.Future)",
+        "a second climate with known changes (climnb.data.synthetic.Future)",
         "e.g. --more-rivers 2 --storm-intensity 1.3 --river-shift 5 for a 'future' to compare "
         "with `climnb stats compare`",
     )
@@ -47,8 +49,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from climnb.outputs import check_outputs
-    from climnb.synthetic import Future, make_dataset, save_dataset, summarize
+    from climnb.data.synthetic import Future, make_dataset, save_dataset, summarize
 
     check_outputs({"--out": args.out, "--events": args.events})  # before any work
     n_lat, n_lon = _shape(args.shape)
@@ -68,7 +69,7 @@ def run(args) -> int:
     )
     summary = summarize(ds, events, path=args.out)
     if args.like:
-        from climnb.lookalike import dress
+        from climnb.data.lookalike import dress
 
         ds = dress(ds, args.like)
         summary += f"\n  written as {args.like} names them"

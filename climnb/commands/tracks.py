@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from climnb.atomic import atomic_path, remove_leftovers
+from climnb.io.atomic import atomic_path, remove_leftovers
+from climnb.io.outputs import check_outputs
 from climnb.labels.schema import MASK_VARIABLES
-from climnb.outputs import check_outputs
 
 HELP = "link cyclones and rivers of labels or a prediction over time into tracks (CF NetCDF)"
 EXAMPLE = "climnb tracks predictions.zarr --out tracks.nc --max-gap 1"
@@ -45,7 +45,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from climnb.store import expand, open_fields  # xarray: not for `climnb --help`
+    from climnb.io.files import expand_paths, open_fields  # xarray: not for `climnb --help`
     from climnb.tracks import (  # xarray: not for `climnb --help`
         TrackConfig,
         check_mask,
@@ -60,7 +60,7 @@ def run(args) -> int:
 
     if args.max_gap is not None and args.max_gap < 0:
         raise ValueError(f"--max-gap must be 0 or more steps, got {args.max_gap}")
-    inputs = expand(args.inputs)
+    inputs = [Path(p) for p in expand_paths(args.inputs)]
     out = check_outputs({"--out": args.out, "--csv": args.csv}, inputs)["--out"]
     for path in (out, *([Path(args.csv)] if args.csv else [])):  # a killed earlier run's
         remove_leftovers(path.parent, path.name)
@@ -114,7 +114,7 @@ def run(args) -> int:
 
 def _owners(inputs, err: ValueError) -> str:
     """The input files a message is about: for a repeated time, the files that hold it."""
-    from climnb.store import open_fields
+    from climnb.io.files import open_fields
     from climnb.tracks import track_times
 
     found = re.match(r"time (.+?) is repeated", str(err))

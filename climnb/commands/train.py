@@ -107,7 +107,8 @@ def add_arguments(parser):
     )
     add(
         "--augment",
-        choices=["roll", "mirror", "roll+mirror"],  # climnb.pipeline.AUGMENTS (h5py: not here)
+        # climnb.train.pipeline.AUGMENTS (h5py: not here)
+        choices=["roll", "mirror", "roll+mirror"],
         default=d,
         help="roll training samples by a random number of longitude columns (global grids); "
         "mirror half of them north to south, meridional winds negated; or both",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from climnb.atomic import atomic_path, claims, remove_leftovers
-from climnb.outputs import check_outputs
+from climnb.io.atomic import atomic_path, claims, remove_leftovers
+from climnb.io.outputs import check_outputs
 
 HELP = "verify cyclone tracks against best tracks (IBTrACS, HURDAT2): hits, misses, POD, FAR"
 EXAMPLE = "climnb verify tracks.nc --best-track ibtracs.csv --csv verification.csv"

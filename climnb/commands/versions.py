@@ -1,6 +1,7 @@
 """``climnb versions``: the versions of the stack, for bug reports; ``--check``: what this
 environment has and lacks for the notebooks, one line each with how to get it."""
 
+from climnb.doctor import check_environment, format_report
 from climnb.versions import show_versions
 
 HELP = (
@@ -24,7 +25,6 @@ def run(args) -> int:
     if not args.check:
         show_versions()
         return 0
-    from climnb.doctor import check_environment, format_report
 
     checks = check_environment()
     print(format_report(checks))

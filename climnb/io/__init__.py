@@ -1,13 +1,21 @@
 """Fields in and results out: the one door for files as they come, and the sample files.
 
-* :mod:`~climnb.io.netcdf` - the opener (NetCDF, Zarr, GRIB; names, units, calendars, levels,
-  joins along time) and the input grid with the one way back to it (:class:`InputGrid`);
+* :mod:`~climnb.io.files` - the door: :func:`~climnb.io.files.open_fields`,
+  :func:`~climnb.io.files.input_grid` and the way back to it,
+  :func:`~climnb.io.files.check_output`, :func:`~climnb.io.files.write`;
+* :mod:`~climnb.io.netcdf` - the opener behind it (NetCDF, Zarr, GRIB; names, units, calendars,
+  levels, joins along time) and the input grid (:class:`~climnb.io.netcdf.InputGrid`);
+* :mod:`~climnb.io.outputs` - the output rule; :mod:`~climnb.io.atomic` - atomic writes and
+  run claims; :mod:`~climnb.io.grid` - CF coordinates and the caller's grid;
+  :mod:`~climnb.io.steps` - time series read a block of steps at a time;
 * :mod:`~climnb.io.variables` - the names and units of each quantity in real files;
+  :mod:`~climnb.io.channels` - the 16 CAM5 channels and the classes;
 * :mod:`~climnb.io.levels` - IVT from winds and humidity on pressure levels;
 * :mod:`~climnb.io.grib` - GRIB through cfgrib; :mod:`~climnb.io.regrid` - projected and
   curvilinear grids onto a regular grid (pyresample) and back;
-* :mod:`~climnb.io.samples`, :mod:`~climnb.io.sampleset`, :mod:`~climnb.io.stats`, ... - the
-  DeepCAM-style HDF5 sample files, their sets and statistics.
+* :mod:`~climnb.io.samples`, :mod:`~climnb.io.sampleset` (with :mod:`~climnb.io.setinputs` and
+  :mod:`~climnb.io.setrun`), :mod:`~climnb.io.stats`, ... - the DeepCAM-style HDF5 sample
+  files, their sets and statistics.
 
 Import from the submodules.
 """

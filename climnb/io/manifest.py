@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from climnb.atomic import atomic_path
+from climnb.io.atomic import atomic_path
 
 __all__ = [
     "FORMAT",

@@ -2,7 +2,7 @@
 
 Canonical form: dimensions ``(time, lat, lon)``, latitude ascending (-90..90), longitude in
 0..360 ascending, missing values as NaN, variables under climnb's (CAM5's) names in the
-channels' units. :func:`normalize` brings a Dataset there and checks it; :func:`open_dataset`
+channels' units. :func:`normalize` brings a Dataset there and checks it; :func:`open_fields`
 opens one or many files lazily (dask, as many whole time steps a chunk as fit
 :data:`CHUNK_BYTES`); :func:`input_grid` remembers a Dataset's own grid so that results can be
 put back on it (:meth:`InputGrid.restore`).
@@ -43,6 +43,7 @@ import logging
 import math
 import os
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -56,7 +57,7 @@ from climnb.io.zarrstore import ZarrStoreError, check_store, guard_reads, is_zar
 
 __all__ = [
     "normalize",
-    "open_dataset",
+    "open_fields",
     "input_grid",
     "InputGrid",
     "expand_paths",
@@ -91,7 +92,7 @@ _CF_KEYS = {"lat": "latitude", "lon": "longitude", "time": "time"}
 FILL_LIMIT = 1e30
 _FILL_LIMIT = FILL_LIMIT
 _TOL_DEG = 1e-6  # coordinates closer than this are the same (reanalysis rounding)
-#: The most bytes of one variable's dask chunk that :func:`open_dataset` makes by default: it
+#: The most bytes of one variable's dask chunk that :func:`open_fields` makes by default: it
 #: puts as many whole time steps in a chunk as fit (at least one). A full-size CAM5 field
 #: (768 x 1152 float32, 3.4 MiB a step) stays at one step a chunk, which each label task then
 #: reads alone (:class:`climnb.labels.dataset.StepInputs`); a toy field (96 x 144, 54 KiB a
@@ -493,7 +494,7 @@ def _open_one(path: str, chunks) -> xr.Dataset:
         if time in ds.dims and _steps_apart(ds, time):
             # the chunks straight from the file (not the file's whole contiguous variable split
             # afterwards): each chunk of steps is then read by a task of its own; stored chunks
-            # of several steps are read whole and split or joined by open_dataset
+            # of several steps are read whole and split or joined by open_fields
             wanted = chunks or {time: time_chunk(ds, time)}
             ds.close()
             ds = xr.open_dataset(path, chunks=wanted, engine="netcdf4")
@@ -535,7 +536,7 @@ def _steps_apart(ds: xr.Dataset, time: str) -> bool:
     return True
 
 
-def open_dataset(
+def open_fields(
     paths: str | os.PathLike | Sequence[str | os.PathLike],
     *,
     required: Iterable[str] | None = None,
@@ -684,3 +685,14 @@ def _check_repeats(f: str, ds: xr.Dataset) -> None:
 
 def _fmt_time(t) -> str:
     return str(np.datetime_as_string(t, unit="m")) if isinstance(t, np.datetime64) else str(t)
+
+
+def __getattr__(name: str):
+    if name == "open_dataset":  # the name before the one door (climnb.io.files)
+        warnings.warn(
+            "climnb.io.netcdf.open_dataset is now climnb.io.files.open_fields; import that",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return open_fields
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

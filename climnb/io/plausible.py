@@ -6,7 +6,8 @@ label, count or average.
 looks at the first and the last time step of each field there is (the median of each: a few
 stray values, a deep storm's pressure, a dry point's zero, pass) and refuses a field outside
 its range with one line naming the variable, its range and ``--units``. ``climnb predict`` has
-its own check against the ranges a model saw in training (:func:`climnb.predict.check_ranges`).
+its own check against the ranges a model saw in training
+(:func:`climnb.inference.predict.check_ranges`).
 
 Examples
 --------

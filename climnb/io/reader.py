@@ -3,7 +3,7 @@
 :class:`SampleReader` turns one sample file into normalised data, labels and per-pixel loss
 weights, written straight into arrays the caller gives it. :class:`BatchLoader` runs it on a
 pool of worker processes that write into shared memory, keeping a few batches in flight ahead
-of the consumer; :mod:`climnb.pipeline` wraps it in tf.data.
+of the consumer; :mod:`climnb.train.pipeline` wraps it in tf.data.
 
 Why processes and shared memory: h5py holds the GIL and its own lock while it reads, so
 threads reading with h5py run one at a time; a process pool that returns arrays the usual way
@@ -18,7 +18,7 @@ is gone.
 Examples
 --------
 >>> import tempfile
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> from climnb.io.samples import write_samples
 >>> from climnb.io.stats import compute_stats
 >>> ds, _ = make_dataset(n_time=4, seed=0)

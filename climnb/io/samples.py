@@ -10,22 +10,22 @@ Layout (the one of the MLPerf HPC DeepCAM data, which other tools read and write
 climnb adds, so that a file describes itself: ``climate/lat`` and ``climate/lon`` datasets and
 the attributes ``channels`` (names, in order) and ``time`` (ISO 8601) on the ``climate`` group.
 Files without them (foreign DeepCAM files) read as well; channel names then default to
-:data:`climnb.channels.CHANNEL_NAMES`.
+:data:`climnb.io.channels.CHANNEL_NAMES`.
 
 A sample whose target is the per-class mean of several expert labellers (a *soft* target,
 :func:`climnb.labels.expert.soft`) also holds ``climate/labels_soft``: float32 (H, W, classes),
 the share of labellers that gave each pixel each class (summing to 1). ``climate/labels_0`` is
 then its argmax, which is the labellers' majority (ties to the lower class): what metrics and
 readers that know no soft targets use. The training pipeline feeds the shares to the loss
-(:mod:`climnb.pipeline`).
+(:mod:`climnb.train.pipeline`).
 
-Datasets are stored contiguous and aligned to 4 KiB, so :mod:`climnb.pipeline` can read the
+Datasets are stored contiguous and aligned to 4 KiB, so :mod:`climnb.train.pipeline` can read the
 bytes without h5py (see :func:`inspect_sample`).
 
 Examples
 --------
 >>> import tempfile
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=2, seed=0)
 >>> paths = write_samples(ds, ds.truth, tempfile.mkdtemp())
 >>> [p.name for p in paths]
@@ -47,10 +47,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from climnb.atomic import atomic_path
-from climnb.channels import CHANNEL_NAMES, CLASS_NAMES, channel
+from climnb.io.atomic import atomic_path
+from climnb.io.channels import CHANNEL_NAMES, CLASS_NAMES, channel
 from climnb.io.manifest import JOURNAL_NAME, MANIFEST_NAME, Entry, Manifest, sha256_file
-from climnb.steps import iter_steps
+from climnb.io.steps import iter_steps
 
 __all__ = [
     "SAMPLE_GLOB",

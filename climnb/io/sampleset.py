@@ -13,7 +13,7 @@ A *flat* set is one folder of ``data-*.h5`` (a DeepCAM download, or a split fold
 with ``stats.h5`` in it or in its parent and a manifest where climnb wrote it. Foreign folders
 without a manifest open too: their digests are then unknown and verification says so.
 
-A *staged* set (:class:`StagedSet`) is what :mod:`climnb.staging` writes on a node: the files
+A *staged* set (:class:`StagedSet`) is what :mod:`climnb.data.staging` writes on a node: the files
 the node's ranks train and validate on, ``stats.h5`` and a manifest whose ``ranks`` lists each
 local rank's training files (drawn with replacement, in training order) and its share of the
 validation files. Training opens it from a folder pattern with ``{node}`` and ``{local_rank}``
@@ -35,7 +35,7 @@ API (stable; used by staging, the pipeline, training, predict, the demo and note
 Examples
 --------
 >>> import tempfile, pathlib
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=40, seed=0)
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "samples"
 >>> ss = write_sample_set(ds, "truth", out)
@@ -48,23 +48,21 @@ Examples
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import logging
 import os
 import shutil
 import time
-import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from climnb import outputs
-from climnb.atomic import OutputBusy, atomic_path, owner_alive, remove_leftovers, temp_path
-from climnb.channels import CHANNEL_NAMES
+from climnb.io.atomic import atomic_path
+from climnb.io.channels import CHANNEL_NAMES
 from climnb.io.manifest import MANIFEST_NAME, Entry, Manifest, ManifestError, sha256_file
+from climnb.io.outputs import OutputError, check_output
 from climnb.io.samples import (
     SAMPLE_GLOB,
     SampleError,
@@ -74,6 +72,8 @@ from climnb.io.samples import (
     source_of,
     write_samples,
 )
+from climnb.io.setinputs import open_inputs
+from climnb.io.setrun import RUN_RECORD, clean_leftovers, partial_folder, run_key, swap_in
 from climnb.io.split import SPLITS, Split, split_files, split_steps
 from climnb.io.stats import STATS_NAME, Stats, compute_stats, read_stats, write_stats
 
@@ -84,7 +84,7 @@ __all__ = [
     "STATS_NAME",
     "SampleSet",
     "StagedSet",
-    "check_output",
+    "check_sample_folder",
     "open_inputs",
     "resolve_folder",
     "write_heldout",
@@ -331,7 +331,7 @@ class SampleSet:
 
 
 class StagedSet(SampleSet):
-    """A node's staged copy of a sample set (written by :mod:`climnb.staging`).
+    """A node's staged copy of a sample set (written by :mod:`climnb.data.staging`).
 
     ``files("train")`` and ``files("validation")`` give ``local_rank``'s files in training
     order (training files repeat: they are drawn with replacement); nothing outside the node
@@ -502,107 +502,6 @@ def resolve_folder(pattern: PathLike, *, node: int = 0, local_rank: int = 0) -> 
         ) from None
 
 
-# --- reading the inputs of a sample set ----------------------------------------------------------
-
-LABEL_NAMES = ("labels", "truth")
-
-
-def open_inputs(files: Sequence[PathLike], labels: str | None = None):
-    """Open the inputs of a sample set lazily: ``(dataset, label variable name)``.
-
-    ``files`` are field files (the channels, maybe with a label variable) and, optionally,
-    label files (a label variable and none of the channels: what ``climnb label`` writes from
-    the same fields), recognised by their variables. Label files are joined to the fields by
-    time: the same times and the same grid, or the input is refused naming both files.
-    Field files that share a time step are refused, naming both files and the first repeated
-    time. ``labels``: the label variable (default ``labels``, else ``truth``).
-    """
-    from climnb.io.netcdf import open_dataset
-
-    files = [str(f) for f in files]
-    fields, masks, kinds = [], [], {}
-    for f in files:
-        part = open_dataset(f)
-        has_channels = any(c in part.data_vars for c in CHANNEL_NAMES)
-        label = _label_name(part, labels)
-        if has_channels:
-            fields.append(f)
-        elif label is not None:
-            masks.append(f)
-        else:
-            raise SampleError(
-                f"{f}: holds neither channels ({', '.join(CHANNEL_NAMES[:3])}, ...) nor a label "
-                f"variable ({labels or ' or '.join(LABEL_NAMES)}); it has "
-                f"{', '.join(map(str, part.data_vars)) or 'no variables'}"
-            )
-        kinds[f] = part
-    if not fields:
-        raise SampleError(f"{', '.join(files)}: no input holds the channels; give the fields too")
-    _check_overlap(fields, kinds)
-    _check_overlap(masks, kinds)
-    ds = kinds[fields[0]] if len(fields) == 1 else open_dataset(fields)
-    if masks:
-        mask = kinds[masks[0]] if len(masks) == 1 else open_dataset(masks)
-        name = _label_name(mask, labels)
-        _check_same_steps(ds, mask, fields, masks)
-        var = mask[name]
-        ds = ds.assign({name: (var.dims, var.data, var.attrs)})
-        log.info("labels %s of %s joined to the fields by time", name, ", ".join(masks))
-    else:
-        name = _label_name(ds, labels)
-    if name is None:
-        raise SampleError(
-            f"{', '.join(fields)}: no label variable ({labels or ' or '.join(LABEL_NAMES)}); "
-            "give the labels file too (climnb label FIELDS --out labels.nc; climnb samples "
-            "--input FIELDS labels.nc ...)"
-        )
-    ds.attrs["climnb_sources"] = files
-    return ds, name
-
-
-def _label_name(ds, labels: str | None) -> str | None:
-    names = (labels,) if labels else LABEL_NAMES
-    return next((n for n in names if n in ds.data_vars), None)
-
-
-def _times_text(ds) -> list[str]:
-    return [str(t) for t in ds.time.values] if "time" in ds.coords else []
-
-
-def _check_overlap(files: Sequence[str], parts: dict) -> None:
-    """Refuse files that share a time step, naming both files and the first repeated time."""
-    seen: dict[str, str] = {}
-    for f in files:
-        for t in _times_text(parts[f]):
-            if t in seen and seen[t] != f:
-                raise SampleError(
-                    f"{seen[t]} and {f} both hold time {t}: the inputs overlap in time "
-                    "(each time step must come from one file)"
-                )
-            seen.setdefault(t, f)
-
-
-def _check_same_steps(ds, mask, fields: Sequence[str], masks: Sequence[str]) -> None:
-    """The label file(s) must have the fields' times and grid."""
-    a, b = _times_text(ds), _times_text(mask)
-    where = f"{', '.join(masks)} (labels) and {', '.join(fields)} (fields)"
-    if a != b:
-        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
-        detail = (
-            f"{len(b)} and {len(a)} time steps"
-            if first is None
-            else f"time step {first} is {b[first]} and {a[first]}"
-        )
-        raise SampleError(f"{where} do not have the same times: {detail}")
-    for c in ("lat", "lon"):
-        x, y = np.asarray(ds[c].values, float), np.asarray(mask[c].values, float)
-        if x.shape != y.shape or not np.allclose(x, y, atol=1e-4):
-            raise SampleError(
-                f"{where} are not on the same grid: {c} has {y.size} values "
-                f"{y[:1].tolist()}... and {x.size} values {x[:1].tolist()}..."
-            )
-
-
 # --- writing ------------------------------------------------------------------------------------
 
 
@@ -661,69 +560,46 @@ def write_sample_set(
         ``labellers`` and ``consensus``).
     """
     out = Path(out)
-    if run < 0:
-        raise SampleError(f"run must be >= 0 (the N of data-...-N.h5), got {run}")
-    _clean_leftovers(out)
-    check_output(out, overwrite=overwrite)
-    label_name = labels if isinstance(labels, str) else labels.name
-    if isinstance(labels, str):
-        if labels not in ds:
-            raise SampleError(f"data set has no label variable {labels!r}")
-        labels = ds[labels]
-    missing = [c for c in channels if c not in ds]
-    if missing:
-        raise SampleError(f"{source_of(labels)}: lacks channel(s) {', '.join(missing)}")
-    if ds.sizes.get("time", 0) == 0:
-        raise SampleError("the data have no time steps: nothing to write")
-    has_time = has_dates(ds)
-    if names is None:
-        names = sample_names(ds, run)  # refuse clashing names before any work
-    else:
-        names = list(names)
-        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
-        if len(names) != ds.sizes["time"] or twice:
-            raise SampleError(
-                f"{out}: {len(names)} sample names for {ds.sizes['time']} samples"
-                + (f", {twice} twice" if twice else "")
-            )
+    labels, label_name, names = _checked_inputs(
+        ds, labels, out, run=run, channels=channels, names=names, overwrite=overwrite
+    )
     parts = split_steps(
-        ds.time.values if has_time else None,
+        ds.time.values if has_dates(ds) else None,
         n=ds.sizes["time"],
         fractions=fractions,
         method=method,
         gap_hours=gap_hours,
         seed=seed,
     )
-    key = _run_key(
+    key = run_key(
         ds, labels, label_name, parts, run=run, channels=channels, extra=(names, soft, expert)
     )
-    tmp = _partial_folder(out, key, overwrite=overwrite)
+    tmp = partial_folder(out, key, overwrite=overwrite)
     resume = tmp.is_dir()
     if resume:
         log.warning("%s: resuming the interrupted run in %s", out, tmp)
+    record = {"key": key, "out": str(out), "pid": os.getpid()}
+    samples = {"run": run, "channels": channels, "progress": progress, "resume": resume}
+    _write_into(tmp, record, ds, labels, parts, names=names, soft=soft, expert=expert, **samples)
+    # a kill or Ctrl-C (and a full disk once files are written) leaves ``tmp`` to resume
+    (tmp / RUN_RECORD).unlink()
+    swap_in(tmp, out)
+    ss = SampleSet.open(out)
+    log.info("wrote %r", ss)
+    return ss
+
+
+def _write_into(tmp: Path, record: dict, ds, labels, parts, **samples) -> None:
+    """The whole set in the folder ``tmp`` beside the output: the run's record, the splits'
+    files (:func:`_write_splits`), a check that no step is in two sets, and the statistics.
+    Bad input removes ``tmp``; an ``OSError`` keeps the files finished, for the rerun."""
     try:
         tmp.mkdir(parents=True, exist_ok=True)
-        record = {"key": key, "out": str(out), "pid": os.getpid()}
-        (tmp / _RUN_RECORD).write_text(json.dumps(record))
-        for split, idx in zip(SPLITS, parts, strict=True):
-            (tmp / split).mkdir(exist_ok=True)
-            if len(idx):
-                sel = {"time": idx}
-                write_samples(
-                    ds.isel(sel),
-                    labels.isel(sel),
-                    tmp / split,
-                    run=run,
-                    channels=channels,
-                    progress=progress,
-                    resume=resume,
-                    names=[names[i] for i in idx],  # unique across the splits
-                    soft=None if soft is None else soft.isel(sel),
-                    expert=None if expert is None else [expert[i] for i in idx],
-                )
+        (tmp / RUN_RECORD).write_text(json.dumps(record))
+        _write_splits(tmp, ds, labels, parts, **samples)
         written = SampleSet(tmp)
         written.check_disjoint()  # no step in two sets, whatever the options
-        _write_stats(written, progress, _label_config(labels))
+        _write_stats(written, samples["progress"], _label_config(labels))
     except ValueError:  # bad input (SampleError, a damaged Zarr chunk, ...): a rerun cannot
         # succeed with it, nothing worth keeping
         shutil.rmtree(tmp, ignore_errors=True)
@@ -734,15 +610,56 @@ def write_sample_set(
         if err.filename is None:  # a failed write does not name its file
             raise OSError(err.errno, err.strerror, str(tmp)) from err
         raise
-    # a kill or Ctrl-C (and a full disk once files are written) leaves ``tmp`` to resume
-    (tmp / _RUN_RECORD).unlink()
-    _swap(tmp, out)
-    ss = SampleSet.open(out)
-    log.info("wrote %r", ss)
-    return ss
 
 
-def check_output(
+def _checked_inputs(ds, labels, out: Path, *, run, channels, names, overwrite):
+    """``(labels as a DataArray, its name, the samples' file names)``, once what killed runs
+    left beside ``out`` is gone and ``out``, the labels, channels and names are checked."""
+    if run < 0:
+        raise SampleError(f"run must be >= 0 (the N of data-...-N.h5), got {run}")
+    clean_leftovers(out)
+    check_sample_folder(out, overwrite=overwrite)
+    label_name = labels if isinstance(labels, str) else labels.name
+    if isinstance(labels, str):
+        if labels not in ds:
+            raise SampleError(f"data set has no label variable {labels!r}")
+        labels = ds[labels]
+    missing = [c for c in channels if c not in ds]
+    if missing:
+        raise SampleError(f"{source_of(labels)}: lacks channel(s) {', '.join(missing)}")
+    if ds.sizes.get("time", 0) == 0:
+        raise SampleError("the data have no time steps: nothing to write")
+    if names is None:
+        return labels, label_name, sample_names(ds, run)  # clashing names refused before work
+    names = list(names)
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if len(names) != ds.sizes["time"] or twice:
+        raise SampleError(
+            f"{out}: {len(names)} sample names for {ds.sizes['time']} samples"
+            + (f", {twice} twice" if twice else "")
+        )
+    return labels, label_name, names
+
+
+def _write_splits(folder: Path, ds, labels, parts, *, names, soft, expert, **samples) -> None:
+    """The sample files of each split in its folder under ``folder`` (``samples``:
+    :func:`climnb.io.samples.write_samples`'s ``run``, ``channels``, ``progress``, ``resume``)."""
+    for split, idx in zip(SPLITS, parts, strict=True):
+        (folder / split).mkdir(exist_ok=True)
+        if len(idx):
+            sel = {"time": idx}
+            write_samples(
+                ds.isel(sel),
+                labels.isel(sel),
+                folder / split,
+                names=[names[i] for i in idx],  # unique across the splits
+                soft=None if soft is None else soft.isel(sel),
+                expert=None if expert is None else [expert[i] for i in idx],
+                **samples,
+            )
+
+
+def check_sample_folder(
     out: PathLike,
     *,
     overwrite: bool = False,
@@ -750,11 +667,11 @@ def check_output(
     option: str = "out",
 ) -> None:
     """Refuse ``out`` for a new sample set before any work, by the output rule of
-    :func:`climnb.outputs.check_output` for a folder: a file; a non-empty folder unless
+    :func:`climnb.io.outputs.check_output` for a folder: a file; a non-empty folder unless
     ``overwrite``; and, even then, a folder holding anything but a sample set (an input
     file, say), which replacing the set would delete. Raises :class:`SampleError`."""
     try:
-        outputs.check_output(
+        check_output(
             out,
             inputs,
             kind="folder",
@@ -763,85 +680,8 @@ def check_output(
             contents=(*SPLITS, STATS_NAME),
             what="a sample set",
         )
-    except outputs.OutputError as err:
+    except OutputError as err:
         raise SampleError(str(err)) from None
-
-
-_RUN_RECORD = ".run.json"  # in the folder beside OUT while a run writes it: its key
-
-
-def _run_key(
-    ds, labels, label_name, parts, *, run: int, channels: Sequence[str], extra=()
-) -> str | None:
-    """SHA-256 identifying what a run writes (inputs and options), or ``None`` when the data
-    have no deterministic token (then a killed run is never resumed, only redone)."""
-    import dask
-    from dask.base import tokenize
-
-    def token(var) -> str:
-        if var.chunks is not None or getattr(var.variable, "_in_memory", True):
-            return tokenize(var)  # dask: names from path + mtime; in memory: the values
-        # lazily read from a file without dask: tokenize would read it all; its identity
-        source = var.encoding.get("source")
-        if not source:
-            raise ValueError(f"{var.name}: lazily read from an unknown file")
-        st = os.stat(source)
-        return tokenize(var.name, var.shape, str(var.dtype), source, st.st_size, st.st_mtime_ns)
-
-    try:
-        with dask.config.set({"tokenize.ensure-deterministic": True}):
-            tokens = [token(ds[c]) for c in channels] + [
-                token(labels),
-                tokenize(ds.coords.to_dataset()),
-            ]
-            names, soft, expert = (*extra, None, None, None)[:3]
-            tokens += [tokenize(names, expert)] + ([token(soft)] if soft is not None else [])
-    except (OSError, RuntimeError, TypeError, ValueError) as err:
-        log.warning("inputs have no deterministic token (%s): a killed run will start over", err)
-        return None
-    h = hashlib.sha256()
-    h.update(json.dumps([tokens, str(label_name), run, list(channels)]).encode())
-    for idx in parts:
-        h.update(np.asarray(idx, np.int64).tobytes() + b"|")
-    return h.hexdigest()
-
-
-def _partial_folder(out: Path, key: str | None, *, overwrite: bool) -> Path:
-    """The folder beside ``out`` a run with ``key`` writes into; what runs with other keys
-    left there is refused, or removed with ``overwrite``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    mine = out.with_name(f".{out.name}.{key[:16] if key else uuid.uuid4().hex}.partial")
-    for p in out.parent.glob(f".{out.name}.*.partial"):  # never touch a live run's folder
-        pid = _recorded(p, "pid")
-        if pid != os.getpid() and owner_alive(pid):
-            raise OutputBusy(
-                f"{out}: another run (process {pid}) is writing this sample set now ({p.name}); "
-                "wait for it to finish, stop it, or choose another --out"
-            )
-    if mine.is_dir() and _recorded_key(mine) not in (key, None):
-        shutil.rmtree(mine)  # a 64-bit prefix clash: never mix
-    others = [p for p in out.parent.glob(f".{out.name}.*.partial") if p != mine]
-    if others and not overwrite:
-        raise SampleError(
-            f"{others[0]}: left by an interrupted run with other inputs or options; rerun "
-            "that command to finish it, or use overwrite=True (climnb samples --overwrite) "
-            "to discard it"
-        )
-    for p in others:
-        log.warning("%s: discarding an interrupted run with other inputs or options", p)
-        shutil.rmtree(p)
-    return mine
-
-
-def _recorded_key(folder: Path) -> str | None:
-    return _recorded(folder, "key")
-
-
-def _recorded(folder: Path, field: str):
-    try:
-        return json.loads((folder / _RUN_RECORD).read_text())[field]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # removed just before the swap, or cut short: the name identifies it
 
 
 def _label_config(labels) -> dict | None:
@@ -865,29 +705,6 @@ def _write_stats(ss: SampleSet, progress: Progress | None, label_config=None) ->
     m = ss.manifest("train")
     entry = Entry(bytes=path.stat().st_size, sha256=sha256_file(path))
     m.with_files({}, stats=(f"../{STATS_NAME}", entry)).write(ss.folder("train"))
-
-
-def _swap(new: Path, out: Path) -> None:
-    """Put folder ``new`` in place of ``out`` (two renames; the old set goes last)."""
-    old = temp_path(out, ".old")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(new, out)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _clean_leftovers(out: Path) -> None:
-    """Remove what a killed run left beside ``out``; put back a set moved aside mid-swap."""
-    if not out.parent.is_dir():
-        return
-    olds = sorted(out.parent.glob(f".{out.name}.*.old"))
-    if olds and not out.exists():
-        log.warning("%s: restoring the set moved aside by an interrupted run", out)
-        os.replace(olds.pop(), out)
-    for p in olds:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(p)
-    remove_leftovers(out.parent, out.name)  # dead runs' temporaries; a live run: refused
 
 
 def write_heldout(
@@ -937,3 +754,14 @@ def write_heldout(
             block[["labels"]].to_netcdf(tmp)
     log.info("wrote the %d %s steps of %s to %s", times.size, split, ss.root, out)
     return out
+
+
+def __getattr__(name: str):
+    if name == "check_output":  # the name before climnb.io.files.check_output was the one rule
+        warnings.warn(
+            "climnb.io.sampleset.check_output is now check_sample_folder; import that",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return check_sample_folder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

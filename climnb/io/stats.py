@@ -20,7 +20,7 @@ across MPI ranks; no step holds more than one file's data.
 Examples
 --------
 >>> import tempfile
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> from climnb.io.samples import write_samples
 >>> ds, _ = make_dataset(n_time=3, seed=0)
 >>> files = write_samples(ds, ds.truth, tempfile.mkdtemp())
@@ -41,8 +41,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from climnb.atomic import atomic_path
-from climnb.channels import CLASS_NAMES
+from climnb.io.atomic import atomic_path
+from climnb.io.channels import CLASS_NAMES
 from climnb.io.samples import (
     DATA,
     LABELS,

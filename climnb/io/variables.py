@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from climnb.channels import CHANNELS
+from climnb.io.channels import CHANNELS
 from climnb.io.levels import ivt_from_levels, specific_humidity
 
 __all__ = ["Quantity", "QUANTITIES", "LEVEL_NAMES", "canonicalize", "known_names"]

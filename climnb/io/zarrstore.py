@@ -14,7 +14,7 @@ naming it, the variable and what is missing:
   the fill value by default (``write_empty_chunks=False``), so a mask store written that way
   has them legitimately; refusing would refuse every such store.
 
-climnb's own writer (:func:`climnb.store.write`) writes every chunk, fill values too.
+climnb's own writer (:func:`climnb.io.files.write`) writes every chunk, fill values too.
 
 Only stores on a local (or mounted) file system are checked; other stores (``s3://``) are
 read as they are.

@@ -22,7 +22,7 @@ Step 1 of the workflow: raw fields (xarray) in, pixel labels (xarray) and an eve
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> from climnb.labels import LabelConfig, compute, label_dataset
 >>> ds, truth_events = make_dataset(n_time=2)
 >>> labels, events = compute(*label_dataset(ds, LabelConfig()))

@@ -68,7 +68,7 @@ class ARConfig:
         850 hPa winds but no IVT): ``ivt_threshold / 0.7``, since the proxy moves the whole
         column with the 850 hPa wind, which is faster than the column's vapour-weighted mean
         wind where the wind weakens towards the moist surface layer. The ratio 0.7 is the
-        synthetic generator's mean ratio (0.5-0.9, :mod:`climnb.synthetic`), an assumption,
+        synthetic generator's mean ratio (0.5-0.9, :mod:`climnb.data.synthetic`), an assumption,
         not a measurement of the real atmosphere: with real data, prefer IVT, or calibrate
         the ratio on a period that has both. It was checked on seeds 1000-1007 (toy river IoU
         0.47 at 250, 0.77 at 330, 0.83 at 357, 0.82 at 400), not on the benchmark's seeds.

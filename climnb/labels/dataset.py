@@ -8,7 +8,7 @@ fields exist. The result is on the input's own grid and coordinates unless asked
 Examples
 --------
 >>> import dask
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=2, seed=0)
 >>> labels, events = label_dataset(ds)
 >>> labels.dims, labels.dtype.name, labels.chunks is not None
@@ -36,8 +36,8 @@ import pandas as pd
 import xarray as xr
 from dask.delayed import Delayed
 
-from climnb.atomic import atomic_path
-from climnb.channels import CLASS_NAMES
+from climnb.io.atomic import atomic_path
+from climnb.io.channels import CLASS_NAMES
 from climnb.io.netcdf import FILL_LIMIT as _FILL_LIMIT
 from climnb.io.netcdf import input_grid, normalize
 from climnb.labels.ar import detect_rivers, storm_surroundings, transport_rivers

@@ -8,7 +8,7 @@ tracks of :func:`climnb.tracks.track_events` link these regions over time.
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=2, seed=0)
 >>> events = events_from_mask(ds.truth)
 >>> sorted(events.class_name.unique())
@@ -22,7 +22,7 @@ from __future__ import annotations
 import pandas as pd
 import xarray as xr
 
-from climnb.channels import CLASS_NAMES
+from climnb.io.channels import CLASS_NAMES
 from climnb.labels.components import label_components, measure
 from climnb.labels.schema import MASK_EVENT_COLUMNS, conform
 from climnb.labels.sphere import is_periodic

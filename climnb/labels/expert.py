@@ -14,7 +14,7 @@ dimension of length 1, the 16 CAM5 channels and an integer ``LABELS(lat, lon)`` 
   as :data:`LABELLERS` says: one per labeller (``each``), or one consensus (``majority``,
   ``union``, or ``mean``: a soft target); :func:`write_expert_set` writes them as a split
   sample set (what ``climnb samples`` does with such a folder).
-* :func:`write_expert_folder` writes such a folder from :func:`climnb.synthetic.make_dataset`,
+* :func:`write_expert_folder` writes such a folder from :func:`climnb.data.synthetic.make_dataset`,
   with labellers that differ from the truth in known ways (:data:`STYLES`), for tests,
   docstrings and notebooks.
 
@@ -45,13 +45,13 @@ import pandas as pd
 import xarray as xr
 from scipy import ndimage
 
-from climnb.atomic import atomic_path
-from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
+from climnb.data.synthetic import make_dataset
+from climnb.io.atomic import atomic_path
+from climnb.io.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.io.samples import SampleError, sample_name
 from climnb.io.sampleset import SampleSet, write_sample_set
 from climnb.labels.components import label_components
 from climnb.labels.schema import CONSENSUS
-from climnb.synthetic import make_dataset
 
 __all__ = [
     "CONSENSUS",
@@ -587,7 +587,7 @@ def write_expert_folder(
         ``rivers_only`` labels no storms. With the default three, the majority is the truth
         and the union is the ``dilate`` labeller's mask.
     skip : ``(time index, labeller)`` pairs not written, for steps fewer labellers labelled.
-    kwargs : passed to :func:`climnb.synthetic.make_dataset` (``n_time``, ``seed``, sizes...).
+    kwargs : passed to :func:`climnb.data.synthetic.make_dataset` (``n_time``, ``seed``, sizes...).
 
     Returns
     -------

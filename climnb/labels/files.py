@@ -1,10 +1,10 @@
 """``climnb label`` as one call: files in, labels and their event table out.
 
 :func:`label_files` checks the outputs before any work (the output rule of
-:func:`climnb.outputs.check_outputs`: an output equal to an input, the event table equal to the
+:func:`climnb.io.outputs.check_outputs`: an output equal to an input, the event table equal to the
 output, an output that is a directory, under a file or cannot be written are refused with one
 line, so an input is never overwritten; a missing parent folder is created), takes the
-exclusive claim on both outputs (:func:`climnb.atomic.claims`: a second run into the same
+exclusive claim on both outputs (:func:`climnb.io.atomic.claims`: a second run into the same
 output is refused rather than writing over the first's result), removes what a killed earlier
 run of them left, opens the files as they come (CAM5, ERA5, MERRA-2, GRIB; renames and units
 given), refuses values of no atmosphere (:mod:`climnb.io.plausible`), labels them
@@ -16,7 +16,7 @@ Examples
 --------
 >>> import tempfile
 >>> from pathlib import Path
->>> from climnb.synthetic import make_dataset, save_dataset
+>>> from climnb.data.synthetic import make_dataset, save_dataset
 >>> d = Path(tempfile.mkdtemp())
 >>> _ = save_dataset(*make_dataset(n_time=2, seed=0), d / "fields.nc")
 >>> text = label_files(LabelRequest(inputs=(d / "fields.nc",), out=d / "labels.nc", progress=False))
@@ -31,14 +31,15 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from climnb.atomic import claims, remove_leftovers
-from climnb.io.netcdf import expand_paths, open_dataset, time_steps
+from climnb.io.atomic import claims, remove_leftovers
+from climnb.io.files import expand_paths, open_fields
+from climnb.io.netcdf import time_steps
+from climnb.io.outputs import check_outputs
 from climnb.io.plausible import check_plausible_input
 from climnb.labels.config import LabelConfig
 from climnb.labels.dataset import StepError, label_dataset
 from climnb.labels.writer import write_labels
-from climnb.outputs import check_outputs
-from climnb.scheduler import dask_client
+from climnb.runtime.scheduler import dask_client
 
 __all__ = ["LabelRequest", "label_files", "MAX_REGRID"]
 
@@ -116,7 +117,7 @@ def _label(req: LabelRequest, files, out: Path, events_path: Path) -> str:
     config = LabelConfig.recipe(req.recipe, ar_percentile=req.ar_percentile)
     config = replace(config, tc=replace(config.tc, tracks=req.storm_tracks))
     renames, units = dict(req.rename), dict(req.units)
-    ds = open_dataset(files, variables=renames, units=units, canonical=False, regrid=req.regrid)
+    ds = open_fields(files, variables=renames, units=units, canonical=False, regrid=req.regrid)
     check_plausible_input(  # a wrong unit gives values of no atmosphere: refused here
         ds,
         source=_describe(files),

@@ -4,7 +4,7 @@
   canonical grid with the variables a :class:`~climnb.labels.config.LabelConfig` needs, or
   seeded synthetic fields; with the true events where there are some;
 * :func:`label_as_they_come` - toy fields written as ERA5, MERRA-2 or CAM5 write them
-  (:func:`climnb.lookalike.dress`), each file opened as it is and labelled with what it
+  (:func:`climnb.data.lookalike.dress`), each file opened as it is and labelled with what it
   supports: the path a user's own file takes, with a truth to compare.
 
 Notebook 01 calls both; ``climnb label`` takes the same path through
@@ -29,12 +29,13 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
-from climnb.io.netcdf import normalize, open_dataset
+from climnb.data.lookalike import dress
+from climnb.data.synthetic import make_dataset, read_events
+from climnb.io.netcdf import normalize
+from climnb.io.netcdf import open_fields as open_dataset
 from climnb.labels.ar import ivt_magnitude
 from climnb.labels.config import LabelConfig
 from climnb.labels.dataset import compute, label_dataset, required_variables
-from climnb.lookalike import dress
-from climnb.synthetic import make_dataset, read_events
 
 __all__ = ["fields_to_label", "label_as_they_come", "AsTheyCome"]
 
@@ -53,7 +54,7 @@ def fields_to_label(
     Parameters
     ----------
     input_path : NetCDF/Zarr/GRIB file(s) or a glob (:func:`climnb.io.netcdf.open_dataset`);
-        None: synthetic fields of :func:`climnb.synthetic.make_dataset`.
+        None: synthetic fields of :func:`climnb.data.synthetic.make_dataset`.
     config : what the labels need (:func:`~climnb.labels.dataset.required_variables`);
         default :class:`LabelConfig`.
     n_time, n_lat, n_lon, seed : size and seed of the synthetic fields.
@@ -62,7 +63,7 @@ def fields_to_label(
     -------
     ds : the fields, normalised (names, units, ascending latitudes, longitudes 0..360).
     events : the synthetic events, or the event list saved beside a synthetic file
-        (:func:`climnb.synthetic.read_events`); None for a real file.
+        (:func:`climnb.data.synthetic.read_events`); None for a real file.
     """
     required = required_variables(config or LabelConfig())
     if input_path is None:
@@ -106,7 +107,7 @@ def label_as_they_come(
 
     Parameters
     ----------
-    sources : names of :data:`climnb.lookalike.SOURCES` (``era5``, ``merra2``, ``cam5``, ...).
+    sources : names of :data:`climnb.data.lookalike.SOURCES` (``era5``, ``merra2``, ``cam5``, ...).
     n_time, n_lat, n_lon, seed : size and seed of the synthetic fields (with IVT).
     folder : where the files go (default: a temporary folder, removed before returning).
     """

@@ -22,7 +22,7 @@ catalogues.
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=1, n_tc=0, n_ar=1)
 >>> proxy = ivt_proxy(ds.TMQ, ds.U850, ds.V850)
 >>> proxy.ivt.attrs["units"], proxy.ivt.dims

@@ -29,7 +29,7 @@ any series, so the comparison uses IPART's own settings on 3-hourly or coarser d
 Examples
 --------
 >>> from climnb.labels.reference import thr_kernel
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=2, ivt=True)  # 3-hourly, 1.9-degree toy grid
 >>> thr_kernel(ds)
 (32, 2)
@@ -47,11 +47,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from climnb.data.synthetic import make_dataset
 from climnb.labels.components import label_components
 from climnb.labels.dataset import compute, label_dataset
 from climnb.labels.scores import agreement
 from climnb.labels.sphere import cell_area_km2, is_periodic
-from climnb.synthetic import make_dataset
 
 __all__ = [
     "INSTALL",

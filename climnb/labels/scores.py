@@ -35,8 +35,9 @@ import pandas as pd
 import xarray as xr
 from scipy import ndimage
 
-from climnb.channels import CLASS_NAMES
-from climnb.io.netcdf import coord_names, open_dataset
+from climnb.io.channels import CLASS_NAMES
+from climnb.io.netcdf import coord_names
+from climnb.io.netcdf import open_fields as open_dataset
 from climnb.labels.components import label_components
 from climnb.labels.expert import MISSING, consensus, open_expert
 from climnb.labels.schema import MASK_VARIABLES
@@ -98,8 +99,8 @@ def network_teacher_truth(prediction, teacher, truth, ruled=None) -> dict[str, d
     "teacher vs truth": ..}`` (:func:`class_iou`; NaN for a class in neither mask).
 
     With ``ruled``, the prediction put through the river definition's object rules
-    (:func:`climnb.postprocess.apply_river_rules`), two more rows: ``network + river rules vs
-    teacher`` and ``network + river rules vs truth``.
+    (:func:`climnb.inference.postprocess.apply_river_rules`), two more rows: ``network + river
+    rules vs teacher`` and ``network + river rules vs truth``.
 
     >>> network_teacher_truth([0, 2], [0, 2], [2, 2])["network vs truth"]["AR"]
     0.5
@@ -233,7 +234,7 @@ def score(
     """All scores in a small table: one row per class with IoU, recall and precision.
 
     ``found`` is the event table of :func:`climnb.labels.label_dataset`, ``true`` the events
-    of :func:`climnb.synthetic.make_dataset`.
+    of :func:`climnb.data.synthetic.make_dataset`.
     """
     labels, truth = labels.transpose("time", "lat", "lon"), truth.transpose("time", "lat", "lon")
     lab, tru = labels.values, truth.values

@@ -12,8 +12,8 @@ copy of each label task under another name, which no shared key can merge.
   reads and labels its steps in one of ``workers`` processes
   (:func:`climnb.labels.dataset.worker_processes`), so labelling scales past the GIL and
   HDF5's lock and only the uint8 labels come back. With a dask.distributed ``client``
-  (:func:`climnb.scheduler.dask_client`) the work runs on its workers instead.
-* Zarr (``*.zarr``): :func:`climnb.store.write`, the store replaced only when complete.
+  (:func:`climnb.runtime.scheduler.dask_client`) the work runs on its workers instead.
+* Zarr (``*.zarr``): :func:`climnb.io.files.write`, the store replaced only when complete.
 
 The event table goes to ``events_path`` (CSV), written atomically after the labels.
 """
@@ -30,11 +30,11 @@ import dask
 import pandas as pd
 import xarray as xr
 
-from climnb.atomic import atomic_path
+from climnb.io.atomic import atomic_path
+from climnb.io.files import write
 from climnb.io.netcdf import time_steps
 from climnb.labels.dataset import compute, worker_processes
-from climnb.scheduler import compute as compute_on
-from climnb.store import write
+from climnb.runtime.scheduler import compute as compute_on
 
 __all__ = ["write_labels"]
 
@@ -98,7 +98,7 @@ def write_labels(
 def _write_netcdf(labels, events, out: Path, workers: int, client, progress: bool):
     bar = _progress(time_steps(labels), not progress or client is not None)
     with _processes(workers, client), atomic_path(out) as tmp, bar:
-        with dask.config.set({"optimization.fuse.active": False}):  # see climnb.store.write
+        with dask.config.set({"optimization.fuse.active": False}):  # see climnb.io.files.write
             write_task = labels.to_dataset().to_netcdf(
                 tmp, compute=False, encoding=_netcdf_encoding(labels)
             )

@@ -1,8 +1,8 @@
 """How far a network sees along longitude, and how much memory its forward pass holds.
 
 Both are read from a built Keras functional model's graph; nothing is run. They let
-:mod:`climnb.predict` cut a step that does not fit a memory budget into longitude tiles whose
-outputs equal those of the whole step:
+:mod:`climnb.inference.predict` cut a step that does not fit a memory budget into longitude
+tiles whose outputs equal those of the whole step:
 
 * :func:`receptive_radius`: how many input columns on either side of an output pixel can
   change it (an upper bound, exact for stride-1 convolutions with odd kernels). A tile that
@@ -30,6 +30,8 @@ True
 from __future__ import annotations
 
 import math
+
+from climnb.models.backend import import_keras
 
 __all__ = ["receptive_radius", "activation_bytes_per_pixel", "POINTWISE"]
 
@@ -141,8 +143,6 @@ def receptive_radius(model) -> int | None:
 
 
 def _bytes(tensor) -> int:
-    from climnb.models.backend import import_keras
-
     size = import_keras().backend.standardize_dtype(tensor.dtype)
     return int(tensor.shape[-1]) * {"bfloat16": 2, "float16": 2, "float64": 8}.get(size, 4)
 
@@ -155,7 +155,7 @@ def activation_bytes_per_pixel(model) -> float:
     a tensor at ``jump`` times coarser resolution costs ``1 / jump**2`` per input pixel. The
     input is counted. This is a lower bound on what the forward pass holds: the runtime adds
     its own copies (oneDNN's blocked layouts, the input's normalised copy), which
-    :mod:`climnb.predict` allows for with a measured factor.
+    :mod:`climnb.inference.predict` allows for with a measured factor.
     """
     nodes = _graph(model)
     if nodes is None:

@@ -4,7 +4,7 @@ Examples
 --------
 >>> from climnb.models import build_model
 >>> from climnb.models.report import architecture_table, forward_pass
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> model = build_model("tiramisu", (96, 144, 16), preset="toy")
 >>> architecture_table(model).index[:3].tolist()
 ['stem', 'down1', 'td1']
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
+from climnb.io.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.models.backend import import_keras
 from climnb.models.flops import count_flops, count_params
 from climnb.models.presets import PAPER_FIGURES

@@ -20,7 +20,7 @@ pass with bounded memory, on whatever dask scheduler is current.
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> from climnb.stats import class_mask, frequency
 >>> ds, _ = make_dataset(n_time=4, seed=0)
 >>> frequency(class_mask(ds), by="season").frequency.dims

@@ -20,7 +20,7 @@ and region: A, B, change, interval, p-value, significant).
 
 Examples
 --------
->>> from climnb.synthetic import Future, make_dataset
+>>> from climnb.data.synthetic import Future, make_dataset
 >>> a, _ = make_dataset(n_time=48, seed=1, n_tc=0, n_ar=2)
 >>> b, _ = make_dataset(n_time=48, seed=2, n_tc=0, n_ar=2, future=Future(more_rivers=3))
 >>> result = compare(a.truth, b.truth, CompareConfig(block=8, n_resamples=199))
@@ -39,8 +39,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb.channels import CLASS_NAMES
-from climnb.grid import cf_coords
+from climnb.io.channels import CLASS_NAMES
+from climnb.io.grid import cf_coords
 from climnb.stats.groups import class_counts
 from climnb.stats.masks import check_same_grid, mask_classes
 from climnb.stats.regions import BUILTIN, Region, area_weights, region_masks

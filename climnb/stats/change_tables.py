@@ -23,7 +23,7 @@ table, Benjamini-Hochberg at ``alpha_FDR = 2 alpha`` (Wilks 2016) gives ``signif
 Examples
 --------
 >>> from climnb.stats import class_mask
->>> from climnb.synthetic import Future, make_dataset
+>>> from climnb.data.synthetic import Future, make_dataset
 >>> a, _ = make_dataset(n_time=64, seed=1, n_tc=1, n_ar=2)
 >>> b, _ = make_dataset(n_time=64, seed=2, n_tc=1, n_ar=2, future=Future(more_rivers=3))
 >>> table = compare_events(class_mask(a), class_mask(b), CompareConfig(block=8, n_resamples=199))
@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb.channels import CLASS_NAMES
+from climnb.io.channels import CLASS_NAMES
 from climnb.stats.change import HEADLINE_COLUMNS, CompareConfig, check_pair, fdr_mask
 from climnb.stats.events import event_steps, event_table
 from climnb.stats.groups import CLASS_IDS, group_index

@@ -35,7 +35,7 @@ counts per year and season, :func:`landfall_table` per region and year.
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=6, seed=0)
 >>> steps = event_steps(ds.truth, fields=ds)
 >>> table = event_table(steps)
@@ -52,13 +52,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb.channels import CLASS_NAMES
+from climnb.io.channels import CLASS_NAMES
+from climnb.io.steps import iter_steps
 from climnb.labels.components import label_components, label_pixels, measure
 from climnb.labels.sphere import is_periodic, unit_vectors
 from climnb.stats.groups import SEASONS
 from climnb.stats.masks import MISSING, check_same_grid
 from climnb.stats.regions import Region, land_mask, region_masks
-from climnb.steps import iter_steps
 from climnb.tracks import TrackConfig, default_max_gap, track_events, track_times
 
 __all__ = [

@@ -22,14 +22,14 @@ from pathlib import Path
 import xarray as xr
 
 from climnb.bundle import load_bundle
-from climnb.io.netcdf import open_dataset
+from climnb.data.synthetic import Future, make_dataset
+from climnb.io.files import open_fields
 from climnb.labels import label_dataset
 from climnb.stats.change import CompareConfig, Comparison, compare
 from climnb.stats.change_tables import compare_events, compare_precip
 from climnb.stats.masks import class_mask
 from climnb.stats.precip import precipitation
 from climnb.stats.regions import BUILTIN, Region
-from climnb.synthetic import Future, make_dataset
 
 __all__ = ["Masks", "labels_and_prediction", "planted_change", "PLANTED"]
 
@@ -78,7 +78,7 @@ def labels_and_prediction(
     notes = []
     steps = slice(0, n_steps)
     if labels_path is not None and Path(labels_path).exists():
-        ds = open_dataset(labels_path).isel(time=steps)
+        ds = open_fields(labels_path).isel(time=steps)
     else:
         if labels_path is None:
             notes.append(
@@ -90,12 +90,12 @@ def labels_and_prediction(
         ds, _ = make_dataset(n_time=n_steps or 8, seed=0)
         ds = ds.assign(labels=label_dataset(ds)[0].load())
     if "TMQ" not in ds and fields_path is not None and Path(fields_path).exists():
-        fields = open_dataset(fields_path).isel(time=steps)
+        fields = open_fields(fields_path).isel(time=steps)
         ds = fields.assign(labels=ds.labels.assign_coords(time=fields.time))
     source = "synthetic steps" if labels_path is None else str(labels_path)
     labels = class_mask(ds, "labels", source=source).load()
     if model_path is not None and Path(model_path, "climnb.json").exists():
-        from climnb.predict import predict
+        from climnb.inference.predict import predict
 
         bundle = load_bundle(model_path)
         prediction = class_mask(predict(bundle, ds).load())

@@ -8,7 +8,7 @@ in the attributes.
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=4, seed=0)
 >>> freq = frequency(ds.truth).compute()
 >>> freq.frequency.dims, freq.frequency.attrs["cell_methods"]
@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from climnb.channels import CLASS_NAMES
-from climnb.grid import cf_coords
+from climnb.io.channels import CLASS_NAMES
+from climnb.io.files import write
+from climnb.io.grid import cf_coords
 from climnb.stats.groups import CLASS_IDS, class_counts
 from climnb.stats.masks import MISSING, mask_classes
-from climnb.store import write
 
 __all__ = ["frequency", "frequency_from_counts", "write_frequency", "period_attrs"]
 

@@ -8,7 +8,7 @@ with any calendar xarray decodes (``noleap`` CAM5 times are ``cftime`` objects).
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=4, seed=0)
 >>> idx, labels = group_index(ds.time, "season")
 >>> labels, idx.tolist()

@@ -9,7 +9,7 @@ become the most probable class. :func:`mask_classes` says which classes a mask h
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=2, seed=0)
 >>> m = class_mask(ds)
 >>> m.name, m.dtype.name, mask_classes(m)
@@ -23,7 +23,7 @@ import logging
 import numpy as np
 import xarray as xr
 
-from climnb.channels import CLASS_NAMES
+from climnb.io.channels import CLASS_NAMES
 
 __all__ = [
     "MASK_NAMES",

@@ -12,7 +12,7 @@ chunk and few latitudes per chunk); the shares are one lazy pass over mask and p
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=8, seed=0)
 >>> table = attributed_precipitation(ds.truth, ds.PRECT)
 >>> sorted(table.measure.unique())
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb.channels import CLASS_NAMES
+from climnb.io.channels import CLASS_NAMES
 from climnb.io.netcdf import normalize
 from climnb.io.plausible import check_plausible
 from climnb.stats.groups import CLASS_IDS, group_index

@@ -272,7 +272,8 @@ def verify_season(
     labeller's stitched storm tracks, and verified
     against the best-track file ``best_track`` (IBTrACS CSV or NetCDF, HURDAT2)."""
     from climnb.io.besttrack import read_best_tracks
-    from climnb.io.netcdf import expand_paths, open_dataset
+    from climnb.io.files import expand_paths
+    from climnb.io.files import open_fields as open_dataset
     from climnb.labels import compute, label_dataset
     from climnb.tracks import TrackConfig, default_max_gap, track_events
 

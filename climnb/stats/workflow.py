@@ -7,7 +7,7 @@ Examples
 --------
 >>> import tempfile
 >>> from pathlib import Path
->>> from climnb.synthetic import make_dataset, save_dataset
+>>> from climnb.data.synthetic import make_dataset, save_dataset
 >>> d = Path(tempfile.mkdtemp())
 >>> _ = save_dataset(*make_dataset(n_time=4, seed=0), d / "fields.nc")
 >>> text = summarize(StatsRequest(inputs=(d / "fields.nc",), out=d / "freq.nc"))
@@ -25,9 +25,10 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
-from climnb.atomic import atomic_path, claims
+from climnb.io.atomic import atomic_path, claims
+from climnb.io.files import expand_paths, open_fields, write
+from climnb.io.outputs import check_outputs
 from climnb.io.plausible import check_plausible
-from climnb.outputs import check_outputs
 from climnb.stats.change import CompareConfig, Comparison, compare
 from climnb.stats.change_tables import compare_events, compare_precip
 from climnb.stats.events import event_steps, event_table, events_to_dataset, landfall_table
@@ -35,7 +36,6 @@ from climnb.stats.frequency import frequency, write_frequency
 from climnb.stats.masks import check_missing, check_same_grid, class_mask
 from climnb.stats.precip import attributed_precipitation, precipitation
 from climnb.stats.regions import BUILTIN, Region
-from climnb.store import expand, open_fields, write
 from climnb.tracks import read_storm_tracks, read_tracks
 
 __all__ = ["StatsRequest", "summarize", "compare_files", "open_mask"]
@@ -78,7 +78,7 @@ class StatsRequest:
 
 def open_mask(paths, variable: str | None = None) -> tuple[xr.DataArray, list[Path], xr.Dataset]:
     """The class mask of ``paths`` (checked), the expanded paths and the opened Dataset."""
-    files = expand(paths)
+    files = [Path(p) for p in expand_paths(paths)]
     ds = open_fields(files)
     return class_mask(ds, variable, source=str(files[0])), files, ds
 
@@ -138,7 +138,7 @@ def _summarize(req: StatsRequest, mask, files, ds) -> str:
 
 def _check_outputs(req: StatsRequest, files: list[Path]) -> dict[str, Path]:
     """Every output checked against every input (masks, ``--fields``, ``--tracks``) and the
-    other outputs (:func:`climnb.outputs.check_outputs`), before any work."""
+    other outputs (:func:`climnb.io.outputs.check_outputs`), before any work."""
     outputs = {"--out": req.out, "--events": req.events, "--landfall": req.landfall}
     inputs = [*files, *req.fields, *([req.tracks] if req.tracks else [])]
     return check_outputs({**outputs, "--precip": req.precip}, inputs)
@@ -159,10 +159,10 @@ def _fields(req, ds, mask, files):
         if req.events or req.landfall:  # intensities from the mask file's own fields
             check_plausible(ds, source=str(files[0]), names=_INTENSITY)
         return ds
-    fields = open_fields(expand(req.fields))
-    _check_fields(mask, fields, str(files[0]), str(expand(req.fields)[0]))
+    fields = open_fields(expand_paths(req.fields))
+    _check_fields(mask, fields, str(files[0]), str(expand_paths(req.fields)[0]))
     if req.events or req.landfall:
-        check_plausible(fields, source=str(expand(req.fields)[0]), names=_INTENSITY)
+        check_plausible(fields, source=str(expand_paths(req.fields)[0]), names=_INTENSITY)
     return fields
 
 
@@ -170,7 +170,7 @@ _INTENSITY = ("PSL", "IVT", "TMQ")  # the fields events are measured on
 
 
 def _fields_name(req, files) -> str:
-    return str(expand(req.fields)[0]) if req.fields else str(files[0])
+    return str(expand_paths(req.fields)[0]) if req.fields else str(files[0])
 
 
 def _freq_line(mask, freq, req) -> str:
@@ -243,8 +243,8 @@ def _compare(ma, mb, fa, fb, da_, db, config, regions, out, csv, events, precip,
     names = (str(fa[0]), str(fb[0]))
     field_sets, field_names = (da_, db), names
     if fields is not None:
-        field_sets = tuple(open_fields(expand(f)) for f in fields)
-        field_names = tuple(str(expand(f)[0]) for f in fields)
+        field_sets = tuple(open_fields(expand_paths(f)) for f in fields)
+        field_names = tuple(str(expand_paths(f)[0]) for f in fields)
         for m, f, n, fn in zip((ma, mb), field_sets, names, field_names, strict=True):
             _check_fields(m, f, n, fn)
     result = compare(ma, mb, config, regions=regions, names=names)

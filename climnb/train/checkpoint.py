@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from climnb.atomic import atomic_path
+from climnb.io.atomic import atomic_path
 
 log = logging.getLogger(__name__)
 

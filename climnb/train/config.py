@@ -98,17 +98,18 @@ class TrainConfig:
         and ``train/`` and ``validation/`` folders (as ``climnb samples`` writes them), or a
         flat folder of sample files, split here with ``split`` and ``split_seed``.
     staged_dir : train from node-local staged copies instead (``climnb stage`` or
-        :func:`climnb.staging.stage_on_engines` wrote them): a folder pattern with ``{node}``
+        :func:`climnb.data.staging.stage_on_engines` wrote them): a folder pattern with ``{node}``
         and ``{local_rank}`` placeholders, e.g. ``"/local/scratch/{node}"``. Each rank then
         opens only its node's staged set and its own files in it, never ``data_dir``.
     ranks_per_node : training ranks per node, to find a rank's node (``rank //
         ranks_per_node``) and local rank in ``staged_dir``; ``None``: Horovod's local size.
         Set 1 where one machine simulates one node per rank.
     stage_first : stage ``data_dir`` into ``staged_dir`` at the start of the run, on the ranks
-        themselves (one process per node reads, over MPI; :func:`climnb.staging.stage`), then
+        themselves (one process per node reads, over MPI; :func:`climnb.data.staging.stage`), then
         train from the staged copies. A rerun restages only what changed.
     samples_per_rank : training files drawn (with replacement) per rank when staging first.
-    draw : how staging first gives the ranks their files (:class:`climnb.staging.StagingConfig`):
+    draw : how staging first gives the ranks their files
+        (:class:`climnb.data.staging.StagingConfig`):
         ``"replacement"`` (the paper's random draws) or ``"shard"`` (every training file to one
         rank, once: the whole training split is trained on).
     out_dir : run folder: checkpoints, ``history.csv``, the trained model bundle ``model/``,
@@ -143,7 +144,7 @@ class TrainConfig:
     threads : compute threads per rank (``None``: TensorFlow's default).
     read_workers : reader processes of the input pipeline per rank (0: read in-process).
     data_autotune : tf.data's autotuner in the input pipeline (off: see
-        :class:`climnb.pipeline.PipelineConfig`).
+        :class:`climnb.train.pipeline.PipelineConfig`).
     precision : compute precision, float32 master weights: ``"auto"`` (the default:
         ``"mixed_bfloat16"`` on a CPU with AVX512_BF16/AMX, else ``"float32"``; see
         :func:`climnb.models.precision.resolve_precision`), ``"float32"``, ``"mixed_bfloat16"``
@@ -159,7 +160,8 @@ class TrainConfig:
     augment : ``"roll"``: roll each training sample (fields and labels together) by a random
         number of longitude columns, exact on a periodic global grid; ``"mirror"``: mirror half
         the samples north to south with the meridional winds negated; ``"roll+mirror"``: both
-        (:class:`climnb.pipeline.PipelineConfig`); validation is never augmented. ``None``: off.
+        (:class:`climnb.train.pipeline.PipelineConfig`); validation is never augmented.
+        ``None``: off.
     init_from : start from a trained network's weights (fine-tuning): a model bundle or the
         run folder holding one (``RUN/model``). Its model and preset must be the run's; its
         model overrides are taken when ``model_overrides`` is empty; the run's channels may be
@@ -233,8 +235,8 @@ class TrainConfig:
         _choice("lr_decay", self.lr_decay, ("linear", "none"))
         _choice("split_method", self.split_method, ("blocks", "random"))
         _choice("class_weighting", self.class_weighting, CLASS_WEIGHTINGS)
-        from climnb.pipeline import AUGMENTS  # here: these load h5py, the CLI stays light
-        from climnb.staging import DRAWS
+        from climnb.data.staging import DRAWS
+        from climnb.train.pipeline import AUGMENTS  # here: these load h5py, the CLI stays light
 
         _choice("draw", self.draw, DRAWS)
         if self.freeze_blocks < 0:

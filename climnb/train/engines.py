@@ -34,7 +34,7 @@ def train_on_engines(
     poll: float = 0.5,
     publish_every: float = 0.5,
 ):
-    """Train on all engines of ``engines`` (a started :class:`climnb.cluster.Engines`).
+    """Train on all engines of ``engines`` (a started :class:`climnb.runtime.cluster.Engines`).
 
     Parameters
     ----------

@@ -22,13 +22,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb import synthetic
 from climnb.bundle import META_FILE, load_bundle
+from climnb.data import synthetic
+from climnb.inference.postprocess import teacher_config
 from climnb.io.sampleset import SampleSet, write_sample_set
 from climnb.labels import LabelConfig, compute, label_dataset
 from climnb.labels.expert import write_expert_folder, write_expert_set
 from climnb.labels.scores import class_iou
-from climnb.postprocess import teacher_config
 from climnb.train.config import TrainConfig
 from climnb.train.loop import train
 

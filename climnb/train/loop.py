@@ -4,13 +4,14 @@ One function, :func:`train`, runs unchanged on ipyparallel engines, under
 ``mpirun -np N python -m climnb train ...``, ``srun`` and ``horovodrun``: Horovod tells it its rank
 and the number of ranks. Without Horovod it trains in one process (a laptop, Binder).
 
-Per step: read this rank's shard of the training files (:mod:`climnb.pipeline`), compute the
+Per step: read this rank's shard of the training files (:mod:`climnb.train.pipeline`), compute the
 gradients with a plain ``tf.GradientTape``, average them over the ranks with
 ``hvd.grouped_allreduce`` (Keras 3 breaks Horovod's ``DistributedGradientTape``), and apply them
 with the paper's optimiser (:mod:`climnb.train.optim`). The initial weights and the optimiser's
 state are broadcast from rank 0, the learning rate is scaled with the number of ranks after a
 warm-up, validation IoU is computed from confusion matrices summed over the ranks, and rank 0
-writes checkpoints (atomically) and, at the end, the model bundle used by :mod:`climnb.predict`.
+writes checkpoints (atomically) and, at the end, the model bundle used by
+:mod:`climnb.inference.predict`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from climnb.atomic import atomic_path, remove_leftovers, temp_path
 from climnb.bundle import BundleError, load_bundle, save_bundle
+from climnb.data.staging import StagingConfig, files_per_rank, stage
+from climnb.io.atomic import atomic_path, remove_leftovers, temp_path
 from climnb.io.reader import SampleReader
 from climnb.io.samples import SampleError
 from climnb.io.sampleset import SampleSet, StagedSet
@@ -46,8 +48,6 @@ from climnb.models.losses import (
 )
 from climnb.models.metrics import ConfusionMatrix
 from climnb.models.presets import resolve_channels
-from climnb.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
-from climnb.staging import StagingConfig, files_per_rank, stage
 from climnb.train import optim
 from climnb.train.checkpoint import (
     latest,
@@ -66,6 +66,7 @@ from climnb.train.init_from import (
     open_parent,
     parent_stats,
 )
+from climnb.train.pipeline import PipelineConfig, epoch_order, make_dataset, shard_files
 from climnb.train.together import abort_on_failure, all_ok, one_process_only
 
 log = logging.getLogger(__name__)
@@ -150,10 +151,10 @@ def _horovod():
 def _yield_when_crowded() -> None:
     """As many ranks on this node as cores this rank may use: let OpenMPI yield while it
     waits (before MPI starts; an ``OMPI_MCA_mpi_yield_when_idle`` already set stands).
-    mpirun gets it from :func:`climnb.cluster.mpi_settings` where climnb starts it, but a rank
-    started by ``srun`` (the README's batch recipe) spins in Horovod's collectives on the core
-    its peer computes on (measured under srun, 2 ranks on 2 cores, 2 toy steps: 22.8 s, 15.4 s
-    yielding)."""
+    mpirun gets it from :func:`climnb.runtime.cluster.mpi_settings` where climnb starts it, but
+    a rank started by ``srun`` (the README's batch recipe) spins in Horovod's collectives on the
+    core its peer computes on (measured under srun, 2 ranks on 2 cores, 2 toy steps: 22.8 s,
+    15.4 s yielding)."""
     local = None
     for var in ("OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
         found = re.match(r"\d+", os.environ.get(var, ""))  # Slurm: "2(x3)" or "2,1"
@@ -367,7 +368,7 @@ def _check_out_dir(config: TrainConfig) -> None:
 def _claim_out_dir(config: TrainConfig, rank: int):
     """Rank 0 marks the run folder as in use for the run (``.OUT.PID-XXXX.tmp`` beside it);
     a second live run into the same folder is refused at its start
-    (:class:`climnb.atomic.OutputBusy`), and a dead run's mark is removed."""
+    (:class:`climnb.io.atomic.OutputBusy`), and a dead run's mark is removed."""
     if rank != 0:
         yield
         return

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from climnb.doctor import install_hint
+from climnb.runtime.install import install_hint
 
 log = logging.getLogger(__name__)
 

@@ -54,8 +54,8 @@ import shapely
 import xarray as xr
 from contourpy import LineType, contour_generator
 
-from climnb.atomic import atomic_path
-from climnb.channels import CHANNEL_NAMES, CLASS_NAMES
+from climnb.io.atomic import atomic_path
+from climnb.io.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.labels.components import label_components
 from climnb.labels.expert import expert_name, parse_name
 from climnb.viz.explorer import _JS_FLUSH_QUEUED, unstall

@@ -22,7 +22,7 @@ import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh options set 
 import numpy as np
 import pandas as pd
 
-from climnb.channels import CLASS_NAMES
+from climnb.io.channels import CLASS_NAMES
 from climnb.viz.fields import CLASS_COLORS
 from climnb.viz.notebook import is_interactive
 

@@ -2,7 +2,7 @@
 
 An *event table* has one row per event and time step with at least ``time``, ``class_name``,
 ``lat`` and ``lon`` (the tables of :func:`climnb.labels.label_dataset` and of
-:mod:`climnb.synthetic` both do); :func:`climnb.labels.events.events_from_mask` makes one from
+:mod:`climnb.data.synthetic` both do); :func:`climnb.labels.events.events_from_mask` makes one from
 any class mask (labels or a network's prediction) in the columns of the one event schema,
 :mod:`climnb.labels.schema`.
 
@@ -13,7 +13,7 @@ any class mask (labels or a network's prediction) in the columns of the one even
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=2, seed=0)
 >>> events = events_from_mask(ds.truth)
 >>> sorted(events.class_name.unique())
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb.channels import CLASS_NAMES
+from climnb.io.channels import CLASS_NAMES
 from climnb.labels.events import events_from_mask  # re-exported: it lived here before
 from climnb.tracks import track_summary
 from climnb.viz.coastlines import clip_lines, joined

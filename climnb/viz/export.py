@@ -14,7 +14,7 @@ opens offline.
 Examples
 --------
 >>> import tempfile
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=2, seed=0)
 >>> out = tempfile.mkdtemp()
 >>> save_figure(ds, ds.truth, out + "/tmq.png").suffix
@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb.atomic import atomic_path
-from climnb.channels import CLASS_NAMES, channel
+from climnb.io.atomic import atomic_path
+from climnb.io.channels import CLASS_NAMES, channel
 from climnb.viz.coastlines import draw_coastlines
 from climnb.viz.fields import CLASS_COLORS
 

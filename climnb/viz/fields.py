@@ -5,7 +5,7 @@ call ``hv.extension``; tests compare the objects' types, dimensions and data.
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> from climnb.viz.fields import channel_map
 >>> ds, _ = make_dataset(n_time=1)
 >>> channel_map(ds, "TMQ").vdims[0].name
@@ -21,7 +21,7 @@ import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh options set 
 import numpy as np
 import xarray as xr
 
-from climnb.channels import CLASS_NAMES, channel
+from climnb.io.channels import CLASS_NAMES, channel
 
 __all__ = ["channel_map", "mask_overlay", "channel_grid", "CLASS_COLORS", "COLORBAR_FORMAT"]
 
@@ -42,7 +42,7 @@ def _at_time(da: xr.DataArray, time: int | str | np.datetime64) -> xr.DataArray:
 def channel_map(ds: xr.Dataset, name: str, *, time: int | str = 0, **opts) -> hv.Image:
     """An image of channel ``name`` at one ``time`` (an index or a time label).
 
-    The colour map and the label (long name and units) come from :mod:`climnb.channels`.
+    The colour map and the label (long name and units) come from :mod:`climnb.io.channels`.
     """
     if name not in ds:
         raise KeyError(f"channel {name!r} is not in the dataset; it has {', '.join(ds.data_vars)}")

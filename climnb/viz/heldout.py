@@ -7,13 +7,13 @@ so. :func:`heldout_confusion` tabulates the confusion per class of the segmentat
 the truth and against the teacher (the heuristic labels the network learnt from).
 :func:`independent_scores` scores the network on an independent series of another seed of the
 generator, a larger test than a held-out block of a few correlated steps, with and without
-the river definition's rules on the predicted rivers (:mod:`climnb.postprocess`). They only
-call the package's readers, :mod:`climnb.predict`, :mod:`climnb.postprocess` and
-:mod:`climnb.labels`.
+the river definition's rules on the predicted rivers (:mod:`climnb.inference.postprocess`).
+They only call the package's readers, :mod:`climnb.inference.predict`,
+:mod:`climnb.inference.postprocess` and :mod:`climnb.labels`.
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> ds, _ = make_dataset(n_time=2, seed=0)
 >>> seg = segment_heldout(ds, "no/model/here")
 >>> seg.titles
@@ -32,14 +32,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from climnb import synthetic
-from climnb.atomic import atomic_path
 from climnb.bundle import META_FILE, load_bundle
-from climnb.io.netcdf import open_dataset
+from climnb.data import synthetic
+from climnb.inference.postprocess import apply_river_rules, teacher_config
+from climnb.inference.predict import predict
+from climnb.io.atomic import atomic_path
+from climnb.io.files import open_fields
 from climnb.labels import LabelConfig, compute, label_dataset
 from climnb.labels.scores import class_iou, confusion_table, network_teacher_truth
-from climnb.postprocess import apply_river_rules, teacher_config
-from climnb.predict import predict
 
 __all__ = [
     "Segmentation",
@@ -95,7 +95,7 @@ def heldout_fields(
     if not Path(path).exists():
         log.info("writing toy held-out fields to %s", path)
         synthetic.save_dataset(*synthetic.make_dataset(n_time=8, seed=1000), path)
-    return open_dataset(path).sel(time=slice(time_start, time_stop))
+    return open_fields(path).sel(time=slice(time_start, time_stop))
 
 
 def segment_heldout(
@@ -103,7 +103,7 @@ def segment_heldout(
 ) -> Segmentation:
     """Segment ``ds`` with the model bundle at ``model_path`` and compare with ``ds.truth``.
 
-    The prediction (:func:`climnb.predict.predict`, loaded) is also written to
+    The prediction (:func:`climnb.inference.predict.predict`, loaded) is also written to
     :data:`PREDICTION_FILE` beside the bundle's folder. Without a bundle at ``model_path``
     nothing is predicted: the heuristic labels (:func:`climnb.labels.label_dataset`) stand in
     for the prediction, and the note says so.
@@ -175,8 +175,8 @@ def independent_scores(
     with ``config``, default the teacher's settings the bundle records, else
     :class:`~climnb.labels.LabelConfig`, notebook 01's default); and
     the same for the network's segmentation put through the teacher's river rules
-    (:func:`climnb.postprocess.apply_river_rules` with ``config.ar``: the predicted rivers that
-    the river definition rejects become background).
+    (:func:`climnb.inference.postprocess.apply_river_rules` with ``config.ar``: the predicted
+    rivers that the river definition rejects become background).
 
     A held-out block is a few correlated steps; its handful of events decide its figures (the
     demo's network: AR 0.46 against the teacher on its 16-step block, 0.71 on 64 steps of this

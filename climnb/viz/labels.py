@@ -4,7 +4,7 @@ The functions return HoloViews objects and never call ``hv.extension``.
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> from climnb.labels import compute, label_dataset
 >>> from climnb.viz.labels import ivt_threshold_map, labels_over_time
 >>> ds, _ = make_dataset(n_time=2)

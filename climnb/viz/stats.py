@@ -7,7 +7,7 @@ and never call ``hv.extension``.
 
 Examples
 --------
->>> from climnb.synthetic import make_dataset
+>>> from climnb.data.synthetic import make_dataset
 >>> from climnb.stats import class_mask, frequency
 >>> ds, _ = make_dataset(n_time=4, seed=0)
 >>> view = frequency_maps(frequency(class_mask(ds)).compute())

@@ -1,0 +1,8 @@
+"""Data to learn from: synthetic fields with a known truth, and sample sets staged per node.
+
+* :mod:`~climnb.data.synthetic` - seeded CAM5-like fields with storms and rivers, and their masks;
+* :mod:`~climnb.data.lookalike` - those fields dressed as ERA5, MERRA-2, CAM5 or generic files;
+* :mod:`~climnb.data.staging` - a sample set copied onto node-local storage, a staged set per node.
+
+Import from the submodules.
+"""
