@@ -38,19 +38,20 @@ def _dead_pid() -> int:
 
 @contextlib.contextmanager
 def _unprivileged():
-    """The block runs as user ``nobody`` (effective ids) when the tests run as root, who may
-    write into any folder and signal any process; as another user it runs as it is."""
+    """The block runs as user ``nobody`` (real and effective ids; the saved ones stay root's
+    to come back) when the tests run as root, who may write into any folder and signal any
+    process; as another user it runs as it is."""
     if os.geteuid() != 0:
         yield
         return
     nobody = pwd.getpwnam("nobody")
-    os.setegid(nobody.pw_gid)
-    os.seteuid(nobody.pw_uid)
+    os.setresgid(nobody.pw_gid, nobody.pw_gid, 0)
+    os.setresuid(nobody.pw_uid, nobody.pw_uid, 0)
     try:
         yield
     finally:
-        os.seteuid(0)
-        os.setegid(0)
+        os.setresuid(0, 0, 0)
+        os.setresgid(0, 0, 0)
 
 
 @pytest.fixture
