@@ -149,7 +149,9 @@ def test_what_a_class_mask_may_hold():
     with pytest.raises(ValueError, match=r"holds 0.5 \(values 0..1.5\); a mask holds"):
         check_mask((mask * 0.5 + xr.where(mask == 2, 0.5, 0.0)).rename("m"))
     for bad, values in ((3, "0..3"), (-1, "-1..2")):
-        with pytest.raises(ValueError, match=f"not a class mask of climnb's classes: values {values}"):
+        with pytest.raises(
+            ValueError, match=f"not a class mask of climnb's classes: values {values}"
+        ):
             check_mask(xr.where(mask == 1, bad, mask.astype(int)))
     with pytest.raises(ValueError, match="is <U1, not a class mask"):
         check_mask(xr.DataArray(np.array(["a"]), name="names"))
