@@ -1,0 +1,196 @@
+"""Each option's effect, not only its parsing: the command run with and without it (or with
+two values) on toy files, and the output differs as the option's help says. The options that
+other modules already show this way are listed in docs/testing.md."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from climnb.cli import main
+from climnb.tracks import track_events, write_tracks
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main([str(a) for a in argv])
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def fields(tmp_path_factory) -> Path:
+    """Toy fields (96 x 144, 24 three-hourly steps: 69 h), with IVT."""
+    path = tmp_path_factory.mktemp("effects") / "fields.nc"
+    argv = ["synth", "--out", path, "--n-time", 24, "--seed", 3, "--n-tc", 3, "--n-ar", 3]
+    assert _run([*argv, "--ivt"])[0] == 0
+    return path
+
+
+def _labels(fields: Path, out: Path, *options) -> xr.DataArray:
+    rc, text, err = _run(["label", fields, "--out", out, "--no-progress", *options])
+    assert rc == 0, err
+    with xr.open_dataset(out) as ds:
+        return ds.labels.load()
+
+
+# --- climnb -v --------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # two label runs in processes of their own
+def test_verbose_logs_the_details(tmp_path):
+    """In a process of its own: the logging set up by the first command of a process stays."""
+    src = tmp_path / "fields.nc"
+    assert _run(["synth", "--out", src, "--n-time", 2, "--n-ar", 0])[0] == 0
+    logs = {}
+    for flags in ((), ("-v",)):
+        out = tmp_path / f"labels{len(flags)}.nc"
+        argv = [sys.executable, "-m", "climnb", *flags, "label", src, "--out", out, "--no-progress"]
+        done = subprocess.run([str(a) for a in argv], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        logs[flags] = done.stderr
+    assert " INFO " in logs[()] and " DEBUG " not in logs[()]
+    assert " DEBUG " in logs[("-v",)]
+
+
+# --- climnb synth -----------------------------------------------------------------------------
+
+
+def test_synth_counts_like_and_ivt_change_the_fields(tmp_path):
+    base = ["synth", "--n-time", 2, "--seed", 0]
+    assert _run([*base, "--out", tmp_path / "a.nc", "--n-tc", 1, "--n-ar", 0])[0] == 0
+    assert _run([*base, "--out", tmp_path / "b.nc", "--n-tc", 3, "--n-ar", 2, "--ivt"])[0] == 0
+    assert _run([*base, "--out", tmp_path / "c.nc", "--like", "era5"])[0] == 0
+    a, b = pd.read_csv(tmp_path / "a.events.csv"), pd.read_csv(tmp_path / "b.events.csv")
+    assert a.groupby("class_id").event_id.nunique().to_dict() == {1: 1}
+    assert b.groupby("class_id").event_id.nunique().to_dict() == {1: 3, 2: 2}
+    with xr.open_dataset(tmp_path / "a.nc") as fa, xr.open_dataset(tmp_path / "b.nc") as fb:
+        assert "IVT" not in fa and {"IVT", "TMQ"} <= set(fb)
+    with xr.open_dataset(tmp_path / "c.nc") as fc:  # ERA5's names, dimensions and levels
+        assert {"tcwv", "viwvn", "msl", "u"} <= set(fc) and "TMQ" not in fc
+        assert {"valid_time", "latitude", "longitude", "pressure_level"} == set(fc.dims)
+        assert fc.latitude.values[0] > fc.latitude.values[-1]  # north to south, as ERA5
+
+
+# --- climnb label -----------------------------------------------------------------------------
+
+
+def test_label_recipes_draw_other_rivers(fields, tmp_path):
+    default = _labels(fields, tmp_path / "default.nc")
+    paper = _labels(fields, tmp_path / "paper.nc", "--recipe", "paper")
+    ivt = _labels(fields, tmp_path / "ivt.nc", "--recipe", "ivt")
+    rivers = {k: int((v == 2).sum()) for k, v in (("d", default), ("p", paper), ("i", ivt))}
+    assert rivers["p"] != rivers["d"] and rivers["i"] > 0 and rivers["p"] > 0, rivers
+    assert ((paper == 2) != (default == 2)).any() or ((ivt == 2) != (default == 2)).any()
+
+
+def test_label_ar_percentile_fewer_rivers_above_a_higher_percentile(fields, tmp_path):
+    low = _labels(fields, tmp_path / "p90.nc", "--recipe", "paper", "--ar-percentile", 90)
+    high = _labels(fields, tmp_path / "p98.nc", "--recipe", "paper", "--ar-percentile", 98)
+    assert int((high == 2).sum()) < int((low == 2).sum())
+
+
+def test_label_storm_tracks_on_keeps_only_long_lived_storms(fields, tmp_path):
+    on = _labels(fields, tmp_path / "on.nc", "--storm-tracks", "on")
+    off = _labels(fields, tmp_path / "off.nc", "--storm-tracks", "off")
+    storms_on, storms_off = int((on == 1).sum()), int((off == 1).sum())
+    assert storms_on < storms_off
+    assert not ((on == 1) & (off != 1)).any()  # only taken away, never added
+
+
+# --- climnb stats compare ---------------------------------------------------------------------
+
+
+def test_stats_compare_alpha_sets_the_test_level(fields, tmp_path):
+    other = tmp_path / "b.nc"
+    future = ["--more-rivers", 3, "--storm-intensity", 1.5]
+    argv = ["synth", "--out", other, "--n-time", 24, "--seed", 4, "--n-tc", 3, "--n-ar", 3]
+    assert _run([*argv, "--ivt", *future])[0] == 0
+    tables = {}
+    for alpha in (0.01, 0.3):
+        csv = tmp_path / f"change-{alpha}.csv"
+        rc, text, err = _run(
+            ["stats", "compare", fields, other, "--block", 4, "--resamples", 99, "--alpha",
+             alpha, "--region", "global", "--csv", csv, "--seed", 0]
+        )  # fmt: skip
+        assert rc == 0, err
+        assert f"alpha_FDR = {2 * alpha:g}" in text
+        tables[alpha] = pd.read_csv(csv)
+    narrow, wide = tables[0.3], tables[0.01]
+    assert (wide.ci_high - wide.ci_low > narrow.ci_high - narrow.ci_low).all()
+    pd.testing.assert_series_equal(wide.change, narrow.change)
+
+
+# --- climnb verify ----------------------------------------------------------------------------
+
+TIMES = pd.date_range("2001-09-01", periods=4, freq="6h")
+LAT, LON = np.arange(0.0, 40.5, 1.0), np.arange(260.0, 300.5, 1.0)
+
+
+def _hurdat2(storms) -> str:
+    """HURDAT2 text of ``storms``: (name, wind kt, [(time, lat, lon east)])."""
+    lines = []
+    for k, (name, wind, points) in enumerate(storms, start=1):
+        lines.append(f"AL{k:02d}2001, {name:>19s}, {len(points):6d},")
+        for t, lat, lon in points:
+            lines.append(
+                f"{t:%Y%m%d}, {t:%H%M},  , TS, {lat:4.1f}N, {360 - lon:5.1f}W, {wind:3d}, 1000,"
+            )
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def verify_files(tmp_path_factory):
+    """Two detected storms: one on ALPHA's path, one 2 degrees (222 km) from BRAVO's; CHARLIE
+    (25 kt) and DELTA (only at 18 UTC) go undetected."""
+    d = tmp_path_factory.mktemp("verify")
+    mask = np.zeros((TIMES.size, LAT.size, LON.size), np.uint8)
+    for t in range(TIMES.size):
+        mask[t, 10 + t : 12 + t, 20:22] = 1  # centre (10.5 + t N, 280.5 E), moving north
+        mask[t, 30:32, 5:7] = 1  # centre (30.5 N, 265.5 E)
+    da = xr.DataArray(mask, coords={"time": TIMES, "lat": LAT, "lon": LON},
+                      dims=("time", "lat", "lon"))  # fmt: skip
+    write_tracks(track_events(da), d / "tracks.nc")
+    best = _hurdat2(
+        [
+            ("ALPHA", 50, [(t, 10.5 + k, 280.5) for k, t in enumerate(TIMES)]),
+            ("BRAVO", 40, [(t, 32.5, 265.5) for t in TIMES[:2]]),
+            ("CHARLIE", 25, [(t, 5.0, 295.0) for t in TIMES]),
+            ("DELTA", 60, [(TIMES[3], 20.0, 295.0)]),
+        ]
+    )
+    (d / "best.txt").write_text(best)
+    return d
+
+
+def _verify(d: Path, tmp_path: Path, *options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    storms, tracks = tmp_path / "storms.csv", tmp_path / "tracks.csv"
+    rc, text, err = _run(["verify", d / "tracks.nc", "--best-track", d / "best.txt", "--csv",
+                          storms, "--tracks-csv", tracks, *options])  # fmt: skip
+    assert rc == 0, err
+    return pd.read_csv(storms).set_index("name"), pd.read_csv(tracks)
+
+
+def test_verify_radius_wind_and_period_change_what_counts(verify_files, tmp_path):
+    storms, tracks = _verify(verify_files, tmp_path)
+    assert storms.detected.to_dict() == {"ALPHA": True, "BRAVO": True, "DELTA": False}
+    assert not tracks.false_alarm.any()
+    storms, tracks = _verify(verify_files, tmp_path, "--radius-km", 150)
+    assert storms.detected.to_dict() == {"ALPHA": True, "BRAVO": False, "DELTA": False}
+    assert tracks.false_alarm.sum() == 1
+    storms, _ = _verify(verify_files, tmp_path, "--min-wind-kt", 20)
+    assert sorted(storms.index) == ["ALPHA", "BRAVO", "CHARLIE", "DELTA"]
+    storms, _ = _verify(verify_files, tmp_path, "--min-wind-kt", 45)
+    assert sorted(storms.index) == ["ALPHA", "DELTA"]
+    storms, _ = _verify(verify_files, tmp_path, "--end", "2001-09-01T12:00")
+    assert sorted(storms.index) == ["ALPHA", "BRAVO"]  # DELTA comes later
+    storms, _ = _verify(verify_files, tmp_path, "--start", "2001-09-01T12:00")
+    assert sorted(storms.index) == ["ALPHA", "DELTA"]  # BRAVO is over by then
