@@ -76,6 +76,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.variables]",
     ],
     "climnb/labels/ar.py": [
+        "tests/test_ar_edges.py",
         "tests/test_rule_edges.py",
         "tests/test_river_rules.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.ar]",
