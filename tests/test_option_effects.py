@@ -194,3 +194,60 @@ def test_verify_radius_wind_and_period_change_what_counts(verify_files, tmp_path
     assert sorted(storms.index) == ["ALPHA", "BRAVO"]  # DELTA comes later
     storms, _ = _verify(verify_files, tmp_path, "--start", "2001-09-01T12:00")
     assert sorted(storms.index) == ["ALPHA", "DELTA"]  # BRAVO is over by then
+
+
+# --- climnb stage -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def samples(toy, tmp_path_factory):
+    """8 toy sample files in train/, stats.h5 beside them and another stats file elsewhere."""
+    from climnb.io.samples import write_samples
+    from climnb.io.stats import compute_stats, write_stats
+
+    root = tmp_path_factory.mktemp("stage")
+    files = write_samples(toy[0], toy[0].truth, root / "train")
+    write_stats(compute_stats(files), root / "stats.h5")
+    write_stats(compute_stats(files[:2]), root / "other-stats.h5")
+    return root
+
+
+def _stage(samples: Path, dest: Path, *options) -> dict:
+    import json
+
+    report = dest.parent / f"{dest.name}-report.json"
+    argv = ["stage", "--no-mpi", "--no-progress", "--source", samples / "train", "--dest",
+            dest / "node{node}", "--nodes", 1, "--ranks-per-node", 2, "--samples-per-rank", 4,
+            "--report", report, *options]  # fmt: skip
+    rc, _, err = _run(argv)
+    assert rc == 0, err
+    return json.loads(report.read_text())
+
+
+def test_stage_draw_stats_and_no_verify(samples, tmp_path):
+    from climnb.staging import staged_files
+
+    _stage(samples, tmp_path / "rep")
+    _stage(samples, tmp_path / "shard", "--draw", "shard")
+    ranks = {
+        draw: [[p.name for p in staged_files(tmp_path / draw / "node0", r)] for r in (0, 1)]
+        for draw in ("rep", "shard")
+    }
+    dealt = ranks["shard"][0] + ranks["shard"][1]
+    assert len(dealt) == len(set(dealt)) == 8  # each file to one rank
+    drawn = ranks["rep"][0] + ranks["rep"][1]
+    assert len(drawn) == 8 and len(set(drawn)) < 8  # with replacement: some twice
+    # --stats: that file, not the one beside the source
+    _stage(samples, tmp_path / "stats", "--stats", samples / "other-stats.h5")
+    staged = (tmp_path / "stats" / "node0" / "stats.h5").read_bytes()
+    assert staged == (samples / "other-stats.h5").read_bytes()
+    assert staged != (samples / "stats.h5").read_bytes()
+    # a staged file changed in place, same size: checked and restaged, or trusted
+    victim = sorted((tmp_path / "rep" / "node0").glob("data-*.h5"))[0]
+    for options, rewritten in ((("--no-verify",), 0), ((), 1)):
+        with open(victim, "r+b") as f:
+            f.seek(5000)
+            f.write(b"\xff" * 16)
+        report = _stage(samples, tmp_path / "rep", *options)
+        assert report["files_written"] == rewritten, options
+    assert victim.read_bytes() == (samples / "train" / victim.name).read_bytes()
