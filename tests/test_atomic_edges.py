@@ -233,3 +233,15 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_claim_says_where_its_holder_runs(tmp_path):
+    out = tmp_path / "labels.nc"
+    here = {"pid": 1, "host": socket.gethostname(), "token": "x"}  # alive, on this host
+    elsewhere = {"pid": 1, "host": "elsewhere.example", "token": "x"}
+    for record, where in ((here, "(remove "), (elsewhere, "(on another host: remove ")):
+        claim_path(out).write_text(json.dumps(record))
+        with pytest.raises(OutputBusy) as info, claim(out):
+            pass
+        assert f"process 1 on {record['host']}" in str(info.value)
+        assert where + str(claim_path(out)) in str(info.value)

@@ -251,3 +251,40 @@ def test_stage_draw_stats_and_no_verify(samples, tmp_path):
         report = _stage(samples, tmp_path / "rep", *options)
         assert report["files_written"] == rewritten, options
     assert victim.read_bytes() == (samples / "train" / victim.name).read_bytes()
+
+
+def test_label_classes_and_events_file(fields, tmp_path):
+    storms = _labels(fields, tmp_path / "tc.nc", "--classes", "tc", "--events", tmp_path / "e.csv")
+    rivers = _labels(fields, tmp_path / "ar.nc", "--classes", "ar")
+    assert (storms == 1).any() and not (storms == 2).any()
+    assert (rivers == 2).any() and not (rivers == 1).any()
+    events = pd.read_csv(tmp_path / "e.csv")  # where --events says, not beside --out
+    assert len(events) and set(events.class_id) == {1} and not (tmp_path / "tc.events.csv").exists()
+
+
+# --- climnb stats -----------------------------------------------------------------------------
+
+
+def test_stats_variable_and_tracks_choose_what_is_counted(fields, tmp_path):
+    labels = _labels(fields, tmp_path / "labels.nc")
+    with xr.open_dataset(fields) as ds:
+        both = ds[["truth"]].load().assign(labels=labels.assign_coords(time=ds.time))
+    src = tmp_path / "both.nc"
+    both.to_netcdf(src)
+    freq = {}
+    for name in ("truth", "labels"):
+        rc, text, err = _run(["stats", src, "--variable", name, "--out", tmp_path / f"{name}.nc"])
+        assert rc == 0, err
+        assert f"frequency of {name} over 24 steps" in text
+        with xr.open_dataset(tmp_path / f"{name}.nc") as f:
+            freq[name] = f.frequency.load()
+    assert not freq["truth"].equals(freq["labels"])
+    obs = track_events(both.truth)
+    write_tracks(obs[obs.class_id == 1], tmp_path / "storms.nc")
+    cases = [((), {"tropical_cyclone", "atmospheric_river"}),
+             (("--tracks", tmp_path / "storms.nc"), {"tropical_cyclone"})]  # fmt: skip
+    for extra, classes in cases:
+        csv = tmp_path / f"events{len(extra)}.csv"
+        rc, _, err = _run(["stats", src, "--variable", "truth", "--events", csv, *extra])
+        assert rc == 0, err
+        assert set(pd.read_csv(csv).class_name) == classes
