@@ -17,6 +17,13 @@ climnb already has the regions: the labels or a network's prediction):
    start new ones; at a merge, the best match continues and the others end;
 4. a region that continues nothing starts a new track; a track not continued ends.
 
+Cyclones of heuristic labels follow the detector's own tracks: the labeller stitches storm
+centres into tracks (:mod:`climnb.labels.stitch`, TempestExtremes' ``StitchNodes``) and its
+event table names each storm's track (``storm_track``). Given that table (``storms``), a
+cyclone region holding a centre continues only the track of the same stitched number, whatever
+the overlap: two storms whose masks touch, or a storm forming beside one that fills, stay two
+tracks, as the detector saw them.
+
 :func:`track_events` returns one row per track and step; :func:`track_summary` one row per
 track (lifetime, distance, mean and maximum speed, where it formed and ended);
 :func:`tracks_to_dataset` and :func:`write_tracks` give a CF discrete sampling geometry
@@ -137,6 +144,7 @@ class _Region:
     class_id: int
     pixels: np.ndarray  # flat indices
     row: dict
+    tags: frozenset = frozenset()  # the stitched tracks of the storm centres it holds
 
 
 def _regions(values: np.ndarray, lat, lon, periodic: bool, cfg: TrackConfig) -> list[_Region]:
@@ -182,6 +190,11 @@ def _pairs(prev: list[_Region], cur: list[_Region], hours: list[float], cfg: Tra
         shared = np.bincount(hit[hit >= 0], minlength=len(cur))
         overlap = shared / np.minimum(a.pixels.size, sizes)
         dist = great_circle_km(a.row["lat"], a.row["lon"], lats, lons)
+        if a.tags:  # the detector's tracks decide between regions that hold its centres
+            tagged = np.array([bool(b.tags) for b in cur])
+            kin = np.array([bool(a.tags & b.tags) for b in cur])
+            pairs += [((-1, float(dist[j])), i, int(j)) for j in np.flatnonzero(same & kin)]
+            same = same & ~tagged
         linked = same & (overlap >= cfg.min_overlap)
         near = same & ~linked & (dist <= cfg.speed(a.class_id) * hours[i])
         pairs += [((0, -float(overlap[j])), i, int(j)) for j in np.flatnonzero(linked)]
@@ -189,12 +202,17 @@ def _pairs(prev: list[_Region], cur: list[_Region], hours: list[float], cfg: Tra
     return sorted(pairs)
 
 
-def track_events(mask: xr.DataArray, config: TrackConfig | None = None) -> pd.DataFrame:
+def track_events(
+    mask: xr.DataArray, config: TrackConfig | None = None, *, storms: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Link the regions of a class mask (time, lat, lon) over time into tracks.
 
     ``mask`` is on an ascending-latitude grid with longitudes in degrees (labels from
     :func:`climnb.labels.label_dataset`, a prediction from :func:`climnb.predict.predict`
-    with ``grid="canonical"``, or ``ds.truth``); it is read one step at a time.
+    with ``grid="canonical"``, or ``ds.truth``); it is read one step at a time. ``storms``:
+    the labels' event table (``time, class_id, lat, lon, storm_track``), whose stitched
+    cyclone tracks the cyclone regions then follow (see the module); None links by overlap
+    and distance alone.
 
     Returns
     -------
@@ -210,10 +228,12 @@ def track_events(mask: xr.DataArray, config: TrackConfig | None = None) -> pd.Da
     periodic = is_periodic(lon)
     times = track_times(mask.time.values)
     check_times(times)
+    centres = _storm_centres(storms, lat, lon)
     rows, prev, next_id = [], [], 0  # prev: (region, track id, step) of tracks to continue
     for t, (values,) in iter_steps([mask]):
         time = times[t]
         cur = _regions(values, lat, lon, periodic, cfg)
+        _tag(cur, centres.get(_time_key(time), ()))
         hours = [(time - times[s]).total_seconds() / 3600.0 for _, _, s in prev]
         ids = [None] * len(cur)
         used = set()
@@ -245,6 +265,37 @@ def track_events(mask: xr.DataArray, config: TrackConfig | None = None) -> pd.Da
     obs = obs.sort_values(["track_id", "time"], kind="stable").reset_index(drop=True)
     log.info("%d regions linked into %d tracks", len(obs), obs.track_id.nunique())
     return obs
+
+
+def _time_key(time) -> str:
+    """One form of a time, whether a Timestamp, a cftime date or either read back as text."""
+    try:
+        return str(pd.Timestamp(time))
+    except (TypeError, ValueError):  # a cftime date, or its text (a 360-day calendar's 30 Feb)
+        return str(time)
+
+
+def _storm_centres(storms: pd.DataFrame | None, lat, lon) -> dict:
+    """``{time: [(flat index of the centre's cell, stitched track), ...]}`` of the storms on
+    a stitched track (``storm_track >= 0``)."""
+    if storms is None or "storm_track" not in storms or storms.empty:
+        return {}
+    on = storms[(storms.class_id == 1) & (storms.storm_track >= 0)]
+    rows = np.abs(np.asarray(on.lat, float)[:, None] - lat[None, :]).argmin(axis=1)
+    dlon = np.abs((np.asarray(on.lon, float)[:, None] - lon[None, :] + 180.0) % 360.0 - 180.0)
+    flat = rows * lon.size + dlon.argmin(axis=1)
+    out: dict = {}
+    for time, f, k in zip(on.time, flat, on.storm_track, strict=True):
+        out.setdefault(_time_key(time), []).append((int(f), int(k)))
+    return out
+
+
+def _tag(regions: list[_Region], centres) -> None:
+    """Give each cyclone region the stitched tracks of the centres it holds."""
+    for region in regions:
+        if region.class_id == 1 and centres:
+            held = np.isin([f for f, _ in centres], region.pixels)
+            region.tags = frozenset(k for (_, k), h in zip(centres, held, strict=True) if h)
 
 
 def track_times(values) -> list:

@@ -112,6 +112,39 @@ def test_a_split_continues_with_the_larger_part():
     assert at1.track_id.tolist() == [1, 0]  # the small part starts track 1
 
 
+def _centres(mask, rows_cols_tracks):
+    """A labels' event table: one storm centre per (step, row, col, stitched track)."""
+    return pd.DataFrame(
+        [
+            {
+                "time": mask.time.values[t],
+                "class_id": 1,
+                "lat": float(mask.lat[r]),
+                "lon": float(mask.lon[c]),
+                "storm_track": k,
+            }
+            for t, r, c, k in rows_cols_tracks
+        ]
+    )
+
+
+def test_cyclones_follow_the_labellers_stitched_tracks():
+    rows = np.arange(28, 31)
+    # a storm fills while another forms beside it: their masks overlap at step 1
+    mask = _mask([[(1, rows, [10, 11, 12])], [(1, rows, [12, 13, 14])], [(1, rows, [14, 15])]])
+    assert track_events(mask).track_id.nunique() == 1  # by overlap: one track
+    storms = _centres(mask, [(0, 29, 11, 0), (1, 29, 13, 1), (2, 29, 15, 1)])
+    obs = track_events(mask, storms=storms)
+    assert obs.track_id.tolist() == [0, 1, 1]
+    # one stitched track across a jump the overlap and speed rules would not link
+    far = _mask([[(1, rows, [10, 11])], [(1, rows, [40, 41])]])
+    assert track_events(far).track_id.nunique() == 2
+    linked = track_events(far, storms=_centres(far, [(0, 29, 10, 3), (1, 29, 40, 3)]))
+    assert linked.track_id.nunique() == 1
+    # regions without a centre (e.g. a prediction's speckle) link as before
+    assert track_events(mask, storms=storms.iloc[:0]).track_id.nunique() == 1
+
+
 def test_trajectory_file_round_trip(tracked, tmp_path):
     ds, truth, obs = tracked
     path = write_tracks(obs, tmp_path / "tracks.nc")

@@ -27,6 +27,13 @@ def add_arguments(parser):
     )
     parser.add_argument("--csv", help="also write one row per track and step as CSV")
     parser.add_argument(
+        "--events",
+        nargs="+",
+        metavar="CSV",
+        help="the event tables of `climnb label` (default: each input's .events.csv beside it, "
+        "when there): cyclones then follow the storm tracks the labeller stitched",
+    )
+    parser.add_argument(
         "--max-gap",
         type=int,
         default=None,
@@ -71,7 +78,8 @@ def run(args) -> int:
     except ValueError as err:
         raise ValueError(f"{_owners(inputs, err)}: {err}") from None
     gap = default_max_gap(mask) if args.max_gap is None else args.max_gap
-    tracks = track_events(mask, TrackConfig(max_gap_steps=gap))
+    storms, tables = _storm_tracks(inputs, args.events) if name == "labels" else (None, [])
+    tracks = track_events(mask, TrackConfig(max_gap_steps=gap), storms=storms)
     times = track_times(mask.time.values)
     attrs = {
         "source": f"climnb tracks of {name} in {inputs[0]}",
@@ -90,8 +98,40 @@ def run(args) -> int:
         f"  tropical cyclones: {counts.get('tropical_cyclone', 0)}, "
         f"atmospheric rivers: {counts.get('atmospheric_river', 0)}; "
         f"longest {summary.lifetime_h.max() if len(summary) else 0:.0f} h"
+        + (
+            f"\n  cyclones follow the labeller's storm tracks in {', '.join(tables)}"
+            if tables
+            else ""
+        )
     )
     return 0
+
+
+def _storm_tracks(inputs, events):
+    """The labels' event tables with stitched storm tracks (``--events``, else each input's
+    ``.events.csv`` where it exists), as one table, and their paths; (None, []) without."""
+    import pandas as pd  # not for `climnb --help`
+
+    paths = (
+        [Path(p) for p in events]
+        if events
+        else [Path(i).with_suffix(".events.csv") for i in inputs]
+    )
+    paths = [p for p in paths if events or p.is_file()]
+    tables = []
+    for p in paths:
+        if not p.is_file():
+            raise ValueError(f"--events {p}: no such file (the event table of `climnb label`)")
+        table = pd.read_csv(p)
+        missing = {"time", "class_id", "lat", "lon"} - set(table.columns)
+        if missing:
+            lacks = ", ".join(sorted(missing))
+            raise ValueError(f"--events {p}: not an event table of `climnb label` (no {lacks})")
+        if "storm_track" in table:
+            tables.append((str(p), table))
+    if not tables:
+        return None, []
+    return pd.concat([t for _, t in tables], ignore_index=True), [p for p, _ in tables]
 
 
 def _owners(inputs, err: ValueError) -> str:

@@ -231,6 +231,12 @@ class TCConfig:
         water); heat lows form over land.
     min_ocean_h : a track spends at least this long over the ocean (TempestExtremes: 10
         six-hourly points over low ground).
+    min_wind_ms, min_windy_h, wind_radius_deg : where the input has winds, a track's
+        strongest wind within ``wind_radius_deg`` of its centre reaches ``min_wind_ms`` for at
+        least ``min_windy_h`` (Zarzycki & Ullrich 2017: 10 m/s of 10 m wind within 2 degrees
+        at 10 six-hourly points, i.e. 54 h): a depression's circulation is weaker. The 850 hPa
+        wind, used where given, is stronger than the 10 m wind, so the rule is then looser.
+        None switches it off.
     """
 
     min_vorticity: float = 5.0e-5
@@ -259,6 +265,9 @@ class TCConfig:
     genesis_lat: tuple[float, float] = (5.0, 30.0)
     genesis_over_ocean: bool = True
     min_ocean_h: float = 54.0
+    min_wind_ms: float | None = 10.0
+    min_windy_h: float = 54.0
+    wind_radius_deg: float = 2.0
 
     def __post_init__(self):
         _check_choice(self, "threshold", ("half_max", "percentile"))

@@ -46,7 +46,7 @@ from climnb.labels.land import land_fraction_values
 from climnb.labels.schema import EVENT_COLUMNS, conform
 from climnb.labels.sphere import is_periodic
 from climnb.labels.stitch import stitch_centres, track_rules
-from climnb.labels.tc import detect_storms, find_centres
+from climnb.labels.tc import detect_storms, find_centres, max_wind_near
 from climnb.versions import written_by
 
 __all__ = [
@@ -227,7 +227,7 @@ def label_step(
     *,
     classes: Iterable[str] | None = None,
     ivt_threshold: np.ndarray | None = None,
-    storms_at: Collection[tuple[int, int]] | None = None,
+    storms_at: Collection[tuple[int, int]] | Mapping[tuple[int, int], int] | None = None,
 ) -> tuple[np.ndarray, pd.DataFrame]:
     """Label one time step of 2-D (lat, lon) fields on an ascending-latitude grid.
 
@@ -236,7 +236,8 @@ def label_step(
     the fields allow (:func:`plan_labels`, whose settings are then used);
     ``ivt_threshold`` is a per-grid-point threshold for the transport method;
     ``storms_at`` the storm centres ``(row, col)`` to keep (those on a cyclone's track, as
-    :func:`label_dataset` finds them), None for every centre the checks pass.
+    :func:`label_dataset` finds them; a mapping gives each its track's number, the events'
+    ``storm_track``), None for every centre the checks pass.
 
     Returns
     -------
@@ -256,6 +257,8 @@ def label_step(
         storms, storm_table = detect_storms(
             fields, lat, lon, config.tc, periodic=periodic, keep=storms_at
         )
+        if isinstance(storms_at, Mapping):
+            storm_table["storm_track"] = [storms_at[s.row, s.col] for s in storms]
     storm_mask = np.zeros(shape, bool)
     for s in storms:  # each storm keeps its own mask; the union is the class mask
         storm_mask[s.rows, s.cols] = True
@@ -285,6 +288,9 @@ def label_step(
         else pd.DataFrame({"class_id": pd.Series(dtype=int)})
     )
     events["class_name"] = [CLASS_NAMES[c] for c in events.class_id]
+    if "storm_track" not in events:
+        events["storm_track"] = -1
+    events["storm_track"] = events.storm_track.fillna(-1).astype(np.int64)
     return labels, events.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
 
 
@@ -540,12 +546,17 @@ def _centres_here(names, lat, lon, config, times, *blocks) -> pd.DataFrame:
         except ValueError as err:
             raise StepError(f"time {_when(time)}: {err}") from None
         for r, c, *_ in find_centres(fields, lat, lon, config.tc, periodic=periodic):
-            rows.append((time, r, c, lat[r], lon[c], land[r, c]))
-    return pd.DataFrame(rows, columns=["time", "row", "col", "lat", "lon", "land_fraction"])
+            wind = max_wind_near(
+                fields, lat, lon, r, c, config.tc.wind_radius_deg, periodic=periodic
+            )
+            rows.append((time, r, c, lat[r], lon[c], land[r, c], wind))
+    columns = ["time", "row", "col", "lat", "lon", "land_fraction", "wind"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _tracked(config, *tables) -> dict:
-    """The centres on a cyclone's track, by time: ``{time: {(row, col), ...}}``."""
+    """The centres on a cyclone's track, by time, with their track's number:
+    ``{time: {(row, col): track, ...}}`` (tracks numbered from 0 in order of formation)."""
     centres = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if centres.empty:
         return {}
@@ -558,9 +569,10 @@ def _tracked(config, *tables) -> dict:
         len(kept),
         kept.track_id.nunique(),
     )
+    number = {t: k for k, t in enumerate(dict.fromkeys(kept.track_id))}
     out: dict = {}
-    for time, r, c in zip(kept.time, kept.row, kept.col, strict=True):
-        out.setdefault(_time_key(time), set()).add((int(r), int(c)))
+    for time, r, c, t in zip(kept.time, kept.row, kept.col, kept.track_id, strict=True):
+        out.setdefault(_time_key(time), {})[int(r), int(c)] = number[t]
     return out
 
 
@@ -585,7 +597,8 @@ def _track_storms(plan, times) -> tuple[bool, str]:
                 f"storms not tracked: the input spans {hours:g} h, less than a cyclone's "
                 f"{tc.min_lifetime_h:g} h (without a warm core, heat lows can pass as storms)"
             )
-    return True, "storms kept on " + track_rules(tc)
+    winds = any(n in plan.variables for n in ("U850", "UBOT"))
+    return True, "storms kept on " + track_rules(tc, winds=winds)
 
 
 def label_dataset(
@@ -724,7 +737,10 @@ def label_dataset(
 
 
 #: Variables the storm centres are found from (the rest only draws masks).
-_CENTRE_VARIABLES = ("VORT850", "U850", "V850", "PSL", "T200", "T500", "Z200", "Z1000")
+_CENTRE_VARIABLES = (
+    *("VORT850", "U850", "V850", "UBOT", "VBOT", "PSL"),
+    *("T200", "T500", "Z200", "Z1000"),
+)
 
 
 def _tracked_graph(ds, names, lat, lon, config, token):

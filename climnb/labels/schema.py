@@ -82,6 +82,9 @@ COLUMNS: dict[str, Column] = {
     "vorticity": Column("float64", "s-1", "cyclonic relative vorticity at the storm centre"),
     "n_pixels": Column("int64", "1", "grid cells in the region"),
     "speed_kmh": Column("float64", "km h-1", "centre speed since the track's previous step"),
+    "storm_track": Column(
+        "int64", "", "the cyclone track the storm's centre was stitched into (labels), else -1"
+    ),
 }
 
 #: Columns of the events of any class mask, one row per region and time step.
@@ -106,6 +109,7 @@ EVENT_COLUMNS = (
     "max_ivt",
     "vorticity",
     "n_pixels",
+    "storm_track",
 )
 
 #: Columns of tracks, one row per track and time step.

@@ -18,7 +18,11 @@ behave as tropical cyclones keep their storms. Each rule and its reason
 * **over the ocean at genesis** and for at least ``min_ocean_h`` (54 h; TempestExtremes'
   surface-height test of 10 six-hourly points): a tropical cyclone draws its energy from the
   sea surface; heat lows over deserts and plateaus, whose pressure minima and cyclonic
-  vorticity resemble weak storms, form and stay over land.
+  vorticity resemble weak storms, form and stay over land;
+* **wind**, where the input has winds: the strongest wind within ``wind_radius_deg`` (2
+  degrees) of the centre reaches ``min_wind_ms`` (10 m/s) for at least ``min_windy_h`` (54 h;
+  Zarzycki & Ullrich 2017's 10 six-hourly points): a tropical storm's circulation is strong
+  and lasting, a depression's is not.
 
 Examples
 --------
@@ -49,14 +53,21 @@ def _hours(a, b) -> float:
     return pd.Timedelta(b - a).total_seconds() / 3600.0
 
 
-def track_rules(config: TCConfig) -> str:
-    """The rules of :func:`stitch_centres` in words, for a run's notes."""
+def track_rules(config: TCConfig, *, winds: bool = False) -> str:
+    """The rules of :func:`stitch_centres` in words, for a run's notes (``winds``: the input
+    has winds, so the wind rule applies)."""
     lo, hi = config.genesis_lat
-    return (
+    text = (
         f"tracks of at least {config.min_lifetime_h:g} h (gaps up to {config.max_gap_h:g} h, "
         f"up to {config.max_speed_kmh:g} km/h), formed over the ocean between {lo:g} and "
         f"{hi:g} deg of latitude, at least {config.min_ocean_h:g} h over the ocean"
     )
+    if winds and config.min_wind_ms is not None:
+        text += (
+            f", winds of {config.min_wind_ms:g} m/s within {config.wind_radius_deg:g} deg of "
+            f"the centre for at least {config.min_windy_h:g} h"
+        )
+    return text
 
 
 def stitch_centres(centres: pd.DataFrame, config: TCConfig) -> pd.DataFrame:
@@ -66,7 +77,8 @@ def stitch_centres(centres: pd.DataFrame, config: TCConfig) -> pd.DataFrame:
     ----------
     centres : one row per centre: ``time`` (datetimes or cftime dates), ``lat``, ``lon``
         (degrees), optionally ``land_fraction`` (of the grid cell of the centre; else that of
-        the half-degree cell around it); any other columns kept.
+        the half-degree cell around it) and ``wind`` (the strongest wind near the centre, m/s;
+        NaN or absent without winds: no wind rule); any other columns kept.
     config : the rules (see the module).
 
     Returns
@@ -134,8 +146,17 @@ def _judge(paths: pd.DataFrame, config: TCConfig) -> None:
             and lo <= abs(first.lat) <= hi
             and not (config.genesis_over_ocean and first.over_land)
             and (ocean.sum() - 1) * step >= config.min_ocean_h
+            and _windy(path, config, step)
         )
         paths.loc[path.index, "keep"] = bool(keep)
+
+
+def _windy(path: pd.DataFrame, config: TCConfig, step: float) -> bool:
+    """The wind rule: met, or not applicable (no winds, or switched off)."""
+    if config.min_wind_ms is None or "wind" not in path or path.wind.isna().all():
+        return True
+    windy = int((path.wind.to_numpy(float) >= config.min_wind_ms).sum())
+    return windy > 0 and (windy - 1) * step >= config.min_windy_h
 
 
 def _land(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:

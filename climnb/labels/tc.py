@@ -40,6 +40,7 @@ __all__ = [
     "find_centres",
     "cyclonic_vorticity",
     "wind_fields",
+    "max_wind_near",
     "storm_mask",
     "detect_storms",
 ]
@@ -146,6 +147,19 @@ def wind_fields(fields: Mapping[str, np.ndarray]) -> tuple[str, str] | None:
         if all(n in fields for n in pair):
             return pair
     return None
+
+
+def max_wind_near(
+    fields: Mapping[str, np.ndarray], lat, lon, row: int, col: int, deg: float, *, periodic=True
+) -> float:
+    """The strongest wind (:func:`wind_fields`) within a box of ``deg`` degrees of arc around
+    ``(row, col)``; NaN without winds (TempestExtremes' ``_VECMAG(U,V),max,deg`` output)."""
+    pair = wind_fields(fields)
+    if pair is None:
+        return float("nan")
+    grid = _Grid(lat, lon, periodic)
+    idx = np.ix_(*grid.box(row, col, *grid.cells(deg, row)))
+    return float(np.hypot(fields[pair[0]][idx], fields[pair[1]][idx]).max())
 
 
 def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig, max_abs_lat: float | None = None):

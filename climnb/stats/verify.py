@@ -41,10 +41,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.stats import binomtest
 
 from climnb.labels.sphere import great_circle_km
 
-__all__ = ["Season", "Verification", "verify_season", "verify_tracks", "SYNOPTIC_HOURS"]
+__all__ = [
+    "Season",
+    "Verification",
+    "verify_season",
+    "verify_tracks",
+    "wilson_interval",
+    "SYNOPTIC_HOURS",
+]
 
 SYNOPTIC_HOURS = (0, 6, 12, 18)
 
@@ -56,7 +64,10 @@ class Verification:
     Attributes
     ----------
     scores : ``hits``, ``misses``, ``false_alarms``, ``tracks``, ``storms`` (the reference),
-        ``pod``, ``far``, and the settings ``radius_km``, ``min_wind_kt``, ``start``, ``end``.
+        ``pod``, ``far``, their 95 % intervals ``pod_interval`` and ``far_interval`` (Wilson's
+        score interval of a proportion: with ten storms one storm moves POD by 0.1, and the
+        interval says how far the figure could be from the detector's long-run rate), and the
+        settings ``radius_km``, ``min_wind_kt``, ``start``, ``end``.
     storms : one row per reference storm: ``sid, name, basin, max_wind_kt, detected,
         matched_points, points, min_distance_km, first_detected, track_ids``.
     tracks : one row per verified track: ``track_id, start, end, points, false_alarm,
@@ -74,8 +85,9 @@ class Verification:
             f"period {s['start']:%Y-%m-%d %H:%M} to {s['end']:%Y-%m-%d %H:%M}; reference: "
             f"storms reaching {s['min_wind_kt']:g} kt; hit within {s['radius_km']:g} km\n"
             f"  storms {s['storms']}  hits {s['hits']}  misses {s['misses']}  "
-            f"POD {s['pod']:.2f}\n"
-            f"  tracks {s['tracks']}  false alarms {s['false_alarms']}  FAR {s['far']:.2f}\n"
+            f"POD {s['pod']:.2f}{_interval(s['pod_interval'])}\n"
+            f"  tracks {s['tracks']}  false alarms {s['false_alarms']}  "
+            f"FAR {s['far']:.2f}{_interval(s['far_interval'])}\n"
         )
         rows = self.storms.assign(
             max_wind_kt=self.storms.max_wind_kt.map("{:.0f} kt".format),
@@ -86,6 +98,23 @@ class Verification:
             matched=self.storms.matched_points.astype(str) + "/" + self.storms.points.astype(str),
         )[["name", "basin", "max_wind_kt", "detected", "matched", "min_distance_km"]]
         return head + rows.to_string(index=False)
+
+
+def _interval(bounds) -> str:
+    lo, hi = bounds
+    return "" if np.isnan(lo) else f" (95 % interval {lo:.2f}-{hi:.2f})"
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval of the proportion ``k / n`` (NaN, NaN when ``n`` is 0).
+
+    >>> [round(x, 2) for x in wilson_interval(6, 10)]
+    [0.31, 0.83]
+    """
+    if n == 0:
+        return (float("nan"), float("nan"))
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence, method="wilson")
+    return (float(ci.low), float(ci.high))
 
 
 def _timestamps(times) -> pd.DatetimeIndex:
@@ -211,9 +240,11 @@ def verify_tracks(
         "hits": hits,
         "misses": len(storms) - hits,
         "pod": hits / len(storms) if len(storms) else float("nan"),
+        "pod_interval": wilson_interval(hits, len(storms)),
         "tracks": n_tracks,
         "false_alarms": false_alarms,
         "far": false_alarms / n_tracks if n_tracks else 0.0,
+        "far_interval": wilson_interval(false_alarms, n_tracks),
         "radius_km": float(radius_km),
         "min_wind_kt": float(min_wind_kt),
         "start": lo,
@@ -237,7 +268,8 @@ def verify_season(
 ) -> Season:
     """``climnb label``, ``climnb tracks`` and ``climnb verify`` in one call, in memory: the
     storms of the files ``paths`` (fields as they come, e.g. ERA5 ``msl`` and ``vo``) labelled
-    with ``config`` (default settings), linked into tracks with the labels' gap, and verified
+    with ``config`` (default settings), linked into tracks with the labels' gap along the
+    labeller's stitched storm tracks, and verified
     against the best-track file ``best_track`` (IBTrACS CSV or NetCDF, HURDAT2)."""
     from climnb.io.besttrack import read_best_tracks
     from climnb.io.netcdf import expand_paths, open_dataset
@@ -245,8 +277,8 @@ def verify_season(
     from climnb.tracks import TrackConfig, default_max_gap, track_events
 
     ds = open_dataset(expand_paths(paths), canonical=False)
-    labels, _ = compute(*label_dataset(ds, config, classes="tc", grid="canonical"))
-    obs = track_events(labels, TrackConfig(max_gap_steps=default_max_gap(labels)))
+    labels, events = compute(*label_dataset(ds, config, classes="tc", grid="canonical"))
+    obs = track_events(labels, TrackConfig(max_gap_steps=default_max_gap(labels)), storms=events)
     best = read_best_tracks(best_track)
     times = labels.time.values
     result = verify_tracks(
