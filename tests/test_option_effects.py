@@ -69,6 +69,8 @@ def test_synth_counts_like_and_ivt_change_the_fields(tmp_path):
     assert _run([*base, "--out", tmp_path / "a.nc", "--n-tc", 1, "--n-ar", 0])[0] == 0
     assert _run([*base, "--out", tmp_path / "b.nc", "--n-tc", 3, "--n-ar", 2, "--ivt"])[0] == 0
     assert _run([*base, "--out", tmp_path / "c.nc", "--like", "era5"])[0] == 0
+    assert _run([*base, "--out", tmp_path / "d.nc", "--events", tmp_path / "truth.csv"])[0] == 0
+    assert (tmp_path / "truth.csv").is_file() and not (tmp_path / "d.events.csv").exists()
     a, b = pd.read_csv(tmp_path / "a.events.csv"), pd.read_csv(tmp_path / "b.events.csv")
     assert a.groupby("class_id").event_id.nunique().to_dict() == {1: 1}
     assert b.groupby("class_id").event_id.nunique().to_dict() == {1: 3, 2: 2}
