@@ -290,3 +290,50 @@ def test_stats_variable_and_tracks_choose_what_is_counted(fields, tmp_path):
         rc, _, err = _run(["stats", src, "--variable", "truth", "--events", csv, *extra])
         assert rc == 0, err
         assert set(pd.read_csv(csv).class_name) == classes
+
+
+# --- climnb demo ------------------------------------------------------------------------------
+
+
+def _notebook(path: Path, *cells: str, parameters: str | None = None) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    if parameters is not None:
+        nb.cells.append(nbformat.v4.new_code_cell(parameters, metadata={"tags": ["parameters"]}))
+    nb.cells += [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
+
+
+@pytest.mark.slow  # Jupyter kernels
+def test_demo_only_epochs_reports_keep_timeout_and_kernel(tmp_path):
+    from climnb.demo import WORKFLOW
+
+    nbs, reports = tmp_path / "notebooks", tmp_path / "reports"
+    nbs.mkdir()
+    _notebook(nbs / "04_train.ipynb", "open('epochs.txt', 'w').write(str(epochs))",
+              parameters="epochs = 1")  # fmt: skip
+    (nbs / "data" / "toy").mkdir(parents=True)
+    (nbs / "data" / "toy" / "earlier.nc").write_text("x")
+    base = ["demo", "--notebooks", nbs, "--reports", reports]
+    rc, _, err = _run([*base, "--keep", "--epochs", 3])
+    assert rc == 0, err
+    assert (nbs / "epochs.txt").read_text() == "3" and (nbs / "data" / "toy").exists()
+    assert sorted(p.name for p in reports.iterdir()) == ["04_train.html", "04_train.ipynb"]
+    assert _run(base)[0] == 0  # a clean run starts from no data, with the workflow's epochs
+    assert not (nbs / "data" / "toy").exists()
+    assert (nbs / "epochs.txt").read_text() == str(WORKFLOW["04"]["epochs"])
+    _notebook(nbs / "01_first.ipynb", "open('ran-01', 'w').close()")
+    _notebook(nbs / "05_slow.ipynb", "import time; time.sleep(30)")
+    (nbs / "epochs.txt").unlink()
+    assert _run([*base, "--only", "01"])[0] == 0
+    assert (nbs / "ran-01").exists() and not (nbs / "epochs.txt").exists()
+    rc, _, err = _run([*base, "--only", "05", "--timeout", 2])
+    assert rc != 0 and ("timed out" in err.lower() or "timeout" in err.lower()), err
+    rc, _, err = _run([*base, "--only", "01", "--kernel", "no-such-kernel"])
+    assert rc != 0 and "no-such-kernel" in err, err
