@@ -17,14 +17,16 @@ module is written, by ``ast.unparse``, into a scratch copy of the repository (th
 unmutated but unparsed the same way is the baseline, which must pass), and only the test
 modules that cover it (the mapping below) run against it, without the slow, browser, Slurm,
 notebook, Horovod and MPI tests, stopping at the first failure, with a time limit per mutant.
-A mutant is *killed* when a test fails, *survived* when all pass, *timed out* past the limit
-(counted as killed: the tests noticed). Mutants known to be equivalent (no behaviour changes;
+A mutant is *killed* when a test fails (or the test run dies of a signal, as when a mutant
+signals its own process), *survived* when all pass, *timed out* past the limit (counted as
+killed: the tests noticed). Mutants known to be equivalent (no behaviour changes;
 :data:`EQUIVALENT`, with the reason) are listed apart and left out of the ratio.
 
 Run (a seeded sample per module, so that it ends in minutes on two cores)::
 
     .venv/bin/python benchmarks/bench_mutation.py --max-per-module 12 --seed 0
     .venv/bin/python benchmarks/bench_mutation.py --module climnb/labels/scores.py --list
+    .venv/bin/python benchmarks/bench_mutation.py --module climnb/atomic.py --mutant 12  # one
     .venv/bin/python benchmarks/bench_mutation.py --tests /tmp/old/tests ...  # other tests
 
 It prints one row per module (mutants sampled of all, killed, survived, timed out,
@@ -469,6 +471,13 @@ def main(argv=None) -> int:
     ap.add_argument("--tests", type=Path, default=ROOT / "tests", help="the tests folder to run")
     ap.add_argument("--timeout-factor", type=float, default=3.0, help="x the baseline's time")
     ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    ap.add_argument(
+        "--mutant",
+        type=int,
+        action="append",
+        metavar="N",
+        help="only mutant #N (as --list numbers them) of each module; repeatable",
+    )
     args = ap.parse_args(argv)
     modules = args.module or list(MODULES)
     unknown = [m for m in modules if m not in MODULES]
@@ -501,6 +510,8 @@ def _one_module(scratch: Scratch, module: str, args, survivors: list) -> dict:
     sample = sorted(
         rng.sample(everything, min(args.max_per_module, len(everything))), key=lambda m: m.index
     )
+    if args.mutant:
+        sample = [m for m in everything if m.index in args.mutant]
     row = {"module": module, "all": len(everything), "sampled": len(sample), "tests": len(tests)}
     row.update({"killed": 0, "survived": 0, "timed out": 0, "equivalent": 0, "error": 0})
     if not tests:  # nothing covers the module: every mutant survives
