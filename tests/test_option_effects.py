@@ -337,3 +337,22 @@ def test_demo_only_epochs_reports_keep_timeout_and_kernel(tmp_path):
     assert rc != 0 and ("timed out" in err.lower() or "timeout" in err.lower()), err
     rc, _, err = _run([*base, "--only", "01", "--kernel", "no-such-kernel"])
     assert rc != 0 and "no-such-kernel" in err, err
+
+
+# --- climnb kernel install --------------------------------------------------------------------
+
+
+def test_kernel_install_sys_prefix_writes_into_this_environment():
+    import json
+    import shutil
+    import uuid
+
+    name = f"climnb-test-{uuid.uuid4().hex[:8]}"
+    folder = Path(sys.prefix) / "share" / "jupyter" / "kernels" / name
+    try:
+        rc, out, err = _run(["kernel", "install", "--sys-prefix", "--name", name])
+        assert rc == 0, err
+        spec = json.loads((folder / "kernel.json").read_text())
+        assert spec["argv"][0] == sys.executable and f"installed kernel '{name}'" in out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
