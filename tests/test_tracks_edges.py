@@ -224,3 +224,56 @@ def test_default_gap_without_a_time_axis_or_with_a_repeated_time():
     twice = _mask([[], []], times=pd.to_datetime(["2001-01-01", "2001-01-01"]))
     twice.attrs["storm_max_gap_h"] = 12
     assert default_max_gap(twice) == 0  # the tracks then refuse the repeated time
+
+
+# the labeller's stitched cyclone tracks (its event table's ``storm_track``)
+
+
+def _storms(mask, centres):
+    """A labels' event table: (step, row, col, stitched track) of each storm centre."""
+    return pd.DataFrame(
+        [
+            {"time": mask.time.values[t], "class_id": 1, "lat": float(mask.lat[r]),
+             "lon": float(mask.lon[c]), "storm_track": k}
+            for t, r, c, k in centres
+        ]
+    )  # fmt: skip
+
+
+def test_stitched_centres_are_matched_at_their_own_time():
+    """A storm moves east and another forms where it was: the stitched tracks, not the
+    overlap, say which continues it (centres of another step never count)."""
+    mask = _mask([[(1, [10, 11], [10, 11])], [(1, [10, 11], [10, 11]), (1, [10, 11], [14, 15])]])
+    assert _ids(mask) == [0, 0, 1]  # by overlap: the newcomer continues
+    storms = _storms(mask, [(0, 10, 10, 0), (1, 10, 14, 0), (1, 10, 10, 1)])
+    obs = track_events(mask, storms=storms)
+    later = obs[obs.time == obs.time.max()].sort_values("lon")
+    assert later.track_id.tolist() == [1, 0]
+    as_text = storms.assign(time=storms.time.astype(str))  # the event table read from CSV
+    assert track_events(mask, storms=as_text).track_id.tolist() == obs.track_id.tolist()
+
+
+def test_stitched_centres_on_a_model_calendar_and_across_the_seam():
+    """A storm just east of the seam jumps far (linked only by its stitched track) while a
+    new one forms where it was, on a 360-day calendar (30 February)."""
+    lat, lon = np.linspace(-90, 90, 46), np.arange(72) * 5.0
+    times = xr.date_range("2001-02-30", periods=2, freq="6h", calendar="360_day", use_cftime=True)
+    data = np.zeros((2, lat.size, lon.size), np.uint8)
+    data[:, 28:30, 0:2] = 1  # at 0-5 E, at both steps
+    data[1, 28:30, 30:32] = 1  # far away
+    mask = xr.DataArray(data, coords={"time": times, "lat": lat, "lon": lon},
+                        dims=("time", "lat", "lon"))  # fmt: skip
+    assert track_events(mask).track_id.tolist() == [0, 0, 1]  # by overlap
+    storms = pd.DataFrame(
+        {"time": [str(times[0]), str(times[1]), str(times[1])], "class_id": 1,
+         "lat": lat[28], "lon": [358.5, 150.0, 0.0], "storm_track": [3, 3, 4]}
+    )  # fmt: skip  # the first centre west of the seam, its nearest cell at 0 E
+    obs = track_events(mask, storms=storms)
+    later = obs[obs.time == obs.time.max()].sort_values("lon")
+    assert later.track_id.tolist() == [1, 0]  # the far one continues, the newcomer is new
+
+
+def test_stitched_centres_never_link_rivers():
+    mask = _mask([[(2, [40, 41], np.arange(0, 20))], [(2, [40, 41], np.arange(40, 60))]])
+    storms = _storms(mask, [(0, 40, 5, 7), (1, 40, 45, 7)])  # on the rivers' cells
+    assert track_events(mask, storms=storms).track_id.nunique() == 2
