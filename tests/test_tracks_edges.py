@@ -277,3 +277,11 @@ def test_stitched_centres_never_link_rivers():
     mask = _mask([[(2, [40, 41], np.arange(0, 20))], [(2, [40, 41], np.arange(40, 60))]])
     storms = _storms(mask, [(0, 40, 5, 7), (1, 40, 45, 7)])  # on the rivers' cells
     assert track_events(mask, storms=storms).track_id.nunique() == 2
+
+
+@pytest.mark.parametrize("hours", [1.0, 0.5], ids=["1h", "30min"])
+def test_mean_speed_of_a_track_an_hour_or_less_long(hours):
+    obs = track_events(_mask([[(1, 10, 10)], [(1, 11, 10)]], hours=hours))
+    row = track_summary(obs).loc[0]
+    assert row.lifetime_h == hours
+    np.testing.assert_allclose(row.mean_speed_kmh, KM_PER_ROW / hours, rtol=1e-6)
