@@ -281,7 +281,8 @@ def test_stitched_centres_never_link_rivers():
 
 @pytest.mark.parametrize("hours", [1.0, 0.5], ids=["1h", "30min"])
 def test_mean_speed_of_a_track_an_hour_or_less_long(hours):
-    obs = track_events(_mask([[(1, 10, 10)], [(1, 11, 10)]], hours=hours))
+    fast = TrackConfig(max_speed_kmh=((1, 1000.0),))
+    obs = track_events(_mask([[(1, 10, 10)], [(1, 11, 10)]], hours=hours), fast)
     row = track_summary(obs).loc[0]
     assert row.lifetime_h == hours
     np.testing.assert_allclose(row.mean_speed_kmh, KM_PER_ROW / hours, rtol=1e-6)
