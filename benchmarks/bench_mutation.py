@@ -205,9 +205,10 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         ),
     },
     "climnb/tracks.py": {
-        "TrackConfig: `max_speed_kmh: tuple[tuple[int, float], ...] = ((1, 80.0), (2, 150.0))`: 2 -> 3": (
-            "class 3 is no class; class 2 then takes the largest limit, 150 km/h, the same"
-        ),
+        (
+            "TrackConfig: `max_speed_kmh: tuple[tuple[int, float], ...] = ((1, 80.0), (2, "
+            "150.0))`: 2 -> 3"
+        ): ("class 3 is no class; class 2 then takes the largest limit, 150 km/h, the same"),
         "TrackConfig: `@dataclass(frozen=True)`: True -> False": (
             "frozen only refuses assignment to a field, which nothing does"
         ),
@@ -220,54 +221,71 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "_pairs: `if not prev or not cur:`: not prev or not cur -> not prev and (not cur)": (
             "an early return: with either side empty the loop finds no pair either"
         ),
-        "_pairs: `owner = np.full(1 + max(int(r.pixels.max()) for r in (*prev, *cur)), -1, np.intp)`: 1 -> 2": (
-            "one more slot in the owner array, past every pixel, never read"
-        ),
-        "_pairs: `owner = np.full(1 + max(int(r.pixels.max()) for r in (*prev, *cur)), -1, np.intp)`: 1 -> 2 #2": (
-            "the owner array's fill: any negative means no region (`hit >= 0`)"
-        ),
-        "_pairs: `pairs += [((-1, float(dist[j])), i, int(j)) for j in np.flatnonzero(same & kin)]`: 1 -> 2": (
-            "the stitched pairs' first key stays below the others' (0 and 1)"
-        ),
-        "_pairs: `pairs += [((0, -float(overlap[j])), i, int(j)) for j in np.flatnonzero(linked)]`: 0 -> 1": (
+        (
+            "_pairs: `owner = np.full(1 + max(int(r.pixels.max()) for r in (*prev, *cur)), -1, "
+            "np.intp)`: 1 -> 2"
+        ): ("one more slot in the owner array, past every pixel, never read"),
+        (
+            "_pairs: `owner = np.full(1 + max(int(r.pixels.max()) for r in (*prev, *cur)), -1, "
+            "np.intp)`: 1 -> 2 #2"
+        ): ("the owner array's fill: any negative means no region (`hit >= 0`)"),
+        (
+            "_pairs: `pairs += [((-1, float(dist[j])), i, int(j)) for j in np.flatnonzero(same & "
+            "kin)]`: 1 -> 2"
+        ): ("the stitched pairs' first key stays below the others' (0 and 1)"),
+        (
+            "_pairs: `pairs += [((0, -float(overlap[j])), i, int(j)) for j in "
+            "np.flatnonzero(linked)]`: 0 -> 1"
+        ): (
             "overlap pairs' second key is negative, distances' non-negative: the order is the same"
         ),
-        "_pairs: `pairs += [((1, float(dist[j])), i, int(j)) for j in np.flatnonzero(near)]`: 1 -> 2": (
-            "distance pairs stay after the overlap pairs (first key 2 > 0)"
-        ),
-        'track_events: `r["speed_kmh"] = dist / hours[i] if hours[i] > 0 else np.nan`: hours[i] > 0 -> hours[i] >= 0': (
-            "hours since a track was seen are never 0: repeated times are refused"
-        ),
-        "_storm_centres: `dlon = np.abs((np.asarray(on.lon, float)[:, None] - lon[None, :] + 180.0) % 360.0 - 180.0)`: np.asarray(on.lon, float)[:, None] - lon[None, :] + 180.0 -> np.asarray(on.lon, float)[:, None] - lon[None, :] - 180.0": (
-            "the same angle modulo 360"
-        ),
-        "_storm_centres: `for time, f, k in zip(on.time, flat, on.storm_track, strict=True):`: True -> False": (
-            "the zipped columns have the same length"
-        ),
-        "_tag: `region.tags = frozenset(k for (_, k), h in zip(centres, held, strict=True) if h)`: True -> False": (
-            "the zipped lists have the same length"
-        ),
+        (
+            "_pairs: `pairs += [((1, float(dist[j])), i, int(j)) for j in np.flatnonzero(near)]`:"
+            " 1 -> 2"
+        ): ("distance pairs stay after the overlap pairs (first key 2 > 0)"),
+        (
+            'track_events: `r["speed_kmh"] = dist / hours[i] if hours[i] > 0 else np.nan`: '
+            "hours[i] > 0 -> hours[i] >= 0"
+        ): ("hours since a track was seen are never 0: repeated times are refused"),
+        (
+            "_storm_centres: `dlon = np.abs((np.asarray(on.lon, float)[:, None] - lon[None, :] + "
+            "180.0) % 360.0 - 180.0)`: np.asarray(on.lon, float)[:, None] - lon[None, :] + 180.0 "
+            "-> np.asarray(on.lon, float)[:, None] - lon[None, :] - 180.0"
+        ): ("the same angle modulo 360"),
+        (
+            "_storm_centres: `for time, f, k in zip(on.time, flat, on.storm_track, "
+            "strict=True):`: True -> False"
+        ): ("the zipped columns have the same length"),
+        (
+            "_tag: `region.tags = frozenset(k for (_, k), h in zip(centres, held, strict=True) if"
+            " h)`: True -> False"
+        ): ("the zipped lists have the same length"),
         "check_times: `if i and t < times[i - 1]:`: t < times[i - 1] -> t <= times[i - 1]": (
             "equal times are refused as repeated before this check"
         ),
-        "_hours: `[(b - a).total_seconds() / 3600.0 for a, b in zip(first, last, strict=True)],`: True -> False": (
-            "the zipped columns have the same length"
-        ),
-        'track_summary: `g = obs.sort_values(["track_id", "time"]).groupby("track_id", sort=True)`: True -> False': (
-            "the rows are sorted by track already"
-        ),
-        'track_summary: `"mean_speed_kmh": np.where(hours > 0, distance / hours.where(hours > 0), np.nan),`: hours > 0 -> hours >= 0': (
-            "where the hours are 0 the quotient is NaN (hours.where) either way"
-        ),
-        'track_summary: `"mean_speed_kmh": np.where(hours > 0, distance / hours.where(hours > 0), np.nan),`: hours > 0 -> hours >= 0 #2': (
-            "where the hours are 0 np.where takes NaN either way"
-        ),
+        (
+            "_hours: `[(b - a).total_seconds() / 3600.0 for a, b in zip(first, last, "
+            "strict=True)],`: True -> False"
+        ): ("the zipped columns have the same length"),
+        (
+            'track_summary: `g = obs.sort_values(["track_id", "time"]).groupby("track_id", '
+            "sort=True)`: True -> False"
+        ): ("the rows are sorted by track already"),
+        (
+            'track_summary: `"mean_speed_kmh": np.where(hours > 0, distance / hours.where(hours >'
+            " 0), np.nan),`: hours > 0 -> hours >= 0"
+        ): ("where the hours are 0 the quotient is NaN (hours.where) either way"),
+        (
+            'track_summary: `"mean_speed_kmh": np.where(hours > 0, distance / hours.where(hours >'
+            " 0), np.nan),`: hours > 0 -> hours >= 0 #2"
+        ): ("where the hours are 0 np.where takes NaN either way"),
         "_path_km: `if len(lat) > 1`: len(lat) > 1 -> len(lat) >= 1": (
             "one point: the sum over no segment is 0.0 either way"
         ),
-        'tracks_to_dataset: `obs = obs.sort_values(["track_id", "time"], kind="stable").reset_index(drop=True)`: True -> False': (
-            "the extra index column is never read"
-        ),
+        (
+            'tracks_to_dataset: `obs = obs.sort_values(["track_id", "time"], '
+            'kind="stable").reset_index(drop=True)`: True -> False'
+        ): ("the extra index column is never read"),
     },
     "climnb/io/levels.py": {
         "ivt_from_levels: `inside = np.flatnonzero((p <= bottom_hpa * 100.0 + 1) & (p >= "
