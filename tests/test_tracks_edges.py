@@ -186,6 +186,8 @@ def test_summary_of_no_tracks_and_the_trajectory_files_attributes(tmp_path):
     path = write_tracks(obs, tmp_path / "one.nc", attrs={"time_coverage_start": "2001-01-01"})
     assert path == tmp_path / "one.nc"
     assert tracks_period(path) == ("2001-01-01", None)
+    both = {"time_coverage_start": "2001-01-01", "time_coverage_end": "2001-12-31"}
+    assert tracks_period(write_tracks(obs, tmp_path / "two.nc", attrs=both)) == tuple(both.values())
     ds = tracks_to_dataset(obs, attrs={"title": "mine"})
     assert ds.attrs["title"] == "mine" and ds.attrs["featureType"] == "trajectory"
     assert ds.class_id.attrs["flag_values"].tolist() == [1, 2]
