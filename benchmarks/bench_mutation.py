@@ -287,6 +287,20 @@ EQUIVALENT: dict[str, dict[str, str]] = {
             'kind="stable").reset_index(drop=True)`: True -> False'
         ): ("the extra index column is never read"),
     },
+    "climnb/stats/events.py": {
+        **{
+            f"_Coast._beside: `rr, cc = r + dr, c + dc`: {m}": (
+                "the offsets run over -1, 0, 1: subtracted they give the same neighbours"
+            )
+            for m in ("r + dr -> r - dr", "c + dc -> c - dc")
+        },
+        **{
+            f"_Coast.storm_landfalls: `cells = self._cells(lat[:1], lon[:1])`: 1 -> 2{n}": (
+                "only the first cell, that of the first centre, is read"
+            )
+            for n in ("", " #2")
+        },
+    },
     "climnb/io/levels.py": {
         "ivt_from_levels: `inside = np.flatnonzero((p <= bottom_hpa * 100.0 + 1) & (p >= "
         "top_hpa * 100.0 - 1))`: 1 -> 2": (
