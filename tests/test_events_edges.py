@@ -33,13 +33,13 @@ STORM = [(5, 6), (5, 6)]  # rows, then columns (+ the step: it moves east)
 RIVER = (slice(20, 23), slice(10, 31))  # 3 x 21 cells, at steps 0 and 1
 
 
-def _case():
+def _case(times=TIMES):
     """The mask (storm at every step, river at steps 0-1) and its fields."""
-    shape = (TIMES.size, LAT.size, LON.size)
+    shape = (times.size, LAT.size, LON.size)
     mask = np.zeros(shape, np.uint8)
     u, v = np.full(shape, 10.0), np.zeros(shape)
     psl, ivt = np.full(shape, 100000.0), np.full(shape, 2000.0)  # strong outside the events
-    for t in range(TIMES.size):
+    for t in range(times.size):
         mask[t, 5:7, 5 + t : 7 + t] = 1
     u[:, 0, 0], psl[:, 0, 0] = 90.0, 90000.0  # stronger and deeper far from the storm
     u[1, 6, 7], v[1, 6, 7] = 30.0, 40.0  # 50 m/s (97 kt: category 3) in the storm at step 1
@@ -47,7 +47,7 @@ def _case():
     mask[:2][:, RIVER[0], RIVER[1]] = 2
     ivt[:2][:, RIVER[0], RIVER[1]] = 300.0
     ivt[1, 21, 20] = 600.0
-    coords = {"time": TIMES, "lat": LAT, "lon": LON}
+    coords = {"time": times, "lat": LAT, "lon": LON}
     dims = ("time", "lat", "lon")
     da = xr.DataArray(mask, coords=coords, dims=dims, name="labels")
     fields = xr.Dataset(
@@ -181,3 +181,12 @@ def test_ralph_and_saffir_simpson_at_their_bounds():
     kt = 0.514444
     winds = np.array([33.9, 34.0, 82.9, 83.0, 95.9, 96.0, 112.9, 113.0, 136.9, 137.0]) * kt
     assert list(saffir_simpson(winds)) == ["TD", "TS", "1", "2", "2", "3", "3", "4", "4", "5"]
+
+
+@pytest.mark.parametrize(
+    ("start", "season"),
+    [("2001-03-01", "MAM"), ("2001-05-31T18", "MAM"), ("2001-06-01", "JJA"), ("2001-11-30", "SON")],
+)
+def test_the_season_of_genesis(start, season):
+    mask, fields = _case(pd.date_range(start, periods=3, freq="6h"))
+    assert event_table(event_steps(mask, fields=fields)).season.tolist() == [season] * 2
