@@ -135,6 +135,7 @@ MODULE_SECONDS = {
     "test_slurm.py": 97,
     "test_bad_input.py": 49,
     "test_train_staged.py": 45,
+    "test_option_effects.py": 45,
     "test_train_safety.py": 35,
     "test_install.py": 34,
     "test_label_parallel.py": 30,
