@@ -569,6 +569,13 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout-factor", type=float, default=3.0, help="x the baseline's time")
     ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     ap.add_argument(
+        "--only-tests",
+        action="append",
+        metavar="TEST",
+        help="run these tests (paths or node ids) instead of the module's MODULES entry, "
+        "without its slow ones: a fast whole pass; repeatable",
+    )
+    ap.add_argument(
         "--mutant",
         type=int,
         action="append",
@@ -601,7 +608,7 @@ def main(argv=None) -> int:
 
 
 def _one_module(scratch: Scratch, module: str, args, survivors: list) -> dict:
-    tests = present(MODULES[module], scratch)
+    tests = present(args.only_tests or MODULES[module], scratch)
     everything = mutants(module)
     rng = random.Random(f"{args.seed}:{module}")
     sample = sorted(
@@ -615,7 +622,7 @@ def _one_module(scratch: Scratch, module: str, args, survivors: list) -> dict:
         row.update(survived=len(sample), baseline_s=0.0)
         survivors.extend(sample)
         return row
-    slow = module in WITH_SLOW
+    slow = module in WITH_SLOW and not args.only_tests
     outcome, base_s, tail = scratch.run(module, mutated_source(module, None), tests, 900, slow)
     row["baseline_s"] = base_s
     if outcome != "survived":  # the unmutated module must pass its tests
