@@ -190,3 +190,32 @@ def test_ralph_and_saffir_simpson_at_their_bounds():
 def test_the_season_of_genesis(start, season):
     mask, fields = _case(pd.date_range(start, periods=3, freq="6h"))
     assert event_table(event_steps(mask, fields=fields)).season.tolist() == [season] * 2
+
+
+def _river(freq: str, n_steps: int, river_steps: int):
+    """A river of IVT 600 (rank 2) at the first ``river_steps`` of ``n_steps``."""
+    times = pd.date_range("2001-01-01", periods=n_steps, freq=freq)
+    mask = np.zeros((n_steps, LAT.size, LON.size), np.uint8)
+    mask[:river_steps][:, RIVER[0], RIVER[1]] = 2
+    coords = {"time": times, "lat": LAT, "lon": LON}
+    da = xr.DataArray(mask, coords=coords, dims=("time", "lat", "lon"), name="labels")
+    fields = xr.Dataset({"IVT": (da.dims, np.where(mask == 2, 600.0, 0.0))}, coords=coords)
+    return event_table(event_steps(da, fields=fields))
+
+
+@pytest.mark.parametrize(
+    ("freq", "n_steps", "river_steps", "category"),
+    [("12h", 2, 2, "AR2"), ("6h", 5, 3, "AR1"), ("6h", 5, 5, "AR2"), ("1D", 3, 3, "AR3")],
+    ids=["24h", "18h", "30h", "72h"],
+)
+def test_ralph_duration_is_the_time_covered_by_the_steps(freq, n_steps, river_steps, category):
+    """The duration counts the last step's own length (the median step): two 12-hourly steps
+    last 24 h (no step down), three 6-hourly ones 18 h (one down), three daily ones 72 h."""
+    assert _river(freq, n_steps, river_steps).ar_category.tolist() == [category]
+
+
+def test_the_wind_of_one_level_needs_both_components():
+    mask, fields = _case()
+    want = event_table(event_steps(mask, fields=fields)).max_wind.iat[0]
+    lower = fields.rename(UBOT="U850", VBOT="V850").assign(UBOT=fields.UBOT * 0)
+    assert event_table(event_steps(mask, fields=lower)).max_wind.iat[0] == want  # no VBOT
