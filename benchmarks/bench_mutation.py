@@ -300,6 +300,27 @@ EQUIVALENT: dict[str, dict[str, str]] = {
             )
             for n in ("", " #2")
         },
+        (
+            "saffir_simpson: `idx = np.searchsorted(_SS_KNOTS, np.nan_to_num(w, nan=0.0), "
+            'side="right")`: 0.0 -> 1.0'
+        ): ("a missing wind is named 'unknown' after the lookup, whatever class the filler gives"),
+        (
+            "_same_times: `return pd.Series(np.array([], dtype=object), index=times.index, "
+            'name="time")`: return pd.Series(np.array([], dtype=object), index=times.index, '
+            "nam... -> return None"
+        ): ("no track step: None assigned to an empty frame gives the same empty column"),
+        ("_Coast._beside: `ok &= (cc >= 0) & (cc < ncol)`: cc < ncol -> cc <= ncol"): (
+            "on a regional grid the column past the edge is clipped to the cell itself, which"
+            " is land, never one of the ocean cells looked for"
+        ),
+        (
+            '_Coast.storm_landfalls: `for track, t in storms.groupby("track_id", sort=True):`: '
+            "True -> False"
+        ): ("the storms are sorted by track already"),
+        ("_step_hours: `return 0.0`: 0.0 -> 1.0"): (
+            "a one-time series: 0 h and 1 h are both under the 24 h of Ralph's step down, the"
+            " only use of the duration"
+        ),
     },
     "climnb/io/levels.py": {
         "ivt_from_levels: `inside = np.flatnonzero((p <= bottom_hpa * 100.0 + 1) & (p >= "

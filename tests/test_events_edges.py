@@ -219,3 +219,14 @@ def test_the_wind_of_one_level_needs_both_components():
     want = event_table(event_steps(mask, fields=fields)).max_wind.iat[0]
     lower = fields.rename(UBOT="U850", VBOT="V850").assign(UBOT=fields.UBOT * 0)
     assert event_table(event_steps(mask, fields=lower)).max_wind.iat[0] == want  # no VBOT
+
+
+def test_a_storm_that_stays_put_makes_no_landfall():
+    """Its path between two steps has no length (the cosine of the angle can round above 1)."""
+    times = pd.date_range("2001-08-01", periods=3, freq="6h")
+    mask = np.zeros((3, LAT.size, LON.size), np.uint8)
+    mask[:, 1:3, 1:3] = 1  # centred near 21.5 N, 161.5 E, at every step
+    da = xr.DataArray(mask, coords={"time": times, "lat": LAT, "lon": LON},
+                      dims=("time", "lat", "lon"))  # fmt: skip
+    steps = event_steps(da, regions=[box("sea", (20, 50), (160, 200))])
+    assert steps.obs.track_id.nunique() == 1 and steps.landfalls.empty
