@@ -17,14 +17,16 @@ module is written, by ``ast.unparse``, into a scratch copy of the repository (th
 unmutated but unparsed the same way is the baseline, which must pass), and only the test
 modules that cover it (the mapping below) run against it, without the slow, browser, Slurm,
 notebook, Horovod and MPI tests, stopping at the first failure, with a time limit per mutant.
-A mutant is *killed* when a test fails, *survived* when all pass, *timed out* past the limit
-(counted as killed: the tests noticed). Mutants known to be equivalent (no behaviour changes;
+A mutant is *killed* when a test fails (or the test run dies of a signal, as when a mutant
+signals its own process), *survived* when all pass, *timed out* past the limit (counted as
+killed: the tests noticed). Mutants known to be equivalent (no behaviour changes;
 :data:`EQUIVALENT`, with the reason) are listed apart and left out of the ratio.
 
 Run (a seeded sample per module, so that it ends in minutes on two cores)::
 
     .venv/bin/python benchmarks/bench_mutation.py --max-per-module 12 --seed 0
     .venv/bin/python benchmarks/bench_mutation.py --module climnb/labels/scores.py --list
+    .venv/bin/python benchmarks/bench_mutation.py --module climnb/io/atomic.py --mutant 12  # one
     .venv/bin/python benchmarks/bench_mutation.py --tests /tmp/old/tests ...  # other tests
 
 It prints one row per module (mutants sampled of all, killed, survived, timed out,
@@ -76,29 +78,66 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.variables]",
     ],
     "climnb/labels/ar.py": [
+        "tests/test_ar_edges.py",
         "tests/test_rule_edges.py",
         "tests/test_river_rules.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.ar]",
         "tests/test_labels.py",
     ],
     "climnb/models/losses.py": ["tests/test_models_loss_metric.py"],
-    "climnb/atomic.py": [
+    "climnb/io/atomic.py": [
+        "tests/test_atomic_edges.py",
         "tests/test_atomic_owners.py",
-        "tests/test_mutation_survivors.py",
+        "tests/test_output_claim.py",
+        *(
+            f"tests/test_mutation_survivors.py::{t}"
+            for t in (
+                "test_atomic_write_makes_missing_folders_and_writes_again",
+                "test_a_displaced_output_is_put_back_not_counted_as_removed",
+            )
+        ),
         "tests/test_kill_midwrite.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.atomic]",
     ],
-    "climnb/outputs.py": [
-        "tests/test_output_guard.py",
-        "tests/test_output_claim.py",
-        "tests/test_store.py",
-        "tests/test_mutation_survivors.py",
+    "climnb/io/outputs.py": [
+        "tests/test_output_rule_edges.py",
+        "tests/test_store.py::test_check_output",
+        "tests/test_mutation_survivors.py::test_folder_outputs_at_the_rule_edges",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.outputs]",
+        "tests/test_output_claim.py",
+        "tests/test_output_guard.py",
     ],
-    "climnb/staging.py": [
+    "climnb/data/staging.py": [
         "tests/test_staging.py",
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.data.staging]",
+    ],
+    "climnb/tracks.py": [
+        "tests/test_tracks_edges.py",
+        "tests/test_tracks.py",
+        "tests/test_event_schema.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.tracks]",
+    ],
+    "climnb/stats/events.py": [
+        "tests/test_events_edges.py",
+        *(
+            f"tests/test_stats.py::{t}"
+            for t in (
+                "test_event_counts_and_lifetimes_are_the_generators",
+                "test_stronger_storms_have_stronger_winds_and_lower_pressure",
+                "test_events_without_fields_are_unknown",
+                "test_events_from_a_trajectory_file_match_those_tracked_here",
+                "test_saffir_simpson_bounds",
+                "test_ralph_categories",
+                "test_landfall_counts_events_and_steps_over_land_in_the_region",
+                "test_a_storm_from_the_sea_onto_land_makes_one_landfall_where_it_crosses",
+                "test_a_low_born_over_land_never_makes_landfall",
+                "test_a_river_lands_where_it_crosses_the_coast_not_inland",
+                "test_events_landfall_and_precipitation_on_a_noleap_calendar",
+                "test_docstring_examples_run[events]",
+            )
+        ),
+        "tests/test_stats_calendars.py",
     ],
     "climnb/stats/frequency.py": ["tests/test_stats.py", "tests/test_mutation_survivors.py"],
     "climnb/stats/change.py": [
@@ -117,7 +156,7 @@ MODULES: dict[str, list[str]] = {
 }
 
 #: Modules whose slow tests run too (the kill-and-rerun tests of atomic writes).
-WITH_SLOW = {"climnb/atomic.py"}
+WITH_SLOW = {"climnb/io/atomic.py"}
 
 #: Mutants that change no behaviour, by module and :attr:`Mutant.key`, with the reason.
 EQUIVALENT: dict[str, dict[str, str]] = {
@@ -150,6 +189,137 @@ EQUIVALENT: dict[str, dict[str, str]] = {
     "climnb/models/losses.py": {
         "WeightedCrossEntropy: `@dataclass(frozen=True)`: True -> False": (
             "frozen only refuses assignment to a field, which nothing does"
+        ),
+    },
+    "climnb/io/atomic.py": {
+        "_restore: `return False`: return False -> return None": (
+            "its one caller asks only whether it is true (`if _restore(p)`)"
+        ),
+        "_link: `return False`: return False -> return None": (
+            "its one caller asks only whether it is true (`if _link(...)`)"
+        ),
+        "claim: `for _ in range(100):  # each round either takes the claim or takes over a "
+        "dead one`: 100 -> 101": (
+            "the bound of the retry loop: each round takes the claim or removes a dead one, "
+            "so only a claim made again by other runs a hundred times in a row reaches it"
+        ),
+    },
+    "climnb/tracks.py": {
+        (
+            "TrackConfig: `max_speed_kmh: tuple[tuple[int, float], ...] = ((1, 80.0), (2, "
+            "150.0))`: 2 -> 3"
+        ): ("class 3 is no class; class 2 then takes the largest limit, 150 km/h, the same"),
+        "TrackConfig: `@dataclass(frozen=True)`: True -> False": (
+            "frozen only refuses assignment to a field, which nothing does"
+        ),
+        "_regions: `bounds = np.searchsorted(flat[order], np.arange(n + 2))`: 2 -> 3": (
+            "one more bound past the last label, never read"
+        ),
+        "_regions: `for row in table.itertuples(index=False):`: False -> True": (
+            "the row's extra Index field is never read"
+        ),
+        "_pairs: `if not prev or not cur:`: not prev or not cur -> not prev and (not cur)": (
+            "an early return: with either side empty the loop finds no pair either"
+        ),
+        (
+            "_pairs: `owner = np.full(1 + max(int(r.pixels.max()) for r in (*prev, *cur)), -1, "
+            "np.intp)`: 1 -> 2"
+        ): ("one more slot in the owner array, past every pixel, never read"),
+        (
+            "_pairs: `owner = np.full(1 + max(int(r.pixels.max()) for r in (*prev, *cur)), -1, "
+            "np.intp)`: 1 -> 2 #2"
+        ): ("the owner array's fill: any negative means no region (`hit >= 0`)"),
+        (
+            "_pairs: `pairs += [((-1, float(dist[j])), i, int(j)) for j in np.flatnonzero(same & "
+            "kin)]`: 1 -> 2"
+        ): ("the stitched pairs' first key stays below the others' (0 and 1)"),
+        (
+            "_pairs: `pairs += [((0, -float(overlap[j])), i, int(j)) for j in "
+            "np.flatnonzero(linked)]`: 0 -> 1"
+        ): (
+            "overlap pairs' second key is negative, distances' non-negative: the order is the same"
+        ),
+        (
+            "_pairs: `pairs += [((1, float(dist[j])), i, int(j)) for j in np.flatnonzero(near)]`:"
+            " 1 -> 2"
+        ): ("distance pairs stay after the overlap pairs (first key 2 > 0)"),
+        (
+            'track_events: `r["speed_kmh"] = dist / hours[i] if hours[i] > 0 else np.nan`: '
+            "hours[i] > 0 -> hours[i] >= 0"
+        ): ("hours since a track was seen are never 0: repeated times are refused"),
+        (
+            "_storm_centres: `dlon = np.abs((np.asarray(on.lon, float)[:, None] - lon[None, :] + "
+            "180.0) % 360.0 - 180.0)`: np.asarray(on.lon, float)[:, None] - lon[None, :] + 180.0 "
+            "-> np.asarray(on.lon, float)[:, None] - lon[None, :] - 180.0"
+        ): ("the same angle modulo 360"),
+        (
+            "_storm_centres: `for time, f, k in zip(on.time, flat, on.storm_track, "
+            "strict=True):`: True -> False"
+        ): ("the zipped columns have the same length"),
+        (
+            "_tag: `region.tags = frozenset(k for (_, k), h in zip(centres, held, strict=True) if"
+            " h)`: True -> False"
+        ): ("the zipped lists have the same length"),
+        "check_times: `if i and t < times[i - 1]:`: t < times[i - 1] -> t <= times[i - 1]": (
+            "equal times are refused as repeated before this check"
+        ),
+        (
+            "_hours: `[(b - a).total_seconds() / 3600.0 for a, b in zip(first, last, "
+            "strict=True)],`: True -> False"
+        ): ("the zipped columns have the same length"),
+        (
+            'track_summary: `g = obs.sort_values(["track_id", "time"]).groupby("track_id", '
+            "sort=True)`: True -> False"
+        ): ("the rows are sorted by track already"),
+        (
+            'track_summary: `"mean_speed_kmh": np.where(hours > 0, distance / hours.where(hours >'
+            " 0), np.nan),`: hours > 0 -> hours >= 0"
+        ): ("where the hours are 0 the quotient is NaN (hours.where) either way"),
+        (
+            'track_summary: `"mean_speed_kmh": np.where(hours > 0, distance / hours.where(hours >'
+            " 0), np.nan),`: hours > 0 -> hours >= 0 #2"
+        ): ("where the hours are 0 np.where takes NaN either way"),
+        "_path_km: `if len(lat) > 1`: len(lat) > 1 -> len(lat) >= 1": (
+            "one point: the sum over no segment is 0.0 either way"
+        ),
+        (
+            'tracks_to_dataset: `obs = obs.sort_values(["track_id", "time"], '
+            'kind="stable").reset_index(drop=True)`: True -> False'
+        ): ("the extra index column is never read"),
+    },
+    "climnb/stats/events.py": {
+        **{
+            f"_Coast._beside: `rr, cc = r + dr, c + dc`: {m}": (
+                "the offsets run over -1, 0, 1: subtracted they give the same neighbours"
+            )
+            for m in ("r + dr -> r - dr", "c + dc -> c - dc")
+        },
+        **{
+            f"_Coast.storm_landfalls: `cells = self._cells(lat[:1], lon[:1])`: 1 -> 2{n}": (
+                "only the first cell, that of the first centre, is read"
+            )
+            for n in ("", " #2")
+        },
+        (
+            "saffir_simpson: `idx = np.searchsorted(_SS_KNOTS, np.nan_to_num(w, nan=0.0), "
+            'side="right")`: 0.0 -> 1.0'
+        ): ("a missing wind is named 'unknown' after the lookup, whatever class the filler gives"),
+        (
+            "_same_times: `return pd.Series(np.array([], dtype=object), index=times.index, "
+            'name="time")`: return pd.Series(np.array([], dtype=object), index=times.index, '
+            "nam... -> return None"
+        ): ("no track step: None assigned to an empty frame gives the same empty column"),
+        ("_Coast._beside: `ok &= (cc >= 0) & (cc < ncol)`: cc < ncol -> cc <= ncol"): (
+            "on a regional grid the column past the edge is clipped to the cell itself, which"
+            " is land, never one of the ocean cells looked for"
+        ),
+        (
+            '_Coast.storm_landfalls: `for track, t in storms.groupby("track_id", sort=True):`: '
+            "True -> False"
+        ): ("the storms are sorted by track already"),
+        ("_step_hours: `return 0.0`: 0.0 -> 1.0"): (
+            "a one-time series: 0 h and 1 h are both under the 24 h of Ralph's step down, the"
+            " only use of the duration"
         ),
     },
     "climnb/io/levels.py": {
@@ -382,8 +552,9 @@ class Scratch:
                 start_new_session=True,
             )
             outcome = "survived" if p.returncode in (0, 5) else "killed"
-            if p.returncode not in (0, 1, 5):
-                outcome = "killed" if p.returncode == 2 else f"error {p.returncode}"
+            if p.returncode not in (0, 1, 5):  # 2: interrupted; < 0: the run died of a signal
+                ok = p.returncode == 2 or p.returncode < 0
+                outcome = "killed" if ok else f"error {p.returncode}"
             tail = p.stdout.strip().splitlines()[-1:] if p.stdout.strip() else []
         except subprocess.TimeoutExpired:
             outcome, tail = "timed out", []
@@ -418,6 +589,20 @@ def main(argv=None) -> int:
     ap.add_argument("--tests", type=Path, default=ROOT / "tests", help="the tests folder to run")
     ap.add_argument("--timeout-factor", type=float, default=3.0, help="x the baseline's time")
     ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    ap.add_argument(
+        "--only-tests",
+        action="append",
+        metavar="TEST",
+        help="run these tests (paths or node ids) instead of the module's MODULES entry, "
+        "without its slow ones: a fast whole pass; repeatable",
+    )
+    ap.add_argument(
+        "--mutant",
+        type=int,
+        action="append",
+        metavar="N",
+        help="only mutant #N (as --list numbers them) of each module; repeatable",
+    )
     args = ap.parse_args(argv)
     modules = args.module or list(MODULES)
     unknown = [m for m in modules if m not in MODULES]
@@ -444,19 +629,21 @@ def main(argv=None) -> int:
 
 
 def _one_module(scratch: Scratch, module: str, args, survivors: list) -> dict:
-    tests = present(MODULES[module], scratch)
+    tests = present(args.only_tests or MODULES[module], scratch)
     everything = mutants(module)
     rng = random.Random(f"{args.seed}:{module}")
     sample = sorted(
         rng.sample(everything, min(args.max_per_module, len(everything))), key=lambda m: m.index
     )
+    if args.mutant:
+        sample = [m for m in everything if m.index in args.mutant]
     row = {"module": module, "all": len(everything), "sampled": len(sample), "tests": len(tests)}
     row.update({"killed": 0, "survived": 0, "timed out": 0, "equivalent": 0, "error": 0})
     if not tests:  # nothing covers the module: every mutant survives
         row.update(survived=len(sample), baseline_s=0.0)
         survivors.extend(sample)
         return row
-    slow = module in WITH_SLOW
+    slow = module in WITH_SLOW and not args.only_tests
     outcome, base_s, tail = scratch.run(module, mutated_source(module, None), tests, 900, slow)
     row["baseline_s"] = base_s
     if outcome != "survived":  # the unmutated module must pass its tests

@@ -139,6 +139,7 @@ MODULE_SECONDS = {
     "test_train_safety.py": 35,
     "test_init_from.py": 35,
     "test_install.py": 34,
+    "test_option_effects.py": 30,
     "test_label_parallel.py": 30,
     "test_sampleset.py": 28,
     "test_expert_samples.py": 28,

@@ -460,3 +460,20 @@ def test_river_rules_on_the_callers_grid_and_missing_variables(pointwise, data, 
     assert predict(small, lacking).shape == data.truth.shape  # fine without the rules
     with pytest.raises(BundleError, match="river rules: .*missing V850"):
         predict(small, lacking, river_rules=True)
+
+
+def test_cli_no_range_check_accepts_channels_far_outside_their_training_range(
+    pointwise, data, stats, tmp_path, capsys
+):
+    """A channel far from its training range is refused naming the flag; with the flag the
+    prediction is written, as the network computes it."""
+    far = data.assign(U850=data.U850 + 300.0)  # in range of nothing the network saw
+    src, out = tmp_path / "far.nc", tmp_path / "out.nc"
+    far.to_netcdf(src)
+    argv = ["predict", "--model", str(pointwise), str(src), "--out", str(out), "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "U850" in err and "--no-range-check" in err and not out.exists()
+    assert main([*argv, "--no-range-check"]) == 0
+    with xr.open_dataset(out) as saved:
+        np.testing.assert_array_equal(saved.prediction.values, expected(far, stats))

@@ -203,12 +203,12 @@ def claim(path: str | os.PathLike) -> Iterator[Path]:
         else:  # pragma: no cover - a claim reappearing a hundred times over
             raise OutputBusy(f"{path}: another run keeps claiming it; choose another output")
     except OSError as err:  # a full disk fails a write that names no file: name the output
-        _remove_folders(made)
+        _remove_folders(made, tmp)
         if err.filename is None and err.errno is not None:
             raise OSError(err.errno, err.strerror, str(path)) from err
         raise
     except BaseException:
-        _remove_folders(made)
+        _remove_folders(made, tmp)
         raise
     finally:
         tmp.unlink(missing_ok=True)
@@ -239,8 +239,12 @@ def _link(tmp: Path, held: Path, record: dict) -> bool:
     return True
 
 
-def _remove_folders(made: list[Path]) -> None:
-    """Remove the folders a claim made for its output, those still empty (deepest first)."""
+def _remove_folders(made: list[Path], tmp: Path | None = None) -> None:
+    """Remove the folders a claim made for its output, those still empty (deepest first);
+    ``tmp``, the claim's temporary file (a failed write may leave it), first."""
+    if tmp is not None:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
     for folder in made:
         with contextlib.suppress(OSError):
             folder.rmdir()
