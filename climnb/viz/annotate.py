@@ -58,7 +58,7 @@ from climnb.io.atomic import atomic_path
 from climnb.io.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.labels.components import label_components
 from climnb.labels.expert import expert_name, parse_name
-from climnb.viz.explorer import _JS_FLUSH_QUEUED, unstall
+from climnb.viz.explorer import JS_FLUSH_QUEUED, unstall
 from climnb.viz.notebook import LIVE_ONLY, MAX_WIDTH, is_interactive
 
 __all__ = [
@@ -643,7 +643,7 @@ class _View:
         self._render()
         unstall(self.cls, self.field, self.step)  # changes reach the kernel (see unstall)
         for b in buttons.values():
-            b.jscallback(clicks=_JS_FLUSH_QUEUED)
+            b.jscallback(clicks=JS_FLUSH_QUEUED)
         self.layout = pn.Column(
             pn.Row(self.step, self.field, self.cls),
             pn.Row(*buttons.values()),

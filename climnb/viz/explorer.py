@@ -495,7 +495,7 @@ def _composite(widget) -> bool:
 # Harmless where there is no CommManager (``panel serve``) or the queue is empty.
 FLUSH_MS = 400
 
-_JS_FLUSH_QUEUED = """
+JS_FLUSH_QUEUED = """
 setTimeout(() => {
   const doc = cb_obj.document;
   if (doc == null) return;
@@ -515,9 +515,9 @@ setTimeout(() => {
 
 def unstall(*widgets) -> None:
     """Make widget changes reach the kernel even when Panel's comm queue waits for a lost
-    acknowledgement (see ``_JS_FLUSH_QUEUED``): adds a browser-side callback to each widget."""
+    acknowledgement (see ``JS_FLUSH_QUEUED``): adds a browser-side callback to each widget."""
     for w in widgets:
-        w.jscallback(value=_JS_FLUSH_QUEUED)
+        w.jscallback(value=JS_FLUSH_QUEUED)
 
 
 def __getattr__(name: str):
