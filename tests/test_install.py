@@ -35,10 +35,17 @@ from climnb.demo import (
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = [p.name for p in find_notebooks(ROOT / "notebooks")]
 # What a build never needs from the checkout (and the shared venv, a symlink, must not be copied).
-NOT_SOURCE = shutil.ignore_patterns(
-    ".venv", ".git", "build", "dist", "*.egg-info", "data", "runs", "reports", "__pycache__",
-    ".*_cache", ".ipynb_checkpoints",
+_ANYWHERE = shutil.ignore_patterns(
+    ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".ipynb_checkpoints",
 )  # fmt: skip
+_AT_THE_TOP = {"data", "runs", "reports"}  # the workflow's outputs; climnb/data is source
+
+
+def NOT_SOURCE(folder, names):
+    """:func:`shutil.copytree`'s ``ignore``: what a build never needs, at any depth, and the
+    workflow's output folders at the checkout's top only."""
+    top = _AT_THE_TOP & set(names) if Path(folder) == ROOT else set()
+    return _ANYWHERE(folder, names) | top
 
 
 def _clean_env(**extra) -> dict[str, str]:
