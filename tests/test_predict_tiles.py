@@ -149,7 +149,7 @@ def test_a_halo_narrower_than_the_field_changes_the_output(small, fields):
         )
     finally:
         model._climnb_footprint = (radius, per_pixel)
-    assert (tiled.argmax(-1) != whole.argmax(-1)).sum() > 0
+    # the probabilities: an untrained network may give one class everywhere either way
     assert np.abs(tiled - whole).max() > 1e-3
 
 
