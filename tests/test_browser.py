@@ -755,8 +755,15 @@ def test_training_dashboard_live(notebook_run, browser, lab, shots):
     _keep_views(browser, shots, "04")
     final = _status(state)
     assert final and final[0] == final[1], f"the status ends at the last step: {state['texts']}"
-    # at the end the live plots (and the report's) hold every step, all inside their ranges
-    end = [p for p in browser.execute_script(_JS_PLOTS) if p["title"] in LIVE_PLOTS]
+    # at the end the live plots (and the report's) hold every step, all inside their ranges;
+    # the last frame's data and ranges reach the page in messages of their own: give them
+    # time to land (the same frame is sent again when the run finishes)
+    settled = time.monotonic() + 30
+    while True:
+        end = [p for p in browser.execute_script(_JS_PLOTS) if p["title"] in LIVE_PLOTS]
+        if all(p["visible"] == p["points"] > 0 for p in end) or time.monotonic() > settled:
+            break
+        time.sleep(0.5)
     assert all(p["visible"] == p["points"] > 0 for p in end), f"data out of view: {end}"
     assert max(p["points"] for p in end if p["title"] == "throughput") == final[1], end
     print(
