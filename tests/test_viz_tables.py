@@ -191,7 +191,7 @@ def test_maps_keep_their_frames_whatever_the_channel(toy):
     assert label.width == main.width and pred.width == dis.width
     [bar] = main.select({"type": ColorBar})
     assert isinstance(bar.formatter, PrintfTickFormatter) and bar.formatter.format == "%.6g"
-    app = explorer.explorer_app(ds, ds.truth, ds.truth)
+    app = fastexplorer.explorer_app(ds, ds.truth, ds.truth)
     assert app.colorbar.formatter.format == "%.6g"
     steps = pd.DataFrame(
         [{"step": s, "rank": 0, "loss": 2.3 - s / 10, "loss_avg": 2.3 - s / 10,
