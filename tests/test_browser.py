@@ -48,11 +48,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
-import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -60,6 +55,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from _browser import SHOTS, chromium, jupyter_lab, lab_settings, poll, shots_folder
 from _training import TINY
 from conftest import browser_missing, check_expert_scores, write_chain_expert_folder
 
@@ -67,9 +63,6 @@ from climnb.demo import WORKFLOW, find_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-SHOTS = os.environ.get("CLIMNB_BROWSER_SHOTS")
 
 #: Shorter runs than the demo's (:data:`climnb.demo.WORKFLOW`, papermill-style injected).
 SHORTER = {
@@ -115,12 +108,6 @@ TF_NOISE = re.compile(
 )
 
 pytestmark = pytest.mark.browser
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Lab:
@@ -169,18 +156,6 @@ def _notebook_copies(work: Path) -> None:
         nbformat.write(nb, work / path.name)
 
 
-def _lab_settings(config_dir: Path) -> None:
-    """Render every cell (no windowing), so that all outputs are in the page; record each
-    cell's execution times (printed for the slowest cells); no news."""
-    settings = config_dir / "lab" / "user-settings" / "@jupyterlab"
-    for extension, name, values in (
-        ("notebook-extension", "tracker", {"windowingMode": "none", "recordTiming": True}),
-        ("apputils-extension", "notification", {"fetchNews": "false", "checkForUpdates": False}),
-    ):
-        (settings / extension).mkdir(parents=True, exist_ok=True)
-        (settings / extension / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab on 127.0.0.1 serving toy copies of the numbered notebooks."""
@@ -191,61 +166,15 @@ def lab(tmp_path_factory):
     work = tmp_path_factory.mktemp("lab")
     _notebook_copies(work)
     write_chain_expert_folder(work)
-    _lab_settings(work / ".config")
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(
-        os.environ,
-        JUPYTER_RUNTIME_DIR=str(work / ".runtime"),
-        JUPYTER_CONFIG_DIR=str(work / ".config"),
-        IPP_NONINTERACTIVE="",  # a person is watching: widgets, not printed progress
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    )
+    lab_settings(work / ".config", record_timing=True)
+    env = dict(os.environ)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # climnb must quieten TensorFlow itself
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyter",
-        "lab",
-        "--no-browser",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={work}",
-        "--LabApp.expose_app_in_browser=True",
-        "--ServerApp.port_retries=0",
-    ]
-    if os.geteuid() == 0:
-        cmd.append("--allow-root")
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    log = open(work / "lab.log", "w")  # noqa: SIM115 - closed below
-    server = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
+    with jupyter_lab(work, env) as (url, token, ready):
         running = Lab(url, token, work)
         # ready later: Chromium starts (the browser fixture) while the server starts
-        running.ready = lambda: _wait_for_server(url, token, server, work / "lab.log")
+        running.ready = ready
         yield running
         running.join()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
-
-
-def _wait_for_server(url, token, server, log_path, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"JupyterLab exited: {log_path.read_text()[-2000:]}")
-        try:
-            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
-            return
-        except OSError:
-            time.sleep(0.25)
-    raise TimeoutError(f"JupyterLab did not start in {timeout} s: {log_path.read_text()[-2000:]}")
 
 
 # CSS animations and transitions off in every page: a headless Chromium paints each frame of
@@ -262,29 +191,9 @@ document.addEventListener('DOMContentLoaded', () => {
 
 @pytest.fixture(scope="module")
 def browser(lab, tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    flags = ("--disable-quic", "--disable-component-update", "--disable-sync")
     profile = tmp_path_factory.mktemp("chromium-profile")
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_script_timeout(30)
+    driver = chromium(profile, WINDOW, logs=("browser", "performance"), flags=flags)
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _NO_ANIMATION})
     lab.ready()
     yield driver
@@ -293,26 +202,12 @@ def browser(lab, tmp_path_factory):
 
 @pytest.fixture
 def shots(tmp_path) -> Path:
-    """Where screenshots go: ``CLIMNB_BROWSER_SHOTS`` if set, else the test's temporary folder."""
-    folder = Path(SHOTS) if SHOTS else tmp_path
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    return shots_folder(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
 # Running a notebook and reading what it shows
 # ---------------------------------------------------------------------------------------------
-
-
-def _poll(fn, timeout, what, interval=0.25):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
 _JS_RUN_ALL = """
@@ -399,7 +294,7 @@ def _open_and_run(driver, lab: Lab, name: str):
         driver.execute_script(_JS_OPEN, name)
     else:
         driver.get(f"{lab.url}/lab/tree/{name}?token={lab.token}&reset")
-    _poll(lambda: driver.execute_script(_JS_RUN_ALL, name), 120, f"{name} and an idle kernel")
+    poll(lambda: driver.execute_script(_JS_RUN_ALL, name), 120, f"{name} and an idle kernel")
     return time.monotonic()
 
 
@@ -430,7 +325,7 @@ def _settle(driver, quiet: float = 1.5, most: float = 10.0) -> None:
 def _wait_done(driver, name: str, timeout: float) -> None:
     # every 0.5 s: each poll is a round trip through chromedriver into the page, for the
     # whole of a notebook's run
-    _poll(lambda: driver.execute_script(_JS_DONE), timeout, f"all cells of {name} to run", 0.5)
+    poll(lambda: driver.execute_script(_JS_DONE), timeout, f"all cells of {name} to run", 0.5)
     _settle(driver)
 
 
@@ -868,7 +763,7 @@ def _change_channel(driver, index: int, channel: str) -> dict:
         now = _docs(driver)[index]
         return any(channel in t for t in now["colorbars"]) and now
 
-    return _poll(relabelled, 30, f"the colour bar of explorer {index} to name {channel}")
+    return poll(relabelled, 30, f"the colour bar of explorer {index} to name {channel}")
 
 
 def _move_time(driver, index: int) -> list:
@@ -881,7 +776,7 @@ def _move_time(driver, index: int) -> list:
         now = {i[0]: i[1:] for i in _docs(driver)[index]["images"]}
         return [k for k in now if before.get(k) != now[k]]
 
-    return _poll(redrawn, 30, f"explorer {index} to draw the next time step")
+    return poll(redrawn, 30, f"explorer {index} to draw the next time step")
 
 
 def _output_of(driver, index: int):
@@ -912,7 +807,7 @@ def test_explorer_channel_and_time(notebook_run, browser, lab, shots):
     assert "network vs teacher" in shown, f"{name}: no scores on the independent series"
     assert "network + river rules" in shown, f"{name}: no river-rule rows in the independent table"
     _keep_views(browser, shots, "05")
-    explorers = _poll(lambda: len(e := _explorers(browser)) >= 2 and e, 60, "both explorers")
+    explorers = poll(lambda: len(e := _explorers(browser)) >= 2 and e, 60, "both explorers")
     fast, holo = explorers[:2]
 
     for index in (fast, holo):

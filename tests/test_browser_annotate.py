@@ -21,24 +21,14 @@ the reason printed.
 
 from __future__ import annotations
 
-import json
-import os
-import secrets
-import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _browser import chromium, jupyter_lab, lab_settings, poll, shots_folder
 from conftest import browser_missing
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-SHOTS = os.environ.get("CLIMNB_BROWSER_SHOTS")
 WINDOW = (1280, 900)
 NAME = "annotate.ipynb"
 LABELLER, WHO = 4, "browser"
@@ -55,12 +45,6 @@ NOTEBOOK_CELLS = [
     f"ann = Annotator(ds, {{'truth': ds.truth}}, 'expert', labeller={LABELLER}, name='{WHO}')",
     "ann.view(live=True)",
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _write_notebook(path: Path) -> None:
@@ -85,101 +69,22 @@ def lab(tmp_path_factory):
         pytest.skip(reason)
     work = tmp_path_factory.mktemp("annotate-lab")
     _write_notebook(work / NAME)
-    settings = work / ".config" / "lab" / "user-settings" / "@jupyterlab"
-    for extension, name, values in (
-        ("notebook-extension", "tracker", {"windowingMode": "none"}),
-        ("apputils-extension", "notification", {"fetchNews": "false", "checkForUpdates": False}),
-    ):
-        (settings / extension).mkdir(parents=True, exist_ok=True)
-        (settings / extension / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(
-        os.environ,
-        JUPYTER_RUNTIME_DIR=str(work / ".runtime"),
-        JUPYTER_CONFIG_DIR=str(work / ".config"),
-        IPP_NONINTERACTIVE="",
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyter",
-        "lab",
-        "--no-browser",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={work}",
-        "--LabApp.expose_app_in_browser=True",
-        "--ServerApp.port_retries=0",
-    ]
-    if os.geteuid() == 0:
-        cmd.append("--allow-root")
-    log = open(work / "lab.log", "w")  # noqa: SIM115 - closed below
-    server = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert server.poll() is None, (work / "lab.log").read_text()[-2000:]
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "JupyterLab did not start in 90 s"
-                time.sleep(0.25)
+    lab_settings(work / ".config")
+    with jupyter_lab(work) as (url, token, ready):
+        ready()
         yield url, token, work
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")
 def browser(lab, tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-dev-shm-usage",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_script_timeout(30)
+    driver = chromium(tmp_path_factory.mktemp("chromium-profile"), WINDOW)
     yield driver
     driver.quit()
 
 
 @pytest.fixture
 def shots(tmp_path) -> Path:
-    folder = Path(SHOTS) if SHOTS else tmp_path
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def _poll(fn, timeout, what, interval=0.25):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+    return shots_folder(tmp_path)
 
 
 _JS_RUN_ALL = """
@@ -315,7 +220,7 @@ def _map(driver, points=()):
 
 
 def _button(driver, label):
-    at = _poll(lambda: driver.execute_script(_JS_WIDGET, f"annotate-{label}", None), 10, label)
+    at = poll(lambda: driver.execute_script(_JS_WIDGET, f"annotate-{label}", None), 10, label)
     _click(driver, *at)
 
 
@@ -338,10 +243,10 @@ def test_draw_move_delete_reclass_save(lab, browser, shots):
 
     url, token, work = lab
     browser.get(f"{url}/lab/tree/{NAME}?token={token}&reset")
-    _poll(lambda: browser.execute_script(_JS_RUN_ALL), 120, "an idle kernel")
-    _poll(lambda: browser.execute_script(_JS_DONE), 180, "the notebook to run", 0.5)
+    poll(lambda: browser.execute_script(_JS_RUN_ALL), 120, "an idle kernel")
+    poll(lambda: browser.execute_script(_JS_DONE), 180, "the notebook to run", 0.5)
     assert not browser.execute_script(_JS_ERRORS)
-    state = _poll(lambda: _map(browser), 60, "the map")
+    state = poll(lambda: _map(browser), 60, "the map")
     ds, _ = make_dataset(n_time=2, seed=11)
     proposals = outlines_from_mask(ds.truth.values[0], ds.lat.values, ds.lon.values)
     assert len(state["xs"]) == len(proposals)
@@ -353,9 +258,9 @@ def test_draw_move_delete_reclass_save(lab, browser, shots):
     centre = [float(np.mean(storm.lon)), float(np.mean(storm.lat))]
     browser.execute_script(_JS_TOOL, "PolyDrawTool")
     _click(browser, *_map(browser, [centre])["points"][0])
-    _poll(lambda: _map(browser)["selected"], 10, "the storm selected")
+    poll(lambda: _map(browser)["selected"], 10, "the storm selected")
     _button(browser, "delete")
-    _poll(lambda: len(_map(browser)["xs"]) == len(proposals) - 1, 20, "the storm deleted")
+    poll(lambda: len(_map(browser)["xs"]) == len(proposals) - 1, 20, "the storm deleted")
 
     # draw: a box in an empty place, vertex by vertex
     box = _empty_box(ds, (-60.0, -45.0))
@@ -365,7 +270,7 @@ def test_draw_move_delete_reclass_save(lab, browser, shots):
     for p in at[1:-1]:
         _click(browser, *p)
     _press(browser, *at[-1])
-    _poll(lambda: len(_map(browser)["xs"]) == len(proposals), 20, "the polygon drawn")
+    poll(lambda: len(_map(browser)["xs"]) == len(proposals), 20, "the polygon drawn")
 
     # move a vertex: the vertex tool, a press on the outline, a drag of its corner
     moved = [box[2][0] + 10.0, box[2][1] + 5.0]
@@ -389,7 +294,7 @@ def test_draw_move_delete_reclass_save(lab, browser, shots):
     time.sleep(1.5)  # the view redraws with the drawing pulled
     browser.execute_script(_JS_TOOL, "PolyDrawTool")
     _click(browser, *_map(browser, [inside])["points"][0])
-    _poll(lambda: _map(browser)["selected"], 10, "the drawn outline selected")
+    poll(lambda: _map(browser)["selected"], 10, "the drawn outline selected")
     _button(browser, "set-class")
     time.sleep(1.0)
     _map(browser)  # the map in view
@@ -397,7 +302,7 @@ def test_draw_move_delete_reclass_save(lab, browser, shots):
     _button(browser, "save")
 
     path = work / "expert" / f"data-2000-01-01-00-1_{LABELLER}.nc"
-    _poll(path.exists, 30, f"{path.name} saved")
+    poll(path.exists, 30, f"{path.name} saved")
     time.sleep(0.5)
     expert = open_expert(work / "expert")
     assert list(expert.labeller.values) == [LABELLER]

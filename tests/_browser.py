@@ -1,0 +1,145 @@
+"""What the browser tests share: a JupyterLab server on localhost, a headless Chromium driven by
+Selenium, a folder for screenshots, and polling a page until it shows something.
+
+Used by ``test_browser.py`` (the numbered notebooks) and ``test_browser_annotate.py`` (the
+labelling widget).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+SHOTS = os.environ.get("CLIMNB_BROWSER_SHOTS")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lab_settings(config_dir: Path, *, record_timing: bool = False) -> None:
+    """Render every cell (no windowing), so that all outputs are in the page; no news;
+    ``record_timing``: record each cell's execution times."""
+    tracker = {"windowingMode": "none", **({"recordTiming": True} if record_timing else {})}
+    settings = config_dir / "lab" / "user-settings" / "@jupyterlab"
+    for extension, name, values in (
+        ("notebook-extension", "tracker", tracker),
+        ("apputils-extension", "notification", {"fetchNews": "false", "checkForUpdates": False}),
+    ):
+        (settings / extension).mkdir(parents=True, exist_ok=True)
+        (settings / extension / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
+
+
+@contextlib.contextmanager
+def jupyter_lab(work: Path, env: dict | None = None):
+    """JupyterLab serving ``work`` on 127.0.0.1 (its config and runtime folders inside it):
+    yields ``(url, token, ready)``; ``ready()`` waits until the server answers, so that
+    Chromium may start meanwhile. The server is stopped on leaving."""
+    port, token = free_port(), secrets.token_hex(16)
+    env = dict(
+        env if env is not None else os.environ,
+        JUPYTER_RUNTIME_DIR=str(work / ".runtime"),
+        JUPYTER_CONFIG_DIR=str(work / ".config"),
+        IPP_NONINTERACTIVE="",  # a person is watching: widgets, not printed progress
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={work}",
+        "--LabApp.expose_app_in_browser=True",
+        "--ServerApp.port_retries=0",
+    ]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    log_path = work / "lab.log"
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        yield url, token, lambda: _wait_for_server(url, token, server, log_path)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def _wait_for_server(url, token, server, log_path, timeout=90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"JupyterLab exited: {log_path.read_text()[-2000:]}")
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+            return
+        except OSError:
+            time.sleep(0.25)
+    raise TimeoutError(f"JupyterLab did not start in {timeout} s: {log_path.read_text()[-2000:]}")
+
+
+def chromium(profile: Path, window: tuple[int, int], *, logs=("browser",), flags=()):
+    """A headless Chromium under chromedriver, with its own ``profile`` folder, a window of
+    ``window`` pixels, the console (and ``logs``) kept, and ``flags`` added."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", dict.fromkeys(logs, "ALL"))
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-dev-shm-usage",
+        *flags,
+        f"--window-size={window[0]},{window[1]}",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_script_timeout(30)
+    return driver
+
+
+def shots_folder(tmp_path: Path) -> Path:
+    """Where screenshots go: ``CLIMNB_BROWSER_SHOTS`` if set, else the test's temporary folder."""
+    folder = Path(SHOTS) if SHOTS else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def poll(fn, timeout, what, interval=0.25):
+    """``fn()`` once it is true, asked every ``interval`` seconds for at most ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
