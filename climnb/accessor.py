@@ -68,15 +68,22 @@ class ClimnbAccessor:
         return labels
 
     def predict(
-        self, bundle, *, batch_size: int = 4, probabilities: bool = False, river_rules=False
+        self,
+        bundle,
+        *,
+        batch_size: int = 4,
+        probabilities: bool = False,
+        river_rules=False,
+        memory: float | None = None,
     ) -> xr.DataArray | xr.Dataset:
         """A trained network's segmentation (lazy) on this Dataset's grid.
 
         ``bundle`` is a :class:`climnb.bundle.Bundle` or its directory (``RUN/model``);
         ``river_rules=True`` (or an :class:`climnb.labels.ARConfig`) keeps only the predicted
         rivers the river definition's object rules accept, judged on this Dataset's fields
-        (:func:`climnb.inference.postprocess.apply_river_rules`); see
-        :func:`climnb.inference.predict.predict`.
+        (:func:`climnb.inference.postprocess.apply_river_rules`); ``memory`` (GB a batch) bounds
+        the forward pass's peak, running fewer steps at a time or longitude tiles with the
+        network's receptive field; see :func:`climnb.inference.predict.predict`.
         """
         from climnb.inference.predict import predict
 
@@ -86,6 +93,7 @@ class ClimnbAccessor:
             batch_size=batch_size,
             probabilities=probabilities,
             river_rules=river_rules,
+            memory=memory,
         )
 
     def tracks(self, mask: xr.DataArray | str, **kwargs) -> xr.Dataset:

@@ -184,6 +184,11 @@ def test_too_little_memory_is_refused_before_any_work(small):
         predict(small, ds, memory=1e-6, check_range=False)
     with pytest.raises(ValueError, match="memory must be a positive number of GB"):
         predict(small, ds, memory=0)
+    import climnb.accessor  # noqa: F401  (registers ds.climnb)
+
+    within = ds.assign({name: ds[name] * 0 + 0.5 for name in CHANNEL_NAMES})  # training range
+    with pytest.raises(BundleError, match=r"too little.*raise --memory"):
+        within.climnb.predict(small, memory=1e-6)  # the accessor passes the budget on
 
 
 def test_predict_with_a_budget_streams_the_same_classes(small):
