@@ -252,6 +252,27 @@ def write_samples(
     list of Path
         The files written, in time order.
     """
+    fields, labels, soft, names = _step_arrays(
+        ds, labels, out_dir, run=run, channels=channels, names=names, soft=soft, expert=expert
+    )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    kept = _resumable(out, names) if resume else {}
+    todo = [i for i, name in enumerate(names) if name not in kept]
+    if kept and progress is not None:
+        progress(len(kept))
+    arrays = (fields, labels, soft)
+    _write_steps(out, ds, arrays, names, todo, channels=channels, expert=expert, progress=progress)
+    _close_manifest(out, names, channels, tuple(fields.shape[1:3]), resume=resume)
+    paths = [out / name for name in names]
+    log.info("wrote %d sample files to %s (%d kept)", len(paths) - len(kept), out_dir, len(kept))
+    return paths
+
+
+def _step_arrays(ds, labels, out_dir, *, run, channels, names, soft, expert):
+    """``(fields (time, lat, lon, channel), labels (time, lat, lon), soft targets (time, lat,
+    lon, class) or None, the steps' file names)``, checked: the channels there, one grid and
+    one name and expert record a step."""
     if isinstance(labels, str):
         labels = ds[labels]
     missing = [c for c in channels if c not in ds]
@@ -272,15 +293,15 @@ def write_samples(
             raise SampleError(f"soft targets have shape {soft.shape[:3]}, labels {labels.shape}")
     if expert is not None and len(expert) != len(names):
         raise SampleError(f"{out_dir}: {len(expert)} expert records for {len(names)} steps")
-    has_time = has_dates(ds)
+    return fields, labels, soft, names
+
+
+def _write_steps(out: Path, ds, arrays, names, todo, *, channels, expert, progress) -> None:
+    """Check and write the steps ``todo`` of ``arrays`` (fields, labels, soft targets), read a
+    block of steps at a time; each file goes into the folder's journal once it is written."""
+    fields, labels, soft = arrays
+    times = ds.time.values if has_dates(ds) else None
     lat, lon = ds.lat.values, ds.lon.values
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    kept = _resumable(out, names) if resume else {}
-    times = ds.time.values if has_time else None
-    todo = [i for i, name in enumerate(names) if name not in kept]
-    if kept and progress is not None:
-        progress(len(kept))
     for i, (data, lab, sft) in iter_steps([fields, labels, soft], todo):  # blocks of steps
         _check_step(ds, labels, channels, i, data, lab, names[i])
         entry = _write(
@@ -297,13 +318,14 @@ def write_samples(
         Manifest.append(out, names[i], entry)
         if progress is not None:
             progress(1)
-    paths = [out / name for name in names]
+
+
+def _close_manifest(out: Path, names, channels, grid: tuple, *, resume: bool) -> None:
+    """The folder's manifest from its journal, with the channels and the grid."""
     manifest = Manifest.read(out) or Manifest()
     if resume:  # exactly the files of these steps, as an uninterrupted run lists them
         manifest = Manifest(files={n: manifest.files[n] for n in names})
-    manifest.with_files({}, channels=tuple(channels), grid=tuple(fields.shape[1:3])).write(out)
-    log.info("wrote %d sample files to %s (%d kept)", len(paths) - len(kept), out_dir, len(kept))
-    return paths
+    manifest.with_files({}, channels=tuple(channels), grid=grid).write(out)
 
 
 def _resumable(out: Path, names: Sequence[str]) -> dict[str, Entry]:
