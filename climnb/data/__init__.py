@@ -2,7 +2,9 @@
 
 * :mod:`~climnb.data.synthetic` - seeded CAM5-like fields with storms and rivers, and their masks;
 * :mod:`~climnb.data.lookalike` - those fields dressed as ERA5, MERRA-2, CAM5 or generic files;
-* :mod:`~climnb.data.staging` - a sample set copied onto node-local storage, a staged set per node.
+* :mod:`~climnb.data.staging` - a sample set copied onto node-local storage, a staged set per node
+  (:mod:`~climnb.data.stageplan`: which files each rank gets; :mod:`~climnb.data.exchange`:
+  each shared file read once and sent where it is needed).
 
 Import from the submodules.
 """

@@ -9,16 +9,13 @@ import hashlib
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from climnb.data.stageplan import StagingPlan
 from climnb.io.atomic import atomic_path
 from climnb.io.manifest import Entry, Manifest
 from climnb.io.samples import SampleError
-
-if TYPE_CHECKING:  # the plan's type only: staging calls this module
-    from climnb.data.staging import StagingPlan
 
 __all__ = ["DIGEST_BYTES", "Reader", "SerialComm", "exchange", "owner", "read_shared"]
 

@@ -13,16 +13,17 @@ and sends the bytes over MPI to the other processes that need it.
 
 How the exchange runs: rank 0 opens the source :class:`~climnb.io.sampleset.SampleSet` and
 broadcasts names, sizes and content digests (from the source manifests); all ranks derive the
-same plan; every process checks what it already has (resume) and the ranks exchange what they
-still need; each file still needed gets one reader, the needing process with the fewest bytes to
-read so far. The reads then proceed in rounds: in round ``k`` every process reads its ``k``-th
-file and the round's files travel with non-blocking point-to-point messages (raw bytes plus the
-SHA-256 the reader computed). Every holder checks the digest against the source manifest's, so a
-shared file that changed or rotted since it was written is refused, naming it, on every rank.
-Files are written atomically, each followed by a line in the node's journal; the manifest closes
-the run. A rerun skips a staged file only when its recorded digest equals the source manifest's
-(sizes are never trusted) and, with ``verify``, the local bytes still hash to it; a changed
-``stats.h5`` is restaged too. Temporary files of a killed run are removed on the next.
+same plan (:mod:`climnb.data.stageplan`); every process checks what it already has (resume) and
+the ranks exchange what they still need (:mod:`climnb.data.exchange`); each file still needed
+gets one reader, the needing process with the fewest bytes to read so far. The reads then
+proceed in rounds: in round ``k`` every process reads its ``k``-th file and the round's files
+travel with non-blocking point-to-point messages (raw bytes plus the SHA-256 the reader
+computed). Every holder checks the digest against the source manifest's, so a shared file that
+changed or rotted since it was written is refused, naming it, on every rank. Files are written
+atomically, each followed by a line in the node's journal; the manifest closes the run. A rerun
+skips a staged file only when its recorded digest equals the source manifest's (sizes are never
+trusted) and, with ``verify``, the local bytes still hash to it; a changed ``stats.h5`` is
+restaged too. Temporary files of a killed run are removed on the next.
 
 One MPI process per node is the expected layout (``mpirun -np NODES`` or one ipyparallel
 engine per node); :func:`stage_on_engines` also takes several engines per node (the training
@@ -62,9 +63,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from climnb.data.exchange import Reader, SerialComm, exchange, owner, read_shared
+from climnb.data.stageplan import DRAWS, StagingPlan, check_draw, files_per_rank, plan_staging
 from climnb.io.atomic import remove_leftovers
 from climnb.io.manifest import Entry, Manifest, sha256_file
 from climnb.io.outputs import OutputError, check_output
@@ -73,9 +73,12 @@ from climnb.io.sampleset import STATS_NAME, SampleSet, StagedSet, resolve_folder
 from climnb.io.stats import read_stats
 
 __all__ = [
+    "DRAWS",
     "StagingConfig",
     "StagingPlan",
     "StagingReport",
+    "check_draw",
+    "files_per_rank",
     "plan_staging",
     "stage",
     "stage_on_engines",
@@ -83,32 +86,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-#: How staging gives each rank its training files (:class:`StagingConfig` ``draw``).
-DRAWS = ("replacement", "shard")
-
-
-def check_draw(draw: str) -> str:
-    """``draw`` if it is one of :data:`DRAWS`, else a ValueError naming them."""
-    if draw not in DRAWS:
-        raise ValueError(
-            f"draw (--draw) must be one of {', '.join(map(repr, DRAWS))}, got {draw!r}"
-        )
-    return draw
-
-
-def files_per_rank(n_files: int, ranks: int, samples_per_rank: int, draw: str) -> list[int]:
-    """How many training files each of ``ranks`` ranks gets from ``n_files``.
-
-    >>> files_per_rank(370, 2, 250, "shard"), files_per_rank(5, 2, 250, "shard")
-    ([185, 185], [3, 2])
-    >>> files_per_rank(370, 2, 250, "replacement")
-    [250, 250]
-    """
-    if check_draw(draw) == "replacement":
-        return [samples_per_rank] * ranks
-    return [min(samples_per_rank, len(range(g, n_files, ranks))) for g in range(ranks)]
 
 
 @dataclass(frozen=True)
@@ -163,35 +140,6 @@ class StagingConfig:
         for r in range(self.ranks_per_node):
             out.setdefault(self.rank_dir(node, r), []).append(r)
         return {d: tuple(rs) for d, rs in out.items()}
-
-
-@dataclass(frozen=True)
-class StagingPlan:
-    """Which files go where: the same on every rank for the same inputs.
-
-    Attributes
-    ----------
-    names : file names: the training files (sorted), the validation files, then the extra
-        ``stats.h5``.
-    sizes : their sizes in bytes.
-    rank_files : ``rank_files[node][local_rank]``: indices into ``names``, in training order.
-    extra : indices of files every node gets (``stats.h5``).
-    rank_validation : ``rank_validation[node][local_rank]``: the rank's validation files.
-    """
-
-    names: tuple[str, ...]
-    sizes: tuple[int, ...]
-    rank_files: tuple[tuple[tuple[int, ...], ...], ...]
-    extra: tuple[int, ...] = ()
-    rank_validation: tuple[tuple[tuple[int, ...], ...], ...] = ()
-
-    def needs(self, node: int, ranks: Sequence[int] | None = None) -> set[int]:
-        """Indices of the files ``node`` stores (for ``ranks``: the files of those ranks)."""
-        ranks = range(len(self.rank_files[node])) if ranks is None else ranks
-        files = {i for r in ranks for i in self.rank_files[node][r]}
-        if self.rank_validation:
-            files |= {i for r in ranks for i in self.rank_validation[node][r]}
-        return files | set(self.extra)
 
 
 @dataclass(frozen=True)
@@ -251,80 +199,6 @@ class StagingReport:
             "throughput": self.throughput,
             "summary": self.summary,
         }
-
-
-def plan_staging(
-    names: Sequence[str],
-    sizes: Sequence[int],
-    *,
-    n_nodes: int,
-    ranks_per_node: int,
-    samples_per_rank: int,
-    seed: int = 0,
-    extra: Sequence[tuple[str, int]] = (),
-    validation: Sequence[tuple[str, int]] = (),
-    draw: str = "replacement",
-) -> StagingPlan:
-    """Draw ``samples_per_rank`` files with replacement for every rank of every node (with
-    ``draw="shard"``: deal a seeded permutation of the files out over the ranks, global rank
-    ``g`` taking its ``g``-th, ``g + ranks``-th, ... up to ``samples_per_rank`` of them); share
-    the ``validation`` files out over the ranks (global rank ``g`` gets ``validation[g::n]``).
-
-    >>> plan = plan_staging(["a", "b", "c"], [1, 1, 1], n_nodes=2, ranks_per_node=1,
-    ...                     samples_per_rank=2, seed=0)
-    >>> [len(r) for node in plan.rank_files for r in node]
-    [2, 2]
-    """
-    if not names:
-        raise SampleError("nothing to stage: the file list is empty")
-    for what, v in (
-        ("n_nodes", n_nodes),
-        ("ranks_per_node", ranks_per_node),
-        ("samples_per_rank", samples_per_rank),
-    ):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            flag = "--" + what.replace("_", "-").replace("n-nodes", "nodes")
-            raise ValueError(f"{what} must be at least 1 (a whole number; {flag}), got {v!r}")
-    n, n_val, world = len(names), len(validation), n_nodes * ranks_per_node
-    rank_files = _draw(n, n_nodes, ranks_per_node, samples_per_rank, seed, check_draw(draw))
-    rank_validation = (
-        tuple(
-            tuple(
-                tuple(range(n + node * ranks_per_node + r, n + n_val, world))
-                for r in range(ranks_per_node)
-            )
-            for node in range(n_nodes)
-        )
-        if n_val
-        else ()
-    )
-    everything = [*zip(names, sizes, strict=True), *validation, *extra]
-    return StagingPlan(
-        names=tuple(e[0] for e in everything),
-        sizes=tuple(int(e[1]) for e in everything),
-        rank_files=rank_files,
-        extra=tuple(range(n + n_val, len(everything))),
-        rank_validation=rank_validation,
-    )
-
-
-def _draw(n: int, n_nodes: int, per_node: int, samples: int, seed: int, draw: str):
-    """``rank_files`` of :func:`plan_staging`: indices into ``n`` files per node and local rank."""
-    rng = np.random.default_rng(seed)
-    if draw == "shard":
-        order = rng.permutation(n)
-        world = n_nodes * per_node
-        return tuple(
-            tuple(
-                tuple(int(i) for i in order[node * per_node + r :: world][:samples])
-                for r in range(per_node)
-            )
-            for node in range(n_nodes)
-        )
-    return tuple(
-        tuple(tuple(int(i) for i in rng.integers(0, n, samples)) for _ in range(per_node))
-        for _ in range(n_nodes)
-    )
 
 
 @dataclass(frozen=True)

@@ -186,14 +186,8 @@ def make_dataset(
     """
     future = future or PRESENT
     _validate(n_time, n_lat, n_lon, n_tc, n_ar, tc_radius_km, moving_fraction)
-    if river_layout is not None and (
-        river_layout not in RIVER_LAYOUTS or n_ar + future.more_rivers not in (2, 3)
-    ):
-        raise ValueError(
-            f"river_layout must be one of {RIVER_LAYOUTS} with 2 or 3 rivers (n_ar), got "
-            f"{river_layout!r} with {n_ar + future.more_rivers}"
-        )
     n_ar += future.more_rivers
+    _check_layout(river_layout, n_ar)
     time, lat, lon = _coords(n_time, n_lat, n_lon, start, freq)
     rng = np.random.default_rng(seed)
     topo = topography(rng, lat, lon)
@@ -205,11 +199,32 @@ def make_dataset(
     column = Noise(style, lat, lon, n_fields=1, memory=0.9)
     rh0, jet0 = style.uniform(0.68, 0.8), style.uniform(9.0, 14.0)
     names = list(CHANNEL_NAMES) + (["IVTU", "IVTV", "IVT"] if ivt else [])
-    data = {name: np.empty((n_time, n_lat, n_lon), np.float32) for name in names}
-    truth = np.zeros((n_time, n_lat, n_lon), np.uint8)
-    river_id = np.full((n_time, n_lat, n_lon), -1, np.int32) if river_layout else None
+    climate = (noise, column, topo, rh0, jet0)
+    data, truth, river_id, rows = _draw_steps(time, lat, lon, names, events, climate, river_layout)
+    ds = _to_dataset(data, truth, time, lat, lon, seed)
+    return _with_layout(ds, river_id, river_layout, future), _events_frame(rows)
+
+
+def _check_layout(river_layout: str | None, n_ar: int) -> None:
+    """Refuse a ``river_layout`` that is not one of :data:`RIVER_LAYOUTS` with 2 or 3 rivers."""
+    if river_layout is not None and (river_layout not in RIVER_LAYOUTS or n_ar not in (2, 3)):
+        raise ValueError(
+            f"river_layout must be one of {RIVER_LAYOUTS} with 2 or 3 rivers (n_ar), got "
+            f"{river_layout!r} with {n_ar}"
+        )
+
+
+def _draw_steps(time, lat, lon, names, events: Events, climate, layout: str | None):
+    """Every step of the series drawn in turn (the climate and the events moved on between
+    steps): ``(fields by name, truth, river_id or None, the event catalogue's rows)``.
+    ``climate``: the background's noise, column wind, topography, humidity and jet."""
+    noise, column, topo, rh0, jet0 = climate
+    shape = (len(time), lat.size, lon.size)
+    data = {name: np.empty(shape, np.float32) for name in names}
+    truth = np.zeros(shape, np.uint8)
+    river_id = np.full(shape, -1, np.int32) if layout else None
     rows = []
-    for t in range(n_time):
+    for t in range(len(time)):
         if t:
             noise.step()
             column.step()
@@ -226,8 +241,7 @@ def make_dataset(
         for name in names:
             data[name][t] = f[name]
         rows += _catalogue(time[t], events, strong, peaks)
-    ds = _to_dataset(data, truth, time, lat, lon, seed)
-    return _with_layout(ds, river_id, river_layout, future), _events_frame(rows)
+    return data, truth, river_id, rows
 
 
 def _place_touching(events: Events, truth, ids, draw, step):

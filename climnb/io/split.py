@@ -122,13 +122,7 @@ def split_steps(
     gap_hours : least time between steps of different sets (``"blocks"`` only).
     seed : seed of the ``"random"`` split (a block split does not depend on it).
     """
-    if method not in METHODS:
-        raise ValueError(f"split method must be one of {', '.join(METHODS)}, got {method!r}")
-    if not np.isfinite(gap_hours) or gap_hours < 0:
-        raise ValueError(
-            f"gap_hours (--gap-hours) must be a finite number of hours >= 0, got {gap_hours}: "
-            "a negative gap would put the same steps in two sets"
-        )
+    _check_options(method, gap_hours)
     if times is not None:
         t = as_datetime64(times)
         steps, step_of = np.unique(t, return_inverse=True)
@@ -144,17 +138,43 @@ def split_steps(
         raise ValueError("give the steps' times or their number n")
     n_train, n_val, n_test = split_counts(n, fractions)
     if method == "random":
-        order = np.random.default_rng(seed).permutation(n)
-        parts = (
-            np.sort(order[:n_train]),
-            np.sort(order[n_train : n_train + n_val]),
-            np.sort(order[n_train + n_val :]),
-        )
-        check_disjoint_steps(None if times is None else t, parts)
-        return parts
+        return _random_split(None if times is None else t, (n_train, n_val, n_test), seed)
     if times is None:
         log.warning("no time axis: contiguous blocks by position, without a gap between sets")
         return np.arange(n_train), np.arange(n_train, n - n_test), np.arange(n - n_test, n)
+    return _block_split(t, (n_train, n_val, n_test), gap_hours)
+
+
+def _check_options(method: str, gap_hours: float) -> None:
+    """Refuse a split method not in :data:`METHODS` and a gap that is not a finite number of
+    hours >= 0."""
+    if method not in METHODS:
+        raise ValueError(f"split method must be one of {', '.join(METHODS)}, got {method!r}")
+    if not np.isfinite(gap_hours) or gap_hours < 0:
+        raise ValueError(
+            f"gap_hours (--gap-hours) must be a finite number of hours >= 0, got {gap_hours}: "
+            "a negative gap would put the same steps in two sets"
+        )
+
+
+def _random_split(t: np.ndarray | None, counts, seed: int) -> tuple:
+    """A seeded shuffle of the steps cut into sets of ``counts`` (train, validation, test)."""
+    n_train, n_val, _ = counts
+    order = np.random.default_rng(seed).permutation(sum(counts))
+    parts = (
+        np.sort(order[:n_train]),
+        np.sort(order[n_train : n_train + n_val]),
+        np.sort(order[n_train + n_val :]),
+    )
+    check_disjoint_steps(t, parts)
+    return parts
+
+
+def _block_split(t: np.ndarray, counts, gap_hours: float) -> tuple:
+    """Contiguous blocks of the steps at times ``t``: train, validation, test in time order
+    (``counts`` each at most), with at least ``gap_hours`` between steps of different sets."""
+    n_train, n_val, n_test = counts
+    n = t.size
     order = np.argsort(t, kind="stable")
     ts = t[order]
     gap = np.timedelta64(int(round(gap_hours * 3600)), "s")

@@ -180,7 +180,7 @@ def ipart_detect(
     Parameters
     ----------
     ds : (time, lat, lon) IVT and its components in kg m-1 s-1 on a global grid (IPART is told
-        it is zonally cyclic), such as :func:`climnb.io.netcdf.open_dataset` returns; latitudes
+        it is zonally cyclic), such as :func:`climnb.io.files.open_fields` returns; latitudes
         from north to south are sorted (the result is then south to north).
     kernel : THR half lengths ``(steps, cells)``; default :func:`thr_kernel`, IPART's own
         96 hours and 4.5 degrees. A series shorter than the kernel's 2 x steps + 1 is logged:
@@ -198,15 +198,7 @@ def ipart_detect(
     the anomaly above which IPART's candidates lie) and the kernel in its attributes.
     """
     ipart = load_ipart()
-    from ipart.utils import funcs
-
-    missing = [k for k in (ivt, *components) if k not in ds]
-    if missing:
-        raise KeyError(
-            f"IPART needs IVT and its components: missing {missing}; found {sorted(ds.data_vars)}"
-        )
-    if ds.lat.values[0] > ds.lat.values[-1]:  # IPART's geometry expects south to north
-        ds = ds.sortby("lat")
+    ds = _checked_input(ds, ivt, components)
     steps, cells = kernel or thr_kernel(ds)
     n_time = ds.sizes["time"]
     if n_time < 2 * steps + 1:
@@ -216,28 +208,9 @@ def ipart_detect(
             2 * steps + 1,
             n_time,
         )
-    lat, lon = ds.lat.values, ds.lon.values
     values = ds[ivt].transpose("time", "lat", "lon").values.astype(float)
-    qu, qv = (ds[c].transpose("time", "lat", "lon").values.astype(float) for c in components)
-    times = [str(t)[:16].replace("T", " ") for t in ds.time.values]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, rec, ano = ipart.thr.THR(
-            funcs.NCVAR(values, "ivt"), [min(steps, n_time), cells, cells], verbose=False
-        )
-        index, labels, *_ = ipart.AR_detector.findARs(
-            values,
-            rec.data,
-            ano.data,
-            qu,
-            qv,
-            lat,
-            lon,
-            times=times,
-            zonal_cyclic=True,
-            verbose=False,
-            **find_ars,
-        )
+    kernel_sizes = [min(steps, n_time), cells, cells]
+    rec, ano, index, labels = _thr_find_ars(ipart, ds, values, components, kernel_sizes, find_ars)
     thres_low = find_ars.get("thres_low", 1.0)
     anomaly = np.asarray(ano.data, float).reshape(values.shape)
     if thres_low is None:  # what findARs computes for each step
@@ -263,6 +236,46 @@ def ipart_detect(
             "kernel_cells": cells,
         },
     )
+
+
+def _checked_input(ds: xr.Dataset, ivt: str, components: tuple[str, str]) -> xr.Dataset:
+    """``ds`` with latitudes south to north (IPART's geometry expects them so), once it is
+    known to hold IVT and its components."""
+    missing = [k for k in (ivt, *components) if k not in ds]
+    if missing:
+        raise KeyError(
+            f"IPART needs IVT and its components: missing {missing}; found {sorted(ds.data_vars)}"
+        )
+    if ds.lat.values[0] > ds.lat.values[-1]:
+        ds = ds.sortby("lat")
+    return ds
+
+
+def _thr_find_ars(ipart, ds: xr.Dataset, values, components, kernel_sizes, find_ars: dict):
+    """IPART's THR (``(reconstruction, anomaly)`` of ``values``, IVT on (time, lat, lon)) and
+    its ``findARs`` on them: ``(reconstruction, anomaly, steps with a river, their labels)``."""
+    from ipart.utils import funcs
+
+    lat, lon = ds.lat.values, ds.lon.values
+    qu, qv = (ds[c].transpose("time", "lat", "lon").values.astype(float) for c in components)
+    times = [str(t)[:16].replace("T", " ") for t in ds.time.values]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, rec, ano = ipart.thr.THR(funcs.NCVAR(values, "ivt"), kernel_sizes, verbose=False)
+        index, labels, *_ = ipart.AR_detector.findARs(
+            values,
+            rec.data,
+            ano.data,
+            qu,
+            qv,
+            lat,
+            lon,
+            times=times,
+            zonal_cyclic=True,
+            verbose=False,
+            **find_ars,
+        )
+    return rec, ano, index, labels
 
 
 def oversized_candidates(

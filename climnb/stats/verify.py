@@ -141,6 +141,35 @@ def verify_tracks(
     (rows of :func:`climnb.io.besttrack.read_best_tracks`); see the module for the rules."""
     if radius_km <= 0:
         raise ValueError(f"--radius-km must be above 0, got {radius_km}")
+    obs, best, (lo, hi) = _in_period(tracks, best, start, end)
+    pairs = _pairs(best, obs)
+    near = pairs[pairs.km <= radius_km]
+    storms = _storm_table(best, pairs, near, min_wind_kt)
+    track_table = _track_table(obs, best, pairs, near)
+    hits = int(storms.detected.sum())
+    n_tracks, false_alarms = len(track_table), int(track_table.false_alarm.sum())
+    scores = {
+        "storms": len(storms),
+        "hits": hits,
+        "misses": len(storms) - hits,
+        "pod": hits / len(storms) if len(storms) else float("nan"),
+        "pod_interval": wilson_interval(hits, len(storms)),
+        "tracks": n_tracks,
+        "false_alarms": false_alarms,
+        "far": false_alarms / n_tracks if n_tracks else 0.0,
+        "far_interval": wilson_interval(false_alarms, n_tracks),
+        "radius_km": float(radius_km),
+        "min_wind_kt": float(min_wind_kt),
+        "start": lo,
+        "end": hi,
+    }
+    return Verification(scores, storms, track_table)
+
+
+def _in_period(tracks: pd.DataFrame, best: pd.DataFrame, start, end):
+    """``(cyclone track points, best-track points at synoptic times, (first, last time))`` of
+    the period: where the tracks were looked for (their own times unless given) and the best
+    tracks have times."""
     obs = tracks[tracks.class_id == 1].copy() if "class_id" in tracks else tracks.copy()
     obs["time"] = _timestamps(obs.time)
     best = best.copy()
@@ -148,8 +177,6 @@ def verify_tracks(
     best = best[best.time.dt.hour.isin(SYNOPTIC_HOURS) & (best.time.dt.minute == 0)]
     if best.empty:
         raise ValueError("the best tracks have no point at 00, 06, 12 or 18 UTC")
-    # the period: where the tracks were looked for (their own times unless given) and the
-    # best tracks have times
     lo = pd.Timestamp(start) if start is not None else obs.time.min()
     hi = pd.Timestamp(end) if end is not None else obs.time.max()
     lo, hi = max(lo, best.time.min()), min(hi, best.time.max())
@@ -160,16 +187,49 @@ def verify_tracks(
         )
     obs = obs[(obs.time >= lo) & (obs.time <= hi)].reset_index(drop=True)
     best = best[(best.time >= lo) & (best.time <= hi)].reset_index(drop=True)
+    return obs, best, (lo, hi)
 
-    # every pair of a best-track point and a track point at the same time, and its distance
+
+def _pairs(best: pd.DataFrame, obs: pd.DataFrame) -> pd.DataFrame:
+    """Every pair of a best-track point (``b``) and a track point (``o``) at the same time, and
+    its great-circle distance (``km``)."""
     pairs = best.reset_index(names="b").merge(
         obs.reset_index(names="o")[["o", "time", "track_id", "lat", "lon"]],
         on="time",
         suffixes=("", "_track"),
     )
     pairs["km"] = great_circle_km(pairs.lat, pairs.lon, pairs.lat_track, pairs.lon_track)
-    near = pairs[pairs.km <= radius_km]
+    return pairs
 
+
+#: The columns of :attr:`Verification.storms` and :attr:`Verification.tracks`.
+STORM_COLUMNS = (
+    "sid",
+    "name",
+    "basin",
+    "max_wind_kt",
+    "detected",
+    "matched_points",
+    "points",
+    "min_distance_km",
+    "first_detected",
+    "track_ids",
+)
+TRACK_COLUMNS = (
+    "track_id",
+    "start",
+    "end",
+    "points",
+    "start_lat",
+    "start_lon",
+    "false_alarm",
+    "storms",
+    "min_distance_km",
+)
+
+
+def _storm_table(best, pairs, near, min_wind_kt: float) -> pd.DataFrame:
+    """One row per reference storm (its wind reaches ``min_wind_kt``): hit or missed."""
     peak = best.groupby("sid").wind_kt.max()
     reference = peak.index[peak >= min_wind_kt]
     storms = []
@@ -191,21 +251,11 @@ def verify_tracks(
                 "track_ids": " ".join(map(str, sorted(hit.track_id.unique()))),
             }
         )
-    storms = pd.DataFrame(
-        storms,
-        columns=[
-            "sid",
-            "name",
-            "basin",
-            "max_wind_kt",
-            "detected",
-            "matched_points",
-            "points",
-            "min_distance_km",
-            "first_detected",
-            "track_ids",
-        ],
-    )
+    return pd.DataFrame(storms, columns=list(STORM_COLUMNS))
+
+
+def _track_table(obs, best, pairs, near) -> pd.DataFrame:
+    """One row per detected track in the period: a false alarm or the storms it matched."""
     track_rows = []
     for tid, points in obs.groupby("track_id"):
         hit = near[near.track_id == tid]
@@ -223,38 +273,7 @@ def verify_tracks(
                 "min_distance_km": float(closest.min()) if len(closest) else np.nan,
             }
         )
-    track_table = pd.DataFrame(
-        track_rows,
-        columns=[
-            "track_id",
-            "start",
-            "end",
-            "points",
-            "start_lat",
-            "start_lon",
-            "false_alarm",
-            "storms",
-            "min_distance_km",
-        ],
-    )
-    hits = int(storms.detected.sum())
-    n_tracks, false_alarms = len(track_table), int(track_table.false_alarm.sum())
-    scores = {
-        "storms": len(storms),
-        "hits": hits,
-        "misses": len(storms) - hits,
-        "pod": hits / len(storms) if len(storms) else float("nan"),
-        "pod_interval": wilson_interval(hits, len(storms)),
-        "tracks": n_tracks,
-        "false_alarms": false_alarms,
-        "far": false_alarms / n_tracks if n_tracks else 0.0,
-        "far_interval": wilson_interval(false_alarms, n_tracks),
-        "radius_km": float(radius_km),
-        "min_wind_kt": float(min_wind_kt),
-        "start": lo,
-        "end": hi,
-    }
-    return Verification(scores, storms, track_table)
+    return pd.DataFrame(track_rows, columns=list(TRACK_COLUMNS))
 
 
 @dataclass(frozen=True)

@@ -391,18 +391,44 @@ def segmentation_explorer(
         the map, the disagreement, the label, the prediction (2 x 2), then the IoU bars.
     """
     check_grid(ds, labels, prediction)
+    kdims = _kdims(ds, config)
+    masks = (labels, prediction)
+
+    def dmap(fn, ranged=True):
+        streams = [hv.streams.RangeXY()] if ranged else []
+        return hv.DynamicMap(fn, kdims=kdims, streams=streams)
+
+    def panel(which):
+        return _panel(ds, masks, config, which, label_name)
+
+    # a 2 x 2 grid of equal maps (label and prediction side by side), then the IoU bars
+    layout = (
+        dmap(_main_map(ds, masks, config))
+        + dmap(panel("disagreement"))
+        + dmap(panel(label_name))
+        + dmap(panel(prediction_name))
+        + dmap(_iou(masks, config), ranged=False)
+    )
+    return layout.cols(2).opts(shared_axes=True)
+
+
+def _kdims(ds: xr.Dataset, config: ExplorerConfig) -> list[hv.Dimension]:
+    """The explorer's keys: the channel (those of ``config`` that ``ds`` holds) and the time."""
     names = [c for c in config.channels if c in ds.data_vars]
     if not names:
         raise ValueError(f"none of the channels {config.channels} is in the dataset")
     first = config.channel if config.channel in names else names[0]
     times = [np.datetime64(t, "ns") for t in ds.time.values]
-    kdims = [
+    return [
         hv.Dimension("channel", values=names, default=first),
         hv.Dimension("time", values=times, default=times[0]),
     ]
-    cfg = config
+
+
+def _main_map(ds: xr.Dataset, masks, cfg: ExplorerConfig):
+    """The channel map with the label and the prediction over it, for a DynamicMap."""
+    labels, prediction = masks
     big = {"max_shape": cfg.max_shape}
-    small = {"max_shape": (cfg.panel_height * 2, cfg.panel_width * 2)}
 
     def main_map(channel, time, x_range=None, y_range=None):
         rng = {"x_range": x_range, "y_range": y_range}
@@ -416,46 +442,46 @@ def segmentation_explorer(
             overlay = overlay * coastlines(ds, x_range, y_range)
         return overlay.opts(width=cfg.width, height=cfg.height)
 
-    def panel(which):
-        def draw(channel, time, x_range=None, y_range=None):
-            rng = {"x_range": x_range, "y_range": y_range}
-            if which == "disagreement":
-                el = disagreement(labels, prediction, time, **rng, **small)
-            else:
-                mask = labels if which == label_name else prediction
-                el = mask_image(mask, time, alpha=1.0, **rng, **small).opts(title=which)
-            if cfg.coastlines:
-                title = el.opts.get().kwargs.get("title", which)
-                el = (el * coastlines(ds, x_range, y_range)).opts(title=title)
-            # Bokeh gives the plots of a column the same margins: the label under the channel
-            # map takes the map's width, or its frame shrank by the colour bar's width
-            return el.opts(
-                width=cfg.width if which == label_name else cfg.panel_width,
-                height=cfg.panel_height,
-                framewise=True,
-                fontsize={"title": "10pt"},  # the disagreement's counts fit the panel's width
-            )
+    return main_map
 
-        return draw
+
+def _panel(ds: xr.Dataset, masks, cfg: ExplorerConfig, which: str, label_name: str):
+    """A small panel (the disagreement, or the mask named ``which``), for a DynamicMap."""
+    labels, prediction = masks
+    small = {"max_shape": (cfg.panel_height * 2, cfg.panel_width * 2)}
+
+    def draw(channel, time, x_range=None, y_range=None):
+        rng = {"x_range": x_range, "y_range": y_range}
+        if which == "disagreement":
+            el = disagreement(labels, prediction, time, **rng, **small)
+        else:
+            mask = labels if which == label_name else prediction
+            el = mask_image(mask, time, alpha=1.0, **rng, **small).opts(title=which)
+        if cfg.coastlines:
+            title = el.opts.get().kwargs.get("title", which)
+            el = (el * coastlines(ds, x_range, y_range)).opts(title=title)
+        # Bokeh gives the plots of a column the same margins: the label under the channel
+        # map takes the map's width, or its frame shrank by the colour bar's width
+        return el.opts(
+            width=cfg.width if which == label_name else cfg.panel_width,
+            height=cfg.panel_height,
+            framewise=True,
+            fontsize={"title": "10pt"},  # the disagreement's counts fit the panel's width
+        )
+
+    return draw
+
+
+def _iou(masks, cfg: ExplorerConfig):
+    """The IoU bars of the step, for a DynamicMap."""
+    labels, prediction = masks
 
     def iou(channel, time):
         return step_iou(labels, prediction, time).opts(
             width=cfg.width, height=cfg.panel_height * 3 // 4, framewise=True
         )
 
-    def dmap(fn, ranged=True):
-        streams = [hv.streams.RangeXY()] if ranged else []
-        return hv.DynamicMap(fn, kdims=kdims, streams=streams)
-
-    # a 2 x 2 grid of equal maps (label and prediction side by side), then the IoU bars
-    layout = (
-        dmap(main_map)
-        + dmap(panel("disagreement"))
-        + dmap(panel(label_name))
-        + dmap(panel(prediction_name))
-        + dmap(iou, ranged=False)
-    )
-    return layout.cols(2).opts(shared_axes=True)
+    return iou
 
 
 def explorer_panel(layout: hv.Layout, *, player: bool = False, live: bool | None = None):
