@@ -56,8 +56,6 @@ __all__ = ["train", "plan", "summarize", "TrainResult", "NonFiniteError", "weigh
 
 OnRecord = Callable[[Record], None]
 
-_Data = RankData  # this rank's data, under the name it had in this module
-
 
 def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainResult:
     """Train on this rank; call it on every rank (engines, mpirun, srun, horovodrun).
