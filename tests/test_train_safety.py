@@ -27,7 +27,7 @@ def _config(data, out, **kw):
 
 
 def test_one_nan_sample_stops_training_naming_step_and_file(samples, tmp_path, capsys):
-    from climnb.train.loop import _Data
+    from climnb.train.inputs import RankData as _Data
 
     data = tmp_path / "samples"
     shutil.copytree(samples, data)

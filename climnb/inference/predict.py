@@ -370,22 +370,43 @@ def predict(
         variables ``river_rules`` needs (named), or has no time steps.
     """
     bundle = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
+    _check_arguments(grid, batch_size, memory)
+    raw = open_source(source)
+    ds = _input_channels(bundle, raw, source, check_range)
+    x = _stacked(ds, bundle.channels, batch_size)
+    if memory is not None:  # before any work: a budget no tile fits is refused here
+        padded = [-(-n // bundle.stride) * bundle.stride for n in x.shape[1:3]]
+        _plan(bundle, (min(batch_size, x.shape[0]), *padded), memory * 1e9)
+    classes, probs = _lazy(bundle, x, probabilities, check_range, memory)
+    out = _as_xarray(bundle, ds, classes, probs)
+    if river_rules is not False:
+        out = _ruled(out, raw, _river_settings(bundle, river_rules), source)
+    return _on_input_grid(out, source) if grid == "input" else out
+
+
+def _check_arguments(grid: str, batch_size: int, memory: float | None) -> None:
     if grid not in ("input", "canonical"):
         raise ValueError(f"grid must be 'input' or 'canonical', got {grid!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if memory is not None and not memory > 0:
         raise ValueError(f"memory must be a positive number of GB, got {memory!r}")
-    raw = open_source(source)
+
+
+def _input_channels(bundle: Bundle, raw: xr.Dataset, source, check_range: bool) -> xr.Dataset:
+    """The bundle's channels of the opened ``source``, refused when it has no time steps or
+    (``check_range``) when its first or last step is far outside the training range."""
     ds = select_channels(raw, bundle.channels, source)
     if ds.sizes["time"] == 0:
         raise BundleError(f"{describe(source)}: the input has no time steps")
     if check_range:  # before any work: the first and the last step
         check_ranges(bundle, _ends(ds, bundle.channels), where=describe(source))
-    x = _stacked(ds, bundle.channels, batch_size)
-    if memory is not None:  # before any work: a budget no tile fits is refused here
-        padded = [-(-n // bundle.stride) * bundle.stride for n in x.shape[1:3]]
-        _plan(bundle, (min(batch_size, x.shape[0]), *padded), memory * 1e9)
+    return ds
+
+
+def _lazy(bundle: Bundle, x, probabilities: bool, check_range: bool, memory: float | None):
+    """``(classes, probabilities or None)``: dask arrays, one :func:`predict_batch` task per
+    chunk of ``x``."""
     token = dask.base.tokenize(
         str(bundle.path), bundle.extra, x.name, probabilities, check_range, memory
     )
@@ -403,23 +424,20 @@ def predict(
             name=f"predict-{token}",
             meta=np.empty((0, 0, 0, 0), np.float32),
         )
-        classes = probs.argmax(axis=-1).astype(np.uint8)
-    else:
-        probs = None
-        classes = x.map_blocks(
-            block,
-            drop_axis=3,
-            name=f"predict-{token}",
-            meta=np.empty((0, 0, 0), np.uint8),  # not a forward pass of an empty batch to find it
-        )
-    out = _as_xarray(bundle, ds, classes, probs)
-    if river_rules is not False:
-        out = _ruled(out, raw, _river_settings(bundle, river_rules), source)
-    if grid == "input":
-        original = source if isinstance(source, xr.Dataset) else read_grid(source)
-        if original is not None:
-            out = to_caller_grid(out, original)
-    return out
+        return probs.argmax(axis=-1).astype(np.uint8), probs
+    classes = x.map_blocks(
+        block,
+        drop_axis=3,
+        name=f"predict-{token}",
+        meta=np.empty((0, 0, 0), np.uint8),  # not a forward pass of an empty batch to find it
+    )
+    return classes, None
+
+
+def _on_input_grid(out: xr.DataArray | xr.Dataset, source):
+    """``out`` on the grid of ``source`` (its coordinate names, order and convention)."""
+    original = source if isinstance(source, xr.Dataset) else read_grid(source)
+    return out if original is None else to_caller_grid(out, original)
 
 
 def _river_settings(bundle: Bundle, river_rules: bool | ARConfig) -> ARConfig:

@@ -4,6 +4,7 @@ place their defaults live. No TensorFlow here."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
@@ -15,7 +16,7 @@ from typing import Any
 from climnb.models.precision import resolve_precision
 from climnb.models.presets import get_config
 
-__all__ = ["TrainConfig", "OptimizerConfig", "SCHEDULES", "LARC_MODES"]
+__all__ = ["TrainConfig", "OptimizerConfig", "SCHEDULES", "LARC_MODES", "config_from_args"]
 
 
 SCHEDULES = ("constant", "poly", "piecewise")
@@ -288,6 +289,16 @@ class TrainConfig:
         """Create this file to end training after the current step (checkpoint kept)."""
         return self.out / "STOP"
 
+    @property
+    def checkpoint_dir(self) -> Path:
+        """Where rank 0 writes the checkpoints (a resumed run reads the newest)."""
+        return self.out / "checkpoints"
+
+    @property
+    def best_dir(self) -> Path:
+        """Where rank 0 keeps the best validation's weights (``keep_best``)."""
+        return self.out / "best"
+
     def replace(self, **changes) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
@@ -307,6 +318,11 @@ class TrainConfig:
         if "data_dir" not in d:
             raise ValueError("training settings need data_dir (the sample set folder)")
         return cls(**d)
+
+    @classmethod
+    def from_args(cls, args) -> TrainConfig:
+        """The run's settings from ``climnb train``'s parsed flags (:func:`config_from_args`)."""
+        return config_from_args(args)
 
 
 _POSITIVE = (
@@ -393,3 +409,72 @@ def _optimizer(settings: Mapping[str, Any]) -> OptimizerConfig:
         return OptimizerConfig(**opt)
     except TypeError as err:  # an unknown field or a value of the wrong type
         raise ValueError(f"optimizer settings {opt}: {err}") from err
+
+
+# ``climnb train``'s flag destinations -> TrainConfig field (or "optimizer.<field>")
+FLAG_FIELDS = {
+    "data": "data_dir",
+    "staged": "staged_dir",
+    "ranks_per_node": "ranks_per_node",
+    "stage_first": "stage_first",
+    "samples_per_rank": "samples_per_rank",
+    "draw": "draw",
+    "out": "out_dir",
+    "model": "model",
+    "preset": "preset",
+    "epochs": "epochs",
+    "batch_size": "batch_size",
+    "max_steps": "max_steps",
+    "checkpoint_every": "checkpoint_every",
+    "keep_checkpoints": "keep_checkpoints",
+    "resume": "resume",
+    "threads": "threads",
+    "seed": "seed",
+    "lr_decay": "lr_decay",
+    "lr": "optimizer.learning_rate",
+    "warmup_steps": "optimizer.warmup_steps",
+    "larc": "optimizer.larc",
+    "gradient_lag": "optimizer.gradient_lag",
+    "mixed_precision": "optimizer.mixed_precision",
+    "precision": "precision",
+    "augment": "augment",
+    "class_weighting": "class_weighting",
+    "init_from": "init_from",
+    "freeze_blocks": "freeze_blocks",
+}
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The run's :class:`TrainConfig` from ``climnb train``'s parsed flags: typed flags >
+    ``--config`` file > dataclass defaults (a flag not typed is absent from ``args``)."""
+    settings = _read_config_file(args.config) if "config" in args else {}
+    optimizer = dict(settings.pop("optimizer", None) or {})
+    for dest, name in FLAG_FIELDS.items():
+        if dest not in args:
+            continue
+        value = getattr(args, dest)
+        if name.startswith("optimizer."):
+            optimizer[name.removeprefix("optimizer.")] = value
+        else:
+            settings[name] = value
+    if optimizer:
+        settings["optimizer"] = optimizer
+    if "data_dir" not in settings:
+        raise ValueError("no sample set: give --data DIR (or data_dir in the --config file)")
+    return TrainConfig.from_dict(settings)
+
+
+def _read_config_file(path: str) -> dict:
+    try:
+        settings = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"config file {path}: {err.strerror or err}") from err
+    except json.JSONDecodeError as err:
+        raise ValueError(f"config file {path} is not valid JSON: {err}") from err
+    if not isinstance(settings, dict):
+        raise ValueError(f"config file {path} must hold a JSON object of TrainConfig fields")
+    try:  # the file's own mistakes are named as the file's
+        TrainConfig.from_dict({"data_dir": ".", **settings})
+    except ValueError as err:
+        raise ValueError(f"config file {path}: {err}") from err
+    return settings

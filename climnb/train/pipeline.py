@@ -339,12 +339,31 @@ def make_dataset(
     loader = BatchLoader(reader, cfg.batch_size, workers=cfg.workers, ahead=cfg.read_ahead)
     stop = start_epoch + epochs if epochs is not None else None
     plan = _Schedule(len(shard), cfg, stop)
+    read = _batch_reader(tf, reader, loader, plan, cfg)
+    last = _FOR_EVER if stop is None else stop
+    return _as_dataset(tf, read, reader, plan, range(start_epoch, last), cfg)
+
+
+_FOR_EVER = np.iinfo(np.int64).max  # the last epoch of a pipeline that repeats for ever
+
+
+def _batch_reader(tf, reader: SampleReader, loader: BatchLoader, plan: _Schedule, cfg):
+    """``read(e, b)``: batch ``b`` of epoch ``e`` as TensorFlow tensors ``[x, y, w]``, taken
+    over from the loader's shared memory without a copy, augmented as ``cfg`` asks; the
+    loader is closed after the last batch."""
+    width = reader.shape[1]
+    # a negated field in min-max units: -(x * span + lo) -> c - x with c = -2 lo / span
+    negate = {
+        k: float(-2.0 * reader.offset[k] * reader.scale[k])
+        for k, name in enumerate(reader.channels)
+        if name in MERIDIONAL
+    }
 
     def read(e, b):
         e, b = int(e), int(b)
         views = loader.get((e, b), plan.indices(e, b), plan.after(e, b))
         if cfg.augment in ("roll", "roll+mirror"):
-            shifts = roll_shifts(len(views[0]), w, seed=cfg.seed, epoch=e, batch=b)
+            shifts = roll_shifts(len(views[0]), width, seed=cfg.seed, epoch=e, batch=b)
             views = roll_batch(views, shifts)
         if cfg.augment in ("mirror", "roll+mirror"):
             flips = mirror_flags(len(views[0]), seed=cfg.seed, epoch=e, batch=b)
@@ -353,13 +372,12 @@ def make_dataset(
             loader.close()
         return [tf.experimental.dlpack.from_dlpack(v.__dlpack__()) for v in views]
 
+    return read
+
+
+def _as_dataset(tf, read, reader: SampleReader, plan: _Schedule, epochs: range, cfg):
+    """The ``tf.data.Dataset`` of ``epochs``' batches, each made by ``read(e, b)``."""
     (h, w), c = reader.shape, len(reader.index)
-    # a negated field in min-max units: -(x * span + lo) -> c - x with c = -2 lo / span
-    negate = {
-        k: float(-2.0 * reader.offset[k] * reader.scale[k])
-        for k, name in enumerate(reader.channels)
-        if name in MERIDIONAL
-    }
     y_type = tf.float32 if reader.soft else tf.int32
     y_shape = [None, h, w, reader.class_weights.size] if reader.soft else [None, h, w]
 
@@ -374,8 +392,7 @@ def make_dataset(
     def batches(e):
         return tf.data.Dataset.range(plan.n_batches).map(lambda b: (e, b))
 
-    last = stop if stop is not None else np.iinfo(np.int64).max
-    ds = tf.data.Dataset.range(start_epoch, last).flat_map(batches)
+    ds = tf.data.Dataset.range(epochs.start, epochs.stop).flat_map(batches)
     ds = ds.map(read_op)  # in order, one call at a time: the parallelism is in the readers
     ds = ds.prefetch(cfg.prefetch) if cfg.prefetch else ds
     options = tf.data.Options()
