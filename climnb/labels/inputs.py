@@ -8,7 +8,7 @@
   supports: the path a user's own file takes, with a truth to compare.
 
 Notebook 01 calls both; ``climnb label`` takes the same path through
-:func:`climnb.io.netcdf.open_dataset` and :func:`climnb.labels.label_dataset`.
+:func:`climnb.io.files.open_fields` and :func:`climnb.labels.label_dataset`.
 
 Examples
 --------
@@ -31,8 +31,8 @@ import xarray as xr
 
 from climnb.data.lookalike import dress
 from climnb.data.synthetic import make_dataset, read_events
+from climnb.io.files import open_fields
 from climnb.io.netcdf import normalize
-from climnb.io.netcdf import open_fields as open_dataset
 from climnb.labels.ar import ivt_magnitude
 from climnb.labels.config import LabelConfig
 from climnb.labels.dataset import compute, label_dataset, required_variables
@@ -53,7 +53,7 @@ def fields_to_label(
 
     Parameters
     ----------
-    input_path : NetCDF/Zarr/GRIB file(s) or a glob (:func:`climnb.io.netcdf.open_dataset`);
+    input_path : NetCDF/Zarr/GRIB file(s) or a glob (:func:`climnb.io.files.open_fields`);
         None: synthetic fields of :func:`climnb.data.synthetic.make_dataset`.
     config : what the labels need (:func:`~climnb.labels.dataset.required_variables`);
         default :class:`LabelConfig`.
@@ -69,7 +69,7 @@ def fields_to_label(
     if input_path is None:
         ds, events = make_dataset(n_time=n_time, n_lat=n_lat, n_lon=n_lon, seed=seed)
     else:
-        ds = open_dataset(input_path, required=required)
+        ds = open_fields(input_path, required=required)
         first = input_path if isinstance(input_path, (str, os.PathLike)) else input_path[0]
         events = read_events(first)
     return normalize(ds, required=required), events
@@ -120,7 +120,7 @@ def label_as_they_come(
         for source in sources:
             path = Path(folder) / f"{source}.nc"
             dress(fields, source).drop_vars("truth").to_netcdf(path)
-            with open_dataset(path, canonical=False) as raw:  # as it comes: names, units, grid
+            with open_fields(path, canonical=False) as raw:  # as it comes: names, units, grid
                 labels, _ = compute(*label_dataset(raw, grid="canonical"))
                 ivt = ivt_magnitude(dict(normalize(raw).data_vars)).isel(time=0).load()
             found.notes[source] = labels.attrs["notes"]
