@@ -44,14 +44,16 @@ from climnb.train.finetune import (
 from climnb.train.loop import train
 
 
-def pretrain(root: Path, n_time: int, epochs: int) -> Path:
+def pretrain(root: Path, n_time: int, epochs: int, labels: str = "teacher") -> Path:
+    """The network pretrained on ``n_time`` steps labelled by the teacher (or, for the
+    network's own ceiling, by the truth)."""
     ds, _ = make_dataset(n_time=n_time, seed=0)
-    labels, _ = compute(*label_dataset(ds, LabelConfig()))
-    ds["labels"] = labels
-    write_sample_set(ds, "labels", root / "samples", seed=0)
+    if labels == "teacher":
+        ds["truth"], _ = compute(*label_dataset(ds, LabelConfig()))
+    write_sample_set(ds, "truth", root / f"samples-{labels}", seed=0)
     config = TrainConfig(
-        data_dir=str(root / "samples"),
-        out_dir=str(root / "pretrained"),
+        data_dir=str(root / f"samples-{labels}"),
+        out_dir=str(root / ("pretrained" if labels == "teacher" else f"on-{labels}")),
         model_overrides=WORKFLOW["04"]["model_overrides"],
         epochs=epochs,
         batch_size=2,
@@ -73,6 +75,24 @@ def main(argv=None) -> None:
     p.add_argument("--freeze-blocks", type=int, default=0)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--heldout", type=int, default=64, help="held-out steps scored")
+    p.add_argument(
+        "--heldout-seed",
+        type=int,
+        default=1000,
+        help="generator seed of the scored steps (another, e.g. 1500, to choose settings on)",
+    )
+    p.add_argument(
+        "--tune-freq",
+        default="3h",
+        help="spacing of the truth-labelled steps (pandas alias; 1D: more distinct storms)",
+    )
+    p.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="also train the network as pretrained but on the truth: its own ceiling",
+    )
+    p.add_argument("--class-weighting", default="deepcam", help="of fine-tuning")
+    p.add_argument("--dice-weight", type=float, default=1.0, help="of fine-tuning")
     p.add_argument("--root", default=None, help="working folder (default: a temporary one)")
     p.add_argument("--parent", default=None, help="a pretrained bundle: no pretraining")
     args = p.parse_args(argv)
@@ -82,17 +102,24 @@ def main(argv=None) -> None:
         Path(args.parent) if args.parent else pretrain(root, args.samples, args.pretrain_epochs)
     )
     t_pre = time.perf_counter() - t0
-    ds, teacher = heldout_series(parent, n_time=args.heldout, seed=1000)
+    ds, teacher = heldout_series(parent, n_time=args.heldout, seed=args.heldout_seed)
     masks = {"heuristic teacher": teacher, "network before": predict(parent, ds).load()}
+    if args.ceiling:
+        on_truth = pretrain(root, args.samples, args.pretrain_epochs, labels="truth")
+        masks["network trained on the truth"] = predict(on_truth, ds).load()
     seconds = []
     for seed in args.seeds:
         t = time.perf_counter()
-        expert_stand_in(root / f"expert-{seed}", n_time=args.tune_steps, seed=2000 + seed)
+        expert_stand_in(
+            root / f"expert-{seed}", n_time=args.tune_steps, seed=2000 + seed, freq=args.tune_freq
+        )
         settings = FineTune(
             epochs=args.epochs,
             learning_rate=args.lr,
             freeze_blocks=args.freeze_blocks,
             seed=seed,
+            class_weighting=args.class_weighting,
+            dice_weight=args.dice_weight,
         )
         tuned = fine_tune(parent, root / f"expert-{seed}", root / f"tuned-{seed}", settings)
         seconds.append(time.perf_counter() - t)

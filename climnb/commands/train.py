@@ -165,6 +165,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         settings["optimizer"] = optimizer
     if "data_dir" not in settings:
         raise ValueError("no sample set: give --data DIR (or data_dir in the --config file)")
+    if "init_from" in settings:  # the parent's network unless one is named
+        from climnb.train.init_from import parent_architecture  # numpy, h5py: not for --help
+
+        settings = parent_architecture(settings)
     return TrainConfig.from_dict(settings)
 
 

@@ -59,6 +59,8 @@ class FineTune:
     seed : of the weights' shuffling and the split.
     validation : fraction of the expert steps kept for choosing the best epoch.
     warmup_steps : linear warm-up of the learning rate.
+    class_weighting : of the cross entropy (:class:`climnb.train.config.TrainConfig`).
+    dice_weight : of the soft-Dice term added to it.
     """
 
     epochs: int = 12
@@ -68,6 +70,8 @@ class FineTune:
     seed: int = 0
     validation: float = 0.25
     warmup_steps: int = 4
+    class_weighting: str = "deepcam"
+    dice_weight: float = 1.0
 
 
 def expert_stand_in(folder: PathLike, *, n_time: int = 16, seed: int = 2000, **grid) -> list[Path]:
@@ -113,7 +117,8 @@ def fine_tune(
         seed=settings.seed,
         resume=False,
         augment="roll",
-        class_weighting="deepcam",
+        class_weighting=settings.class_weighting,
+        dice_weight=settings.dice_weight,
         optimizer={"learning_rate": settings.learning_rate, "warmup_steps": settings.warmup_steps},
         read_workers=0,
     )
