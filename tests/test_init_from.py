@@ -10,9 +10,9 @@ import pytest
 from _training import TINY, toy_config, write_toy_samples
 
 from climnb.bundle import load_bundle, save_bundle
-from climnb.io.stats import read_stats
 from climnb.cli import main
 from climnb.commands.train import config_from_args
+from climnb.io.stats import read_stats
 from climnb.models import build_model
 from climnb.train.init_from import InitFromError, freeze_blocks, init_weights, open_parent
 from climnb.train.loop import train
