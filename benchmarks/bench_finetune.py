@@ -82,9 +82,10 @@ def main(argv=None) -> None:
         help="generator seed of the scored steps (another, e.g. 1500, to choose settings on)",
     )
     p.add_argument(
-        "--tune-freq",
-        default="3h",
-        help="spacing of the truth-labelled steps (pandas alias; 1D: more distinct storms)",
+        "--tune-every",
+        type=int,
+        default=1,
+        help="truth-labelled steps taken every so many steps of their series (more storms)",
     )
     p.add_argument(
         "--ceiling",
@@ -111,7 +112,7 @@ def main(argv=None) -> None:
     for seed in args.seeds:
         t = time.perf_counter()
         expert_stand_in(
-            root / f"expert-{seed}", n_time=args.tune_steps, seed=2000 + seed, freq=args.tune_freq
+            root / f"expert-{seed}", n_time=args.tune_steps, seed=2000 + seed, every=args.tune_every
         )
         settings = FineTune(
             epochs=args.epochs,

@@ -74,11 +74,17 @@ class FineTune:
     dice_weight: float = 1.0
 
 
-def expert_stand_in(folder: PathLike, *, n_time: int = 16, seed: int = 2000, **grid) -> list[Path]:
+def expert_stand_in(
+    folder: PathLike, *, n_time: int = 16, seed: int = 2000, every: int = 1, **grid
+) -> list[Path]:
     """``n_time`` synthetic steps (generator ``seed``, a series no other notebook uses)
     labelled with the generator's truth as labeller 0, in the ClimateNet layout: the stand-in
-    for a person's corrections."""
-    return write_expert_folder(folder, labellers=("truth",), n_time=n_time, seed=seed, **grid)
+    for a person's corrections. ``every``: take every so many steps of a series that long
+    (a person labels steps days apart, which hold more distinct storms than neighbours do)."""
+    skip = [(t, 0) for t in range(n_time * every) if t % every]
+    return write_expert_folder(
+        folder, labellers=("truth",), n_time=n_time * every, seed=seed, skip=skip, **grid
+    )
 
 
 def fine_tune(
