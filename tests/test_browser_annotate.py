@@ -87,6 +87,18 @@ def shots(tmp_path) -> Path:
     return shots_folder(tmp_path)
 
 
+@pytest.fixture(scope="module")
+def page(lab, browser):
+    """The labelling notebook opened and run; the map drawn: ``(browser, work folder)``."""
+    url, token, work = lab
+    browser.get(f"{url}/lab/tree/{NAME}?token={token}&reset")
+    poll(lambda: browser.execute_script(_JS_RUN_ALL), 120, "an idle kernel")
+    poll(lambda: browser.execute_script(_JS_DONE), 180, "the notebook to run", 0.5)
+    assert not browser.execute_script(_JS_ERRORS)
+    poll(lambda: _map(browser), 60, "the map")
+    return browser, work
+
+
 _JS_RUN_ALL = """
 const app = window.jupyterapp;
 if (!app || !app.shell.currentWidget || !app.shell.currentWidget.sessionContext) return false;
@@ -174,6 +186,21 @@ for (const el of hits) {
 return null;
 """
 
+# The step slider's track (noUiSlider's base, in Panel's shadow roots): its screen rectangle.
+_JS_SLIDER = """
+const visit = (el) => {
+  if (el.classList && el.classList.contains('noUi-base')) return el;
+  const kids = [...(el.shadowRoot ? el.shadowRoot.children : []), ...(el.children || [])];
+  for (const c of kids) { const f = visit(c); if (f) return f; }
+  return null;
+};
+const base = visit(document.body);
+if (!base) return null;
+base.scrollIntoView({block: 'center'});
+const r = base.getBoundingClientRect();
+return r.width > 0 ? [r.left, r.right, r.top + r.height / 2] : null;
+"""
+
 _JS_SELECT = """
 const value = arguments[0];
 const visit = (el) => {
@@ -236,17 +263,13 @@ def _empty_box(ds, lat_band, width=25.0):
     raise AssertionError("no empty box on the toy map")
 
 
-def test_draw_move_delete_reclass_save(lab, browser, shots):
+def test_draw_move_delete_reclass_save(page, shots):
     from climnb.data.synthetic import make_dataset
     from climnb.labels.expert import open_expert
     from climnb.viz.annotate import AR, TC, Outline, outlines_from_mask, rasterise
 
-    url, token, work = lab
-    browser.get(f"{url}/lab/tree/{NAME}?token={token}&reset")
-    poll(lambda: browser.execute_script(_JS_RUN_ALL), 120, "an idle kernel")
-    poll(lambda: browser.execute_script(_JS_DONE), 180, "the notebook to run", 0.5)
-    assert not browser.execute_script(_JS_ERRORS)
-    state = poll(lambda: _map(browser), 60, "the map")
+    browser, work = page
+    state = _map(browser)
     ds, _ = make_dataset(n_time=2, seed=11)
     proposals = outlines_from_mask(ds.truth.values[0], ds.lat.values, ds.lon.values)
     assert len(state["xs"]) == len(proposals)
@@ -320,3 +343,40 @@ def test_draw_move_delete_reclass_save(lab, browser, shots):
     gone = rasterise([storm], lat, lon) == TC
     assert (saved[gone] == 0).all(), "the deleted storm is still there"
     assert (saved == AR).sum() == (expected == AR).sum()
+
+
+def _outlines(state) -> list:
+    return sorted(zip(map(tuple, state["xs"]), map(tuple, state["ys"]), state["cls"], strict=True))
+
+
+def _slide(driver, end: str):
+    """A click at the ``end`` ("left" or "right") of the step slider's track (a tap)."""
+    left, right, y = poll(lambda: driver.execute_script(_JS_SLIDER), 10, "the step slider")
+    _click(driver, left + 3 if end == "left" else right - 3, y)
+
+
+def test_time_slider_carry_and_undo(page, shots):
+    """Step 2 by the slider: its own proposals; **carry** brings step 1's outlines (as edited),
+    **undo** takes them back; the slider back at step 1 shows its outlines as left."""
+    from climnb.data.synthetic import make_dataset
+    from climnb.viz.annotate import outlines_from_mask
+
+    browser, _ = page
+    ds, _ = make_dataset(n_time=2, seed=11)
+    second = outlines_from_mask(ds.truth.values[1], ds.lat.values, ds.lon.values)
+    first = _outlines(_map(browser))  # step 1 as the person left it
+    _slide(browser, "right")
+    poll(lambda: len(_map(browser)["xs"]) == len(second), 20, "step 2's proposals")
+    proposed = _outlines(_map(browser))
+    assert proposed != first
+    browser.save_screenshot(str(shots / "annotate-step2-before-carry.png"))
+
+    _button(browser, "carry")
+    poll(lambda: _outlines(_map(browser)) == first, 20, "step 1's outlines carried")
+    browser.save_screenshot(str(shots / "annotate-step2-carried.png"))
+
+    _button(browser, "undo")
+    poll(lambda: _outlines(_map(browser)) == proposed, 20, "the carry undone")
+
+    _slide(browser, "left")
+    poll(lambda: _outlines(_map(browser)) == first, 20, "step 1 as it was left")
