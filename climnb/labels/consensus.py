@@ -1,5 +1,8 @@
-"""One consensus of several labellers' ``LABELS`` (time, labeller, lat, lon): the majority, the
-union, or the per-class mean (a soft target); missing labellers (:data:`MISSING`) left out."""
+"""One consensus of several labellers' ``LABELS``: the majority, the union, or the per-class mean.
+
+``LABELS`` is (time, labeller, lat, lon), as :func:`climnb.labels.expert.open_expert` reads it;
+missing labellers (:data:`climnb.labels.layout.MISSING`) are left out; the mean is a soft
+target."""
 
 from __future__ import annotations
 

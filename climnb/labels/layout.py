@@ -1,6 +1,7 @@
-"""The ClimateNet layout's file names: one NetCDF file per labelled step and labeller,
-``data-YYYY-MM-DD-HH-1_N.nc`` (``N``: the labeller), and the ``LABELS`` value of a labeller
-who did not label a step."""
+"""The ClimateNet layout's file names (``data-YYYY-MM-DD-HH-1_N.nc``), its missing labeller.
+
+One NetCDF file per labelled step and labeller (``N``: the labeller); :data:`MISSING` is the
+``LABELS`` value of a labeller who did not label a step."""
 
 from __future__ import annotations
 

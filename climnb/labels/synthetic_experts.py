@@ -1,6 +1,7 @@
-"""A synthetic ClimateNet folder: steps of :func:`climnb.data.synthetic.make_dataset`
-labelled by several labellers that depart from the truth in known ways (:data:`STYLES`), for
-tests, docstrings and notebooks.
+"""A synthetic ClimateNet folder: labellers who depart from the truth in known ways.
+
+Steps of :func:`climnb.data.synthetic.make_dataset`, each labelled by the labellers of
+:data:`STYLES`, for tests, docstrings and notebooks.
 
 >>> import tempfile
 >>> paths = write_expert_folder(tempfile.mkdtemp(), n_time=1, labellers=("truth", "dilate"))
