@@ -145,6 +145,13 @@ def main(argv=None) -> None:
         "steps against the truth (IoU, 5-95 % bootstrap over steps):"
     )
     print(table)
+    truth = ds.truth.values == 1
+    for name, mask in masks.items():  # where storm IoU is lost: edge points left out or added
+        found = mask.sel(time=ds.time).values == 1
+        print(
+            f"storm points of {name}: {int((truth & ~found).sum())} missed, "
+            f"{int((found & ~truth).sum())} added, of {int(truth.sum())}"
+        )
     after = table[table.index.str.startswith("network after")]
     for k in ("TC", "AR"):
         worst = after[k].min()
