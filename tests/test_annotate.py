@@ -65,12 +65,16 @@ def test_a_drawn_polygon_fills_the_points_inside(grid):
     ],
     ids=["self-intersecting", "dateline", "beyond the pole", "between points", "two vertices"],
 )
-def test_bad_outlines_are_one_line_naming_them(grid, lon, lat, said):
+def test_bad_outlines_are_one_line_naming_them(toy, grid, tmp_path, lon, lat, said):
     good = Outline.make([0, 20, 20, 0], [0, 0, 10, 10], AR)
     with pytest.raises(AnnotateError) as err:
         rasterise([good, Outline.make(lon, lat, TC)], *grid)
     assert said in str(err.value) and "outline 1" in str(err.value)
     assert "\n" not in str(err.value)
+    step, out = toy[0].isel(time=[0]), tmp_path / "expert"
+    with pytest.raises(AnnotateError, match="outline 1"):  # saved: nothing written
+        save_step(out, step, [good, Outline.make(lon, lat, TC)], labeller=0, name="ana")
+    assert not out.exists()
 
 
 def test_saved_in_the_climatenet_layout_and_read_as_a_labeller(toy, tmp_path):

@@ -14,9 +14,13 @@ The saved file must hold ``LABELS`` equal to the outlines rasterised (the propos
 polygon as drawn and moved, of its new class), the deleted event must be gone, and the file
 must reopen as the labeller's (:func:`climnb.labels.expert.open_expert`).
 
-``CLIMNB_BROWSER_SHOTS=folder`` keeps screenshots there (before and after the edits); else the
-test's temporary folder. Without Chromium, chromedriver or Selenium the test is skipped with
-the reason printed.
+Before that, on the same page: the step slider dragged to step 2 shows its own proposals;
+**carry** replaces them with step 1's outlines, **undo** brings them back, and the slider
+dragged back shows step 1 as it was left.
+
+``CLIMNB_BROWSER_SHOTS=folder`` keeps screenshots there (before and after the edits, step 2
+before and after the carry); else the test's temporary folder. Without Chromium, chromedriver
+or Selenium the test is skipped with the reason printed.
 """
 
 from __future__ import annotations
@@ -85,6 +89,18 @@ def browser(lab, tmp_path_factory):
 @pytest.fixture
 def shots(tmp_path) -> Path:
     return shots_folder(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def page(lab, browser):
+    """The labelling notebook opened and run; the map drawn: ``(browser, work folder)``."""
+    url, token, work = lab
+    browser.get(f"{url}/lab/tree/{NAME}?token={token}&reset")
+    poll(lambda: browser.execute_script(_JS_RUN_ALL), 120, "an idle kernel")
+    poll(lambda: browser.execute_script(_JS_DONE), 180, "the notebook to run", 0.5)
+    assert not browser.execute_script(_JS_ERRORS)
+    poll(lambda: _map(browser), 60, "the map")
+    return browser, work
 
 
 _JS_RUN_ALL = """
@@ -174,6 +190,34 @@ for (const el of hits) {
 return null;
 """
 
+# The step slider's track (noUiSlider's base, in Panel's shadow roots): its screen rectangle.
+_JS_SLIDER = """
+const visit = (el) => {
+  if (el.classList && el.classList.contains('noUi-base')) return el;
+  const kids = [...(el.shadowRoot ? el.shadowRoot.children : []), ...(el.children || [])];
+  for (const c of kids) { const f = visit(c); if (f) return f; }
+  return null;
+};
+const base = visit(document.body);
+if (!base) return null;
+base.scrollIntoView({block: 'center'});
+const r = base.getBoundingClientRect();
+const h = base.querySelector('.noUi-handle').getBoundingClientRect();
+return r.width > 0 ? [r.left, r.right, r.top + r.height / 2, h.left + h.width / 2] : null;
+"""
+
+# The Bokeh slider models of the page: (type, id, value, start, end).
+_JS_SLIDERS = """
+const out = [];
+for (const view of Object.values(Bokeh.index)) {
+  if (!view.el || !view.el.isConnected || !view.model.document) continue;
+  for (const m of view.model.document.all_models) {
+    if (String(m.type).includes('Slider')) out.push([m.type, m.id, m.value, m.start, m.end]);
+  }
+}
+return out;
+"""
+
 _JS_SELECT = """
 const value = arguments[0];
 const visit = (el) => {
@@ -236,17 +280,84 @@ def _empty_box(ds, lat_band, width=25.0):
     raise AssertionError("no empty box on the toy map")
 
 
-def test_draw_move_delete_reclass_save(lab, browser, shots):
+def _outlines(state) -> list:
+    return sorted(zip(map(tuple, state["xs"]), map(tuple, state["ys"]), state["cls"], strict=True))
+
+
+def _wait(fn, timeout) -> bool:
+    """Whether ``fn()`` became true within ``timeout`` seconds."""
+    try:
+        poll(fn, timeout, "")
+    except AssertionError:
+        return False
+    return True
+
+
+def _slide(driver, end: str, shown, what: str) -> None:
+    """Drag the step slider's handle to the ``end`` ("left" or "right") of its track until
+    ``shown()`` (a drag while the view is still being redrawn can be lost: dragged again)."""
+
+    def dragged():
+        if shown():
+            return True
+        left, right, y, at = poll(lambda: driver.execute_script(_JS_SLIDER), 10, "the slider")
+        to = left + 1 if end == "left" else right - 1
+        path = [("move", at + (to - at) * k / 6, y) for k in range(1, 7)]
+        _pointer(driver, [("move", at, y), ("down",), *path, ("up",), ("pause", 0.3)])
+        return _wait(shown, 5)
+
+    try:
+        poll(dragged, 30, what, interval=0)
+    except AssertionError as err:  # where the slider stands in the page
+        said = driver.execute_script(_JS_SLIDERS)
+        raise AssertionError(f"{err}; sliders (type, id, value, start, end): {said}") from None
+
+
+def _select(driver, where, what: str) -> None:
+    """Click the outline at ``where`` (lon, lat) until it is selected (a click while the view is
+    being redrawn is lost; clicks seconds apart, never a double tap)."""
+
+    def selected():
+        if not _map(driver)["selected"]:
+            _click(driver, *_map(driver, [where])["points"][0])
+            _wait(lambda: _map(driver)["selected"], 2)
+        return _map(driver)["selected"]
+
+    poll(selected, 20, what, interval=0)
+
+
+def test_time_slider_carry_and_undo(page, shots):
+    """Step 2 by the slider: its own proposals; **carry** brings step 1's outlines (as edited),
+    **undo** takes them back; the slider back at step 1 shows its outlines as left."""
+    from climnb.data.synthetic import make_dataset
+    from climnb.viz.annotate import outlines_from_mask
+
+    browser, _ = page
+    ds, _ = make_dataset(n_time=2, seed=11)
+    second = outlines_from_mask(ds.truth.values[1], ds.lat.values, ds.lon.values)
+    first = _outlines(_map(browser))  # step 1 as the person left it
+    _slide(browser, "right", lambda: _outlines(_map(browser)) != first, "step 2 shown")
+    proposed = _outlines(_map(browser))
+    assert len(proposed) == len(second)  # its own proposals
+    browser.save_screenshot(str(shots / "annotate-step2-before-carry.png"))
+
+    _button(browser, "carry")
+    poll(lambda: _outlines(_map(browser)) == first, 20, "step 1's outlines carried")
+    browser.save_screenshot(str(shots / "annotate-step2-carried.png"))
+
+    _button(browser, "undo")
+    poll(lambda: _outlines(_map(browser)) == proposed, 20, "the carry undone")
+
+    _slide(browser, "left", lambda: _outlines(_map(browser)) == first, "step 1 as it was left")
+
+
+def test_draw_move_delete_reclass_save(page, shots):
     from climnb.data.synthetic import make_dataset
     from climnb.labels.expert import open_expert
     from climnb.viz.annotate import AR, TC, Outline, outlines_from_mask, rasterise
 
-    url, token, work = lab
-    browser.get(f"{url}/lab/tree/{NAME}?token={token}&reset")
-    poll(lambda: browser.execute_script(_JS_RUN_ALL), 120, "an idle kernel")
-    poll(lambda: browser.execute_script(_JS_DONE), 180, "the notebook to run", 0.5)
-    assert not browser.execute_script(_JS_ERRORS)
-    state = poll(lambda: _map(browser), 60, "the map")
+    browser, work = page
+    state = _map(browser)
     ds, _ = make_dataset(n_time=2, seed=11)
     proposals = outlines_from_mask(ds.truth.values[0], ds.lat.values, ds.lon.values)
     assert len(state["xs"]) == len(proposals)
@@ -257,8 +368,7 @@ def test_draw_move_delete_reclass_save(lab, browser, shots):
     storm = min((o for o in proposals if o.cls == TC), key=lambda o: o.area)
     centre = [float(np.mean(storm.lon)), float(np.mean(storm.lat))]
     browser.execute_script(_JS_TOOL, "PolyDrawTool")
-    _click(browser, *_map(browser, [centre])["points"][0])
-    poll(lambda: _map(browser)["selected"], 10, "the storm selected")
+    _select(browser, centre, "the storm selected")
     _button(browser, "delete")
     poll(lambda: len(_map(browser)["xs"]) == len(proposals) - 1, 20, "the storm deleted")
 
@@ -293,8 +403,7 @@ def test_draw_move_delete_reclass_save(lab, browser, shots):
     Select(select).select_by_visible_text("storm")
     time.sleep(1.5)  # the view redraws with the drawing pulled
     browser.execute_script(_JS_TOOL, "PolyDrawTool")
-    _click(browser, *_map(browser, [inside])["points"][0])
-    poll(lambda: _map(browser)["selected"], 10, "the drawn outline selected")
+    _select(browser, inside, "the drawn outline selected")
     _button(browser, "set-class")
     time.sleep(1.0)
     _map(browser)  # the map in view

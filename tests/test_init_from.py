@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from _training import TINY, toy_config, write_toy_samples
 
-from climnb.bundle import load_bundle
+from climnb.bundle import load_bundle, save_bundle
 from climnb.cli import main
+from climnb.commands.train import config_from_args
+from climnb.io.stats import read_stats
 from climnb.models import build_model
 from climnb.train.init_from import InitFromError, freeze_blocks, init_weights, open_parent
 from climnb.train.loop import train
@@ -138,3 +141,46 @@ def test_freeze_blocks_needs_init_from(other_grid, tmp_path, capsys):
     ]
     assert main(argv) != 0
     assert "give init_from" in capsys.readouterr().err
+
+
+def _bundle_of(folder, stats, model, preset, overrides) -> Path:
+    """An untrained ``model`` network saved as a bundle for the sample set's channels."""
+    net = build_model(model, (128, 192, len(stats.channels)), preset=preset, **overrides)
+    return save_bundle(
+        net,
+        folder,
+        channels=stats.channels,
+        minval=stats.minval,
+        maxval=stats.maxval,
+        name=model,
+        preset=preset,
+        overrides=overrides,
+    )
+
+
+def test_cli_fine_tune_builds_the_parents_preset(other_grid, tmp_path, capsys):
+    stats = read_stats(other_grid / "stats.h5")
+    parent = _bundle_of(tmp_path / "parent", stats, "tiramisu", "small", TINY)
+    out = tmp_path / "tuned"
+    config = tmp_path / "c.json"
+    config.write_text('{"split_method": "random", "max_steps": 1, "threads": 1}')
+    argv = ["train", "--data", str(other_grid), "--init-from", str(parent), "--config", str(config)]
+    assert main([*argv, "--out", str(out)]) == 0  # no --preset: the parent's
+    bundle = load_bundle(out / "model")
+    assert (bundle.name, bundle.preset, bundle.overrides) == ("tiramisu", "small", TINY)
+    assert main([*argv, "--out", str(tmp_path / "x"), "--preset", "toy"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "the parent is tiramisu preset 'small', this run asks for 'toy'" in err[-1]
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_fine_tune_takes_the_parents_model(other_grid, tmp_path, capsys):
+    stats = read_stats(other_grid / "stats.h5")
+    parent = _bundle_of(tmp_path / "parent", stats, "deeplab", "toy", {})
+    args = Namespace(data=str(other_grid), init_from=str(parent))  # no --model: the parent's
+    assert config_from_args(args).model == "deeplab"
+    argv = ["train", "--data", str(other_grid), "--init-from", str(parent)]
+    assert main([*argv, "--out", str(tmp_path / "x"), "--model", "tiramisu"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "the parent is a deeplab network, this run trains a tiramisu" in err[-1]
+    assert not (tmp_path / "x").exists()

@@ -122,6 +122,7 @@ def test_notebook_executes(notebook, workdir, tmp_path, request):
         check_expert_scores(text)
     if notebook.name.startswith("07"):  # a correction saved, the scores before and after
         assert "data-2000-01-01-00-1_0.nc" in text and "network after (fine-tuned)" in text
+        assert "labeller 0" in text and "labeller 1" in text  # the agreement of two labellers
     if notebook.name.startswith("02"):  # staged from 01's labels onto two simulated nodes
         assert "each file read at most 1x" in text
         assert all((workdir / "data/toy" / f"node{n}").is_dir() for n in (0, 1))

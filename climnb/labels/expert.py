@@ -1,4 +1,4 @@
-"""Expert labels in the ClimateNet layout: reading, consensus, and a synthetic factory.
+"""Expert labels in the ClimateNet layout: reading them, and the samples they make.
 
 ClimateNet (Prabhat et al. 2021, GMD 14, 107) ships one NetCDF file per labelled time step and
 labeller, named ``data-YYYY-MM-DD-HH-1_N.nc`` (``N``: the labeller). Each file has a time
@@ -9,14 +9,15 @@ dimension of length 1, the 16 CAM5 channels and an integer ``LABELS(lat, lon)`` 
   ``LABELS`` is (time, labeller, lat, lon). The time step and the labeller come from the file
   name. A step that fewer labellers labelled holds :data:`MISSING` (-1) for the others.
 * :func:`majority`, :func:`union` and :func:`soft` (the per-class mean) make one consensus of
-  the labellers, with missing labellers left out; :func:`consensus` picks one by name.
+  the labellers, with missing labellers left out; :func:`consensus` picks one by name
+  (:mod:`climnb.labels.consensus`; the file names are :mod:`climnb.labels.layout`'s).
 * :func:`expert_samples` turns the labellers of each step into the samples of a sample set,
   as :data:`LABELLERS` says: one per labeller (``each``), or one consensus (``majority``,
   ``union``, or ``mean``: a soft target); :func:`write_expert_set` writes them as a split
   sample set (what ``climnb samples`` does with such a folder).
-* :func:`write_expert_folder` writes such a folder from :func:`climnb.data.synthetic.make_dataset`,
-  with labellers that differ from the truth in known ways (:data:`STYLES`), for tests,
-  docstrings and notebooks.
+* :func:`write_expert_folder` (:mod:`climnb.labels.synthetic_experts`) writes such a folder
+  from :func:`climnb.data.synthetic.make_dataset`, with labellers that differ from the truth
+  in known ways (:data:`STYLES`), for tests, docstrings and notebooks.
 
 Examples
 --------
@@ -35,7 +36,6 @@ Examples
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,15 +43,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import ndimage
 
-from climnb.data.synthetic import make_dataset
-from climnb.io.atomic import atomic_path
 from climnb.io.channels import CHANNEL_NAMES, CLASS_NAMES
 from climnb.io.samples import SampleError, sample_name
 from climnb.io.sampleset import SampleSet, write_sample_set
-from climnb.labels.components import label_components
+from climnb.labels.consensus import consensus, majority, soft, union
+from climnb.labels.layout import MISSING, NAME_PATTERN, expert_name, parse_name
 from climnb.labels.schema import CONSENSUS
+from climnb.labels.synthetic_experts import STYLES, write_expert_folder
 
 __all__ = [
     "CONSENSUS",
@@ -74,41 +73,9 @@ __all__ = [
     "write_expert_set",
 ]
 
-#: Value of ``LABELS`` where a labeller did not label a step.
-MISSING = -1
-
-
-_NAME = re.compile(r"data-(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d+)_(\d+)\.nc$")
 _N_CLASSES = len(CLASS_NAMES)
 
 PathLike = str | os.PathLike
-
-
-def parse_name(path: PathLike) -> tuple[pd.Timestamp, int]:
-    """The time step and the labeller of a ClimateNet file name ``data-YYYY-MM-DD-HH-1_N.nc``.
-
-    >>> parse_name("x/data-2011-06-01-03-1_2.nc")
-    (Timestamp('2011-06-01 03:00:00'), 2)
-    """
-    m = _NAME.search(Path(path).name)
-    if not m:
-        raise ValueError(
-            f"{path}: not a ClimateNet file name (data-YYYY-MM-DD-HH-1_N.nc, N the labeller)"
-        )
-    year, month, day, hour, _, labeller = (int(g) for g in m.groups())
-    try:
-        return pd.Timestamp(year, month, day, hour), labeller
-    except ValueError as err:
-        raise ValueError(f"{path}: no such date in the file name ({err})") from None
-
-
-def expert_name(time, labeller: int) -> str:
-    """The ClimateNet file name of ``time`` and ``labeller`` (the inverse of :func:`parse_name`).
-
-    >>> expert_name("2011-06-01T03", 2)
-    'data-2011-06-01-03-1_2.nc'
-    """
-    return f"data-{pd.Timestamp(time):%Y-%m-%d-%H}-1_{int(labeller)}.nc"
 
 
 def _expand(paths: PathLike | Sequence[PathLike]) -> list[Path]:
@@ -300,70 +267,6 @@ def _assemble(labels, times, labellers, grid, fields, file_names, names) -> xr.D
 
 
 # ---------------------------------------------------------------------------------------------
-# Consensus of the labellers
-# ---------------------------------------------------------------------------------------------
-
-
-def _votes(labels: xr.DataArray) -> xr.DataArray:
-    """Votes per class (class, time, lat, lon): how many labellers gave each pixel that class."""
-    per_class = [(labels == c).sum("labeller") for c in range(_N_CLASSES)]
-    return xr.concat(per_class, dim=xr.DataArray(np.arange(_N_CLASSES), dims="class_id"))
-
-
-def majority(labels: xr.DataArray) -> xr.DataArray:
-    """The class most labellers gave each pixel; a tie goes to the lower class id.
-
-    Background (0) therefore wins every tie it is part of: two labellers who disagree on a
-    pixel leave it background, unless one says storm and the other river (then storm, as a
-    storm wins over a river in the truth too). Missing labellers do not vote.
-
-    >>> da = xr.DataArray([[[[1, 1]], [[1, 0]], [[0, 0]]]], dims=("time", "labeller", "lat", "lon"))
-    >>> majority(da).values.tolist()
-    [[[1, 0]]]
-    """
-    out = _votes(labels).argmax("class_id").astype(np.uint8)
-    return out.rename("LABELS").assign_attrs(consensus="majority")
-
-
-def union(labels: xr.DataArray) -> xr.DataArray:
-    """A pixel is a storm if any labeller says so, else a river if any says so, else 0.
-
-    >>> da = xr.DataArray([[[[2, 0]], [[1, 0]]]], dims=("time", "labeller", "lat", "lon"))
-    >>> union(da).values.tolist()
-    [[[1, 0]]]
-    """
-    tc, ar = (labels == 1).any("labeller"), (labels == 2).any("labeller")
-    out = xr.where(tc, 1, xr.where(ar, 2, 0)).astype(np.uint8)
-    return out.rename("LABELS").assign_attrs(consensus="union")
-
-
-def soft(labels: xr.DataArray) -> xr.DataArray:
-    """Per-class mean of the labellers: the share of them that gave each pixel each class.
-
-    Returns float32 (time, class_id, lat, lon) that sums to 1 over ``class_id`` (a soft target).
-
-    >>> da = xr.DataArray([[[[1]], [[0]], [[-1]]]], dims=("time", "labeller", "lat", "lon"))
-    >>> soft(da).values.ravel().tolist()
-    [0.5, 0.5, 0.0]
-    """
-    votes = _votes(labels)
-    present = (labels != MISSING).sum("labeller")
-    share = (votes / present.where(present > 0)).fillna(0.0).astype(np.float32)
-    share = share.transpose("time", "class_id", ...).assign_coords(
-        class_name=("class_id", list(CLASS_NAMES))
-    )
-    return share.rename("LABELS").assign_attrs(consensus="mean")
-
-
-def consensus(labels: xr.DataArray, how: str = "majority") -> xr.DataArray:
-    """One of :data:`CONSENSUS`: ``majority``, ``union`` or ``mean`` (:func:`soft`)."""
-    rules = {"majority": majority, "union": union, "mean": soft}
-    if how not in rules:
-        raise ValueError(f"consensus must be one of {', '.join(CONSENSUS)}, got {how!r}")
-    return rules[how](labels)
-
-
-# ---------------------------------------------------------------------------------------------
 # Samples for training
 # ---------------------------------------------------------------------------------------------
 
@@ -452,7 +355,7 @@ def expert_samples(
 def in_layout(files: Sequence[PathLike], *, option: str = "--input") -> bool:
     """Whether ``files`` are ClimateNet files (``data-YYYY-MM-DD-HH-1_N.nc``): all (True) or
     none (False); a mix is refused naming one of each."""
-    ours = [_NAME.search(Path(f).name) is not None for f in files]
+    ours = [NAME_PATTERN.search(Path(f).name) is not None for f in files]
     if all(ours):
         return bool(ours)
     if any(ours):
@@ -526,94 +429,3 @@ def write_expert_set(
 
 def _where(paths) -> str:
     return str(paths) if isinstance(paths, (str, os.PathLike)) else ", ".join(map(str, paths))
-
-
-# ---------------------------------------------------------------------------------------------
-# A synthetic ClimateNet folder
-# ---------------------------------------------------------------------------------------------
-
-
-def _dilate(truth: np.ndarray, pixels: int = 1) -> np.ndarray:
-    """Grow every class by ``pixels`` (periodic in longitude); storms win over rivers."""
-    out = truth.copy()
-    pad = pixels
-    for c in (2, 1):
-        mask = np.pad(truth == c, ((0, 0), (pad, pad)), mode="wrap")
-        grown = ndimage.binary_dilation(mask, iterations=pixels)[:, pad:-pad]
-        out[grown] = c
-    return out
-
-
-def _miss_small(truth: np.ndarray) -> np.ndarray:
-    """Leave out the storms smaller than the mean storm of the step (never the largest)."""
-    out = truth.copy()
-    comps, n = label_components(truth == 1)
-    if n:
-        sizes = np.bincount(comps.ravel(), minlength=n + 1)[1:]
-        small = np.flatnonzero(sizes < sizes.mean()) + 1
-        out[np.isin(comps, small)] = 0
-    return out
-
-
-def _rivers_only(truth: np.ndarray) -> np.ndarray:
-    """Label the rivers but no storms (a labeller who skips the storm class)."""
-    return np.where(truth == 1, 0, truth).astype(truth.dtype)
-
-
-#: How each synthetic labeller departs from the truth, by name.
-STYLES = {
-    "truth": lambda t: t.copy(),
-    "dilate": _dilate,
-    "miss_small": _miss_small,
-    "rivers_only": _rivers_only,
-}
-
-
-def write_expert_folder(
-    folder: PathLike,
-    *,
-    labellers: Sequence[str] = ("truth", "dilate", "miss_small"),
-    skip: Sequence[tuple[int, int]] = (),
-    **kwargs,
-) -> list[Path]:
-    """Write a ClimateNet-layout folder of synthetic steps labelled by several labellers.
-
-    Parameters
-    ----------
-    folder : where to write ``data-YYYY-MM-DD-HH-1_N.nc`` (created if missing).
-    labellers : the style (:data:`STYLES`) of labeller ``N = 0, 1, ...``: ``truth`` copies the
-        generator's truth, ``dilate`` grows both classes by one pixel (storms over rivers),
-        ``miss_small`` leaves out the storms smaller than the step's mean storm,
-        ``rivers_only`` labels no storms. With the default three, the majority is the truth
-        and the union is the ``dilate`` labeller's mask.
-    skip : ``(time index, labeller)`` pairs not written, for steps fewer labellers labelled.
-    kwargs : passed to :func:`climnb.data.synthetic.make_dataset` (``n_time``, ``seed``, sizes...).
-
-    Returns
-    -------
-    list of Path
-        The files written, sorted by time then labeller. The fields and the truth are those of
-        ``make_dataset(**kwargs)``.
-    """
-    unknown = [s for s in labellers if s not in STYLES]
-    if unknown:
-        raise ValueError(f"unknown labeller style(s) {unknown}; known: {', '.join(STYLES)}")
-    ds, _ = make_dataset(**kwargs)
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    skip = {(int(t), int(n)) for t, n in skip}
-    paths = []
-    for t in range(ds.sizes["time"]):
-        step = ds.isel(time=[t])
-        truth = step.truth.values[0]
-        for n, style in enumerate(labellers):
-            if (t, n) in skip:
-                continue
-            path = folder / expert_name(step.time.values[0], n)
-            one = step[list(CHANNEL_NAMES)]
-            one["LABELS"] = (("lat", "lon"), STYLES[style](truth).astype(np.int32))
-            one.attrs = {"labeller": n, "style": style, "source": "climnb.labels.expert"}
-            with atomic_path(path) as tmp:
-                one.to_netcdf(tmp)
-            paths.append(path)
-    return paths

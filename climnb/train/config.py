@@ -164,8 +164,9 @@ class TrainConfig:
         (:class:`climnb.train.pipeline.PipelineConfig`); validation is never augmented.
         ``None``: off.
     init_from : start from a trained network's weights (fine-tuning): a model bundle or the
-        run folder holding one (``RUN/model``). Its model and preset must be the run's; its
-        model overrides are taken when ``model_overrides`` is empty; the run's channels may be
+        run folder holding one (``RUN/model``). Its model and preset must be the run's
+        (``climnb train --init-from`` without ``--model``/``--preset`` takes the parent's:
+        :func:`climnb.train.init_from.parent_architecture`); its model overrides are taken when ``model_overrides`` is empty; the run's channels may be
         any subset of its channels, in any order (mapped by name), on any grid size; the
         channels are normalised as in the parent's training; the new bundle records the parent
         (:mod:`climnb.train.init_from`). A checkpoint in ``out_dir`` still wins (resume).
@@ -461,6 +462,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         settings["optimizer"] = optimizer
     if "data_dir" not in settings:
         raise ValueError("no sample set: give --data DIR (or data_dir in the --config file)")
+    if "init_from" in settings:  # the parent's network unless one is named
+        from climnb.train.init_from import parent_architecture  # numpy, h5py: not for --help
+
+        settings = parent_architecture(settings)
     return TrainConfig.from_dict(settings)
 
 

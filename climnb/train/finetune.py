@@ -59,6 +59,8 @@ class FineTune:
     seed : of the weights' shuffling and the split.
     validation : fraction of the expert steps kept for choosing the best epoch.
     warmup_steps : linear warm-up of the learning rate.
+    class_weighting : of the cross entropy (:class:`climnb.train.config.TrainConfig`).
+    dice_weight : of the soft-Dice term added to it.
     """
 
     epochs: int = 12
@@ -68,13 +70,21 @@ class FineTune:
     seed: int = 0
     validation: float = 0.25
     warmup_steps: int = 4
+    class_weighting: str = "deepcam"
+    dice_weight: float = 1.0
 
 
-def expert_stand_in(folder: PathLike, *, n_time: int = 16, seed: int = 2000, **grid) -> list[Path]:
+def expert_stand_in(
+    folder: PathLike, *, n_time: int = 16, seed: int = 2000, every: int = 1, **grid
+) -> list[Path]:
     """``n_time`` synthetic steps (generator ``seed``, a series no other notebook uses)
     labelled with the generator's truth as labeller 0, in the ClimateNet layout: the stand-in
-    for a person's corrections."""
-    return write_expert_folder(folder, labellers=("truth",), n_time=n_time, seed=seed, **grid)
+    for a person's corrections. ``every``: take every so many steps of a series that long
+    (a person labels steps days apart, which hold more distinct storms than neighbours do)."""
+    skip = [(t, 0) for t in range(n_time * every) if t % every]
+    return write_expert_folder(
+        folder, labellers=("truth",), n_time=n_time * every, seed=seed, skip=skip, **grid
+    )
 
 
 def fine_tune(
@@ -113,7 +123,8 @@ def fine_tune(
         seed=settings.seed,
         resume=False,
         augment="roll",
-        class_weighting="deepcam",
+        class_weighting=settings.class_weighting,
+        dice_weight=settings.dice_weight,
         optimizer={"learning_rate": settings.learning_rate, "warmup_steps": settings.warmup_steps},
         read_workers=0,
     )

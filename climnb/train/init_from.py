@@ -3,8 +3,9 @@
 The parent is a model bundle (:mod:`climnb.bundle`) or the run folder holding one
 (``RUN/model``), as ``climnb predict --model`` takes. The new run
 
-* builds the parent's architecture (its name and preset must be the run's; the parent's model
-  overrides are taken when the run gives none) for the new grid size: the networks are fully
+* builds the parent's architecture for the new grid size: its model and preset where the run
+  names none (:func:`parent_architecture`), its model overrides where the run gives none; a run
+  that names another model or preset is refused, naming both. The networks are fully
   convolutional, so the weights fit any multiple of the stride;
 * takes every weight of the parent by layer name; the layers that read the input fields (the
   first convolution, DeepLab's input skip) get the parent's kernels of the run's channels,
@@ -42,6 +43,7 @@ __all__ = [
     "InitFromError",
     "Parent",
     "open_parent",
+    "parent_architecture",
     "check_parent",
     "inherit",
     "parent_stats",
@@ -103,6 +105,19 @@ def open_parent(path: PathLike) -> Parent:
     for f in sorted(q for q in p.iterdir() if q.is_file()):
         digest.update(f"{f.name} {sha256_file(f)}\n".encode())
     return Parent(bundle, digest.hexdigest(), str(path))
+
+
+def parent_architecture(settings: dict) -> dict:
+    """``settings`` (:class:`climnb.train.config.TrainConfig` fields, as typed) with the
+    parent's ``model`` and ``preset`` where they name none: a fine-tune builds its parent's
+    network unless told otherwise (a different one is then refused by :func:`check_parent`).
+
+    Without ``init_from``, or with both named, ``settings`` come back as given.
+    """
+    if not settings.get("init_from") or {"model", "preset"} <= settings.keys():
+        return settings
+    b = open_parent(settings["init_from"]).bundle
+    return {"model": b.name, "preset": b.preset, **settings}
 
 
 def _canonical(name: str) -> str:
