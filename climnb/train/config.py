@@ -168,7 +168,8 @@ class TrainConfig:
         (``climnb train --init-from`` without ``--model``/``--preset`` takes the parent's:
         :func:`climnb.train.init_from.parent_architecture`); its model overrides are taken
         when ``model_overrides`` is empty; the run's channels may be any subset of its
-        channels, in any order (mapped by name), on any grid size; the channels are normalised as in the parent's training; the new bundle records the parent
+        channels, in any order (mapped by name), on any grid size; the channels are normalised
+        as in the parent's training; the new bundle records the parent
         (:mod:`climnb.train.init_from`). A checkpoint in ``out_dir`` still wins (resume).
     freeze_blocks : with ``init_from``, keep the parent's weights of the first blocks of the
         encoder fixed (a block ends at a downsampling); 0: train all.
