@@ -192,3 +192,25 @@ def test_rivers_over_the_transport_and_storms_over_pressure(toy, tmp_path, field
     ann = Annotator(ds.isel(time=[0]), {"teacher": ds.truth}, tmp_path, name="ana", field=field)
     image = ann.element()[0].values()[0]
     assert image.vdims[0].name == field and np.isfinite(image.dimension_values(2)).all()
+
+
+def test_outlines_are_drawn_in_their_class_colour(toy, tmp_path):
+    """Storms' edges red, rivers' blue, on the map and where a river is drawn again across
+    the seam (Bokeh draws an edge black unless told)."""
+    import holoviews as hv
+
+    from climnb.viz.annotate import COLOURS
+
+    ds, _ = toy
+    ann = Annotator(ds.isel(time=[0, 1]), {"teacher": ds.truth}, tmp_path, name="ana")
+    overlay = ann.element()[0]
+    _, polys, wrapped = overlay.values()
+    plot = hv.renderer("bokeh").get_plot(overlay)
+    want = [COLOURS[o.cls] for o in ann.current]
+    for element, classes in ((polys, want), (wrapped, None)):
+        handles = plot.subplots[next(k for k, v in overlay.items() if v is element)].handles
+        spec = handles["glyph"].line_color  # one colour, or a column of the data, per outline
+        colours = [spec] if isinstance(spec, str) else list(handles["source"].data[spec.field])
+        assert set(colours) <= {COLOURS[TC], COLOURS[AR]} and len(colours) >= 1
+        if classes is not None:
+            assert colours == classes and {COLOURS[TC], COLOURS[AR]} <= set(colours)

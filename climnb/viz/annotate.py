@@ -75,6 +75,11 @@ PathLike = str | os.PathLike
 COLOURS = {TC: "#d62728", AR: "#1f77b4"}
 
 
+def _by_class():
+    """An outline's colour from its ``class`` value (an unknown class in grey)."""
+    return hv.dim("class").categorize(COLOURS, default="#7f7f7f")
+
+
 # ---------------------------------------------------------------------------------------------
 # A labelling session
 # ---------------------------------------------------------------------------------------------
@@ -298,6 +303,7 @@ class Annotator:
             color="class",
             cmap=[COLOURS[TC], COLOURS[AR]],
             clim=(0.5, 2.5),
+            line_color=_by_class(),  # the edge in the class's colour too (Bokeh's default: black)
             fill_alpha=0.2,
             line_width=3,
             colorbar=False,
@@ -333,9 +339,7 @@ class Annotator:
                 if lon.max() > west and lon.min() < east:
                     paths.append({"lon": [*lon, lon[0]], "lat": [*o.lat, o.lat[0]], "class": o.cls})
         return hv.Path(paths, kdims=["lon", "lat"], vdims=["class"]).opts(
-            color="class",
-            cmap=[COLOURS[TC], COLOURS[AR]],
-            clim=(0.5, 2.5),
+            color=_by_class(),
             line_dash="dashed",
             line_width=2,
         )
