@@ -84,6 +84,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.ar]",
         "tests/test_labels.py",
     ],
+    "climnb/labels/tc.py": ["tests/test_rule_edges.py", "tests/test_labels.py"],
     "climnb/models/losses.py": ["tests/test_models_loss_metric.py"],
     "climnb/io/atomic.py": [
         "tests/test_atomic_edges.py",
