@@ -84,7 +84,11 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.ar]",
         "tests/test_labels.py",
     ],
-    "climnb/labels/tc.py": ["tests/test_rule_edges.py", "tests/test_labels.py"],
+    "climnb/labels/tc.py": [
+        "tests/test_tc_edges.py",
+        "tests/test_rule_edges.py",
+        "tests/test_labels.py",
+    ],
     "climnb/models/losses.py": ["tests/test_models_loss_metric.py"],
     "climnb/io/atomic.py": [
         "tests/test_atomic_edges.py",
@@ -186,6 +190,12 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "BatchLoader.__init__: `def __init__(self, reader: SampleReader, batch_size: int, *, "
         "workers: int = 2, ahead: int = 2):`: 2 -> 3 #2": "how many batches are read ahead",
         "_shutdown: `p.join(timeout=5)`: 5 -> 6": "how long a reading process is waited for",
+    },
+    "climnb/labels/tc.py": {
+        "_Grid.rays: `steps = np.linspace(deg / n_steps, deg, n_steps)`: deg / n_steps -> "
+        "deg * n_steps": ("the rays' one caller reads only their last point, at `deg` either way"),
+        "_vorticity_maxima: `for k, (i, j) in enumerate(zip(rows, cols, strict=True)):  # and "
+        "of their window`: True -> False": "the zipped rows and columns have the same length",
     },
     "climnb/models/losses.py": {
         "WeightedCrossEntropy: `@dataclass(frozen=True)`: True -> False": (

@@ -16,8 +16,8 @@ from collections import Counter
 
 import pandas as pd
 import pytest
-
 from _training import TINY, write_toy_samples
+
 from climnb.cli import main
 from climnb.models.presets import PRESETS
 
@@ -68,6 +68,12 @@ def _layers(run) -> list[dict]:
 def plain_run(toy):
     """Two steps with none of the options under test."""
     return _train(toy, "plain")
+
+
+def test_lr_decay_none_keeps_the_rate(plain_run):
+    plain, _ = plain_run
+    # the default, linear decay, would give 1/2 and 0 of LR after the two steps
+    assert plain.lr.tolist() == pytest.approx([LR, LR], abs=1e-9)
 
 
 def test_larc_changes_the_first_update_not_the_first_loss(toy, plain_run):
