@@ -78,10 +78,12 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.variables]",
     ],
     "climnb/labels/ar.py": [
+        "tests/test_ar_half_max_edges.py",
         "tests/test_ar_edges.py",
         "tests/test_rule_edges.py",
         "tests/test_river_rules.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.ar]",
+        "tests/test_river_separation.py",
         "tests/test_labels.py",
     ],
     "climnb/labels/tc.py": [
@@ -190,6 +192,18 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "BatchLoader.__init__: `def __init__(self, reader: SampleReader, batch_size: int, *, "
         "workers: int = 2, ahead: int = 2):`: 2 -> 3 #2": "how many batches are read ahead",
         "_shutdown: `p.join(timeout=5)`: 5 -> 6": "how long a reading process is waited for",
+    },
+    "climnb/labels/ar.py": {
+        "_parted: `cut = np.bincount(parent[1:], minlength=n_whole + 1) >= 2  # the objects cut"
+        " in pieces`: n_whole + 1 -> n_whole - 1": (
+            "every whole object holds a part, so the count's length is n_whole + 1 whatever "
+            "the minimum length asked"
+        ),
+        "storm_surroundings: `slice(max(int(i.min()) - steps, 0), int(i.max()) + steps + 1) "
+        "for i in (s.rows, s.cols)`: 1 -> 2": (
+            "a box one row or column larger: growing within any box that holds the storm's "
+            "reach gives what growing the whole grid gives"
+        ),
     },
     "climnb/labels/tc.py": {
         "_Grid.rays: `steps = np.linspace(deg / n_steps, deg, n_steps)`: deg / n_steps -> "
