@@ -1,0 +1,77 @@
+"""Staging where its rules decide: a node's folder is its first local rank's, the throughput
+of a report (and of one that took no time), the limit on draws per file at and just over it,
+and a node-local folder whose manifest cannot be read is staged again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from climnb.data.staging import (
+    MAX_DRAWS_PER_FILE,
+    StagingConfig,
+    StagingReport,
+    _check_draws,
+    stage,
+)
+from climnb.io.samples import write_samples
+from climnb.io.stats import compute_stats, write_stats
+
+
+def test_a_nodes_folder_is_that_of_its_local_rank_0():
+    cfg = StagingConfig(source="s", dest="/local/{node}/gpu{local_rank}")
+    assert cfg.node_dir(3) == cfg.rank_dir(3, 0) == Path("/local/3/gpu0")
+    assert cfg.rank_dir(3, 1) == Path("/local/3/gpu1")
+
+
+def _report(written: int, seconds: float) -> StagingReport:
+    return StagingReport(
+        bytes_shared=written,
+        bytes_needed=written,
+        bytes_read=written,
+        bytes_written=written,
+        bytes_sent=0,
+        files_written=1,
+        files_skipped=0,
+        seconds=seconds,
+    )
+
+
+def test_throughput_is_bytes_written_a_second_and_0_for_no_time():
+    assert _report(3_000_000, 2.0).throughput == 1_500_000.0
+    assert _report(3_000_000, 0.0).throughput == 0.0
+
+
+def test_draws_per_file_are_limited_at_max_draws_per_file(tmp_path):
+    """4 files: 4,000 draws a rank pass, 4,001 are refused, naming the option."""
+    assert MAX_DRAWS_PER_FILE == 1000
+    at = StagingConfig(source="s", dest="d", samples_per_rank=4000)
+    _check_draws(at, 4, tmp_path)
+    over = StagingConfig(source="s", dest="d", samples_per_rank=4001)
+    with pytest.raises(ValueError, match=r"--samples-per-rank .*at most 4000 \(1000 per file\)"):
+        _check_draws(over, 4, tmp_path)
+
+
+def test_a_folder_whose_manifest_cannot_be_read_is_staged_again(toy, tmp_path):
+    shared = tmp_path / "shared"
+    files = write_samples(toy[0], toy[0].truth, shared / "train")
+    write_stats(compute_stats(files), shared / "stats.h5")
+    cfg = StagingConfig(
+        source=str(shared / "train"),
+        dest=str(tmp_path / "node{node}"),
+        n_nodes=1,
+        ranks_per_node=1,
+        samples_per_rank=3,
+        seed=3,
+    )
+    first = stage(cfg)
+    assert first.files_written > 0 and first.files_skipped == 0
+    again = stage(cfg)  # all there: nothing written
+    assert (again.files_written, again.files_skipped) == (0, first.files_written)
+    manifest = cfg.node_dir(0) / "manifest.json"
+    manifest.write_text("{ not json")
+    redone = stage(cfg)
+    assert (redone.files_written, redone.files_skipped) == (first.files_written, 0)
+    assert json.loads(manifest.read_text())["files"]  # a good manifest again
