@@ -115,6 +115,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_output_guard.py",
     ],
     "climnb/data/staging.py": [
+        "tests/test_staging_edges.py",
         "tests/test_staging.py",
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.data.staging]",
@@ -192,6 +193,13 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "BatchLoader.__init__: `def __init__(self, reader: SampleReader, batch_size: int, *, "
         "workers: int = 2, ahead: int = 2):`: 2 -> 3 #2": "how many batches are read ahead",
         "_shutdown: `p.join(timeout=5)`: 5 -> 6": "how long a reading process is waited for",
+    },
+    "climnb/data/staging.py": {
+        "stage: `validation=[r[0:3:2] for r in source.validation],`: 3 -> 4": (
+            "r[0:4:2] takes the same items 0 and 2 as r[0:3:2]"
+        ),
+        "_claim_stores: `token = comm.bcast(uuid.uuid4().hex[:12] if comm.rank == 0 else None,"
+        " root=0)`: 12 -> 13": "a random claim token one character longer: as unique",
     },
     "climnb/labels/ar.py": {
         "_parted: `cut = np.bincount(parent[1:], minlength=n_whole + 1) >= 2  # the objects cut"
@@ -357,9 +365,15 @@ EQUIVALENT: dict[str, dict[str, str]] = {
     "climnb/stats/change.py": {
         '_table: `xa = ca["count"].values[:, j].reshape(ca.steps.size, -1) @ w.T  # (blocks, '
         "region)`: 1 -> 2": "numpy's reshape takes any negative size as the one to infer",
-        "_resample: `p[cols] = (1 + (np.abs(null) >= np.abs(change[cols]) - tol).sum(0)) / "
-        "(n + 1)`: np.abs(null) >= np.abs(change[cols]) - tol -> np.abs(null) > "
-        "np.abs(change[cols]) - tol": (
+        '_table: `xb = cb["count"].values[:, j].reshape(cb.steps.size, -1) @ w.T`: 1 -> 2': (
+            "numpy's reshape takes any negative size as the one to infer"
+        ),
+        '_table: `w = area_weights(masks).values.reshape(masks.sizes["region"], -1)  # (region, '
+        "points)`: 1 -> 2": "numpy's reshape takes any negative size as the one to infer",
+        "_stacked: `return x.reshape(x.shape[0], -1), np.asarray(counts.steps.values, "
+        "np.float64)`: 1 -> 2": "numpy's reshape takes any negative size as the one to infer",
+        "_resample: `p[cols] = (1 + (null >= np.abs(change[cols]) - tol).sum(0)) / (n + 1)`: "
+        "null >= np.abs(change[cols]) - tol -> null > np.abs(change[cols]) - tol": (
             "with the tolerance subtracted, a null value equals |change| - tol only by a "
             "coincidence of rounding; ties are counted by the tolerance either way"
         ),
@@ -558,9 +572,12 @@ class Scratch:
             "PYTHONDONTWRITEBYTECODE": "1",  # a mutant never runs from a stale .pyc
         }
 
-    def run(self, module: str, source: str, tests: list[str], timeout: float, slow=False):
+    def run(
+        self, module: str, source: str, tests: list[str], timeout: float, slow=False, markers=None
+    ):
         """Outcome (``killed``, ``survived``, ``timed out``) and seconds of the tests
-        against ``source`` as ``module``."""
+        against ``source`` as ``module`` (``markers``: a ``-m`` expression instead of the
+        quick tests')."""
         path = self.dir / module
         original = path.read_text()
         path.write_text(source)
@@ -568,7 +585,8 @@ class Scratch:
         try:
             cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider"]
             p = subprocess.run(
-                [*cmd, "-m", QUICK.removeprefix("not slow and ") if slow else QUICK, *tests],
+                [*cmd, "-m", markers or (QUICK.removeprefix("not slow and ") if slow else QUICK)]
+                + tests,
                 cwd=self.dir,
                 env=self.env,
                 capture_output=True,
@@ -622,6 +640,12 @@ def main(argv=None) -> int:
         "without its slow ones: a fast whole pass; repeatable",
     )
     ap.add_argument(
+        "--markers",
+        metavar="EXPR",
+        help="run the tests pytest's -m EXPR selects (e.g. 'not browser' for the MPI tests) "
+        "instead of the quick ones",
+    )
+    ap.add_argument(
         "--mutant",
         type=int,
         action="append",
@@ -669,7 +693,10 @@ def _one_module(scratch: Scratch, module: str, args, survivors: list) -> dict:
         survivors.extend(sample)
         return row
     slow = module in WITH_SLOW and not args.only_tests
-    outcome, base_s, tail = scratch.run(module, mutated_source(module, None), tests, 900, slow)
+    marks = args.markers
+    outcome, base_s, tail = scratch.run(
+        module, mutated_source(module, None), tests, 900, slow, marks
+    )
     row["baseline_s"] = base_s
     if outcome != "survived":  # the unmutated module must pass its tests
         print(f"{module}: baseline {outcome} {tail}", flush=True)
@@ -682,7 +709,7 @@ def _one_module(scratch: Scratch, module: str, args, survivors: list) -> dict:
             row["equivalent"] += 1
             continue
         source = mutated_source(module, mu.index)
-        outcome, seconds, _ = scratch.run(module, source, tests, timeout, slow)
+        outcome, seconds, _ = scratch.run(module, source, tests, timeout, slow, marks)
         key = outcome if outcome in row else "error"
         row[key] += 1
         if outcome == "survived":
