@@ -65,24 +65,24 @@ def test_vorticity_maxima_are_those_of_a_maximum_filter(periodic, seed):
 # --- centres ---------------------------------------------------------------------------------
 
 
-def _two_lows(second_row=60):
-    """Two sharp closed lows 1.5 degrees wide at (58, 72) (21 N) and (second_row, 72), each
-    under its own vorticity peak (2e-4 and 1.5e-4 s-1, three rows apart: two maxima)."""
-    psl = 101000.0 + _cone(58, 72, 1000.0, 1.5) + _cone(second_row, 72, 800.0, 1.5)
-    zeta = _peak(58, 72, 2e-4) + _peak(61, 72, 1.5e-4)
+def _two_lows():
+    """Two sharp closed lows 1.5 degrees wide at (58, 30) (21 N) and (60, 31), each under its
+    own vorticity peak (2e-4 and 1.5e-4 s-1, three rows apart: two maxima)."""
+    psl = 101000.0 + _cone(58, 30, 1000.0, 1.5) + _cone(60, 31, 800.0, 1.5)
+    zeta = _peak(58, 30, 2e-4) + _peak(61, 31, 1.5e-4)
     return {"PSL": psl, "VORT850": zeta}
 
 
 def test_centres_closer_than_merge_deg_are_one_storm():
-    """The second peak's low lies 3.8 degrees from the first: one storm (the stronger) with
-    the default 6 degrees, two with 3."""
+    """The second peak's low lies 4.4 degrees from the first (2 rows, 1 column): one storm
+    (the stronger) with the default 6 degrees, two with 4."""
     fields = _two_lows()
-    gap = 2 * DLAT
-    assert 3.0 < gap < 6.0 == TCConfig().merge_deg
+    gap = np.hypot(2 * DLAT, 2.5 * np.cos(np.radians(LAT[58])))
+    assert 4.0 < gap < 6.0 == TCConfig().merge_deg
     found = find_centres(fields, LAT, LON, TCConfig())
-    assert [(r, c) for r, c, *_ in found] == [(58, 72)]
-    apart = find_centres(fields, LAT, LON, TCConfig(merge_deg=3.0))
-    assert [(r, c) for r, c, *_ in apart] == [(58, 72), (60, 72)]
+    assert [(r, c) for r, c, *_ in found] == [(58, 30)]
+    apart = find_centres(fields, LAT, LON, TCConfig(merge_deg=4.0))
+    assert [(r, c) for r, c, *_ in apart] == [(58, 30), (60, 31)]
 
 
 def _storm_fields(*centres):
@@ -157,10 +157,11 @@ def test_a_low_on_a_regional_grids_border_is_not_closed(where):
 
 def test_a_closed_low_near_the_pole_is_closed():
     """At 84 N the check's box spans many columns (the disc is wide on its poleward side) and
-    is cut at the pole: a low 3 degrees wide is still closed, when the latitude limits allow."""
+    is cut at the pole: a low 5 degrees wide (its 200 Pa contour 4 degrees out, 15 columns) is
+    still closed, when the latitude limits allow."""
     row = 92
     assert 84.0 < LAT[row] < 85.0
-    fields = {"PSL": 101000.0 + _cone(row, 40, 1000.0, 3.0), "VORT850": _peak(row, 40, 2e-4)}
+    fields = {"PSL": 101000.0 + _cone(row, 40, 1000.0, 5.0), "VORT850": _peak(row, 40, 2e-4)}
     polar = TCConfig(max_abs_lat=90.0, max_abs_lat_no_warm_core=90.0)
     assert [(r, c) for r, c, *_ in find_centres(fields, LAT, LON, polar)] == [(row, 40)]
     assert find_centres(fields, LAT, LON, TCConfig()) == []
@@ -189,16 +190,17 @@ def test_the_warm_core_is_measured_against_the_ring_5_degrees_out(core_k, radius
     assert [(r, c) for r, c, *_ in centres] == ([(58, 72)] if found else [])
 
 
-def test_a_warm_patch_on_the_ring_counts_in_its_mean():
-    """The ring is read in 16 directions from due east: a patch 4 K warmer at the ring's
-    eastern point raises the ring's mean by 4 / 16 K, and a core 0.9 K warmer than the rest
-    is no longer 0.8 K above it."""
+@pytest.mark.parametrize("side", [1, -1], ids=["east", "west"])
+def test_a_warm_patch_on_the_ring_counts_in_its_mean(side):
+    """The ring is read in 16 directions, every 22.5 degrees from due east: a patch 4 K warmer
+    at the ring's eastern or western point raises the ring's mean by 4 / 16 K, and a core
+    0.9 K warmer than the rest is no longer 0.8 K above it."""
     fields = _warm(0.9, 3.5)
     assert find_centres(fields, LAT, LON, TCConfig())  # without the patch
-    east = (58, 72 + round(5.0 / (2.5 * np.cos(np.radians(LAT[58])))))
-    assert east == (58, 74)
+    patch = (58, 72 + side * round(5.0 / (2.5 * np.cos(np.radians(LAT[58])))))
+    assert patch == (58, 72 + 2 * side)
     for name in ("T200", "T500"):
-        fields[name][east] += 4.0
+        fields[name][patch] += 4.0
     assert find_centres(fields, LAT, LON, TCConfig()) == []
 
 
@@ -217,3 +219,91 @@ def test_the_warm_cores_ring_stops_at_a_regional_grids_border(col):
     assert _regional_centres(fields) == [(row, col)]
     colder = 240.0 + 0.7 * (d <= 2.0)
     assert _regional_centres({**fields, "T200": colder, "T500": colder}) == []
+
+
+def test_a_warm_core_near_the_pole_is_judged_on_its_ring_5_degrees_out():
+    """At 86 N a column is 0.17 degrees: the ring 5 degrees out runs 30 columns east and
+    west of the centre, outside a warm core 3.5 degrees wide."""
+    row = 93
+    assert 86.0 < LAT[row] < 87.0
+    psl = 101000.0 + _cone(row, 40, 1000.0, 3.0)
+    t = 240.0 + 0.9 * (_distance_deg(row, 40) <= 3.5)
+    fields = {"PSL": psl, "VORT850": _peak(row, 40, 2e-4), "T200": t, "T500": t}
+    polar = TCConfig(max_abs_lat=90.0)
+    assert [(r, c) for r, c, *_ in find_centres(fields, LAT, LON, polar)] == [(row, 40)]
+
+
+@pytest.mark.parametrize("radius, closed", [(25.0, True), (30.0, False)], ids=["5.0deg", "6.0deg"])
+def test_a_low_is_closed_when_its_200_pa_contour_lies_within_5_5_degrees(radius, closed):
+    """A cone 1,000 Pa deep: its 200 Pa contour lies radius / 5 degrees out."""
+    assert TCConfig().pressure_rise_deg == 5.5
+    fields = {"PSL": 101000.0 + _cone(58, 72, 1000.0, radius), "VORT850": _peak(58, 72, 2e-4)}
+    found = find_centres(fields, LAT, LON, TCConfig())
+    assert [(r, c) for r, c, *_ in found] == ([(58, 72)] if closed else [])
+
+
+@pytest.mark.parametrize("peak, found", [(-4.9e-5, False), (-5.1e-5, True)], ids=str)
+def test_vorticity_threshold_in_the_southern_hemisphere(peak, found):
+    """South of the equator cyclones turn clockwise: negative vorticity, of the same size."""
+    fields = {"PSL": 101000.0 + _cone(37, 72, 1000.0, 3.0), "VORT850": _peak(37, 72, peak, 2.0)}
+    assert -20.0 < LAT[37] < -19.0  # 19.9 S
+    assert bool(find_centres(fields, LAT, LON, TCConfig())) is found
+
+
+def test_cyclonic_vorticity_flips_the_south_and_zeroes_missing_rows():
+    from climnb.labels.tc import cyclonic_vorticity
+
+    vort = np.full(LAT.shape + LON.shape, 1e-5)
+    vort[[0, -1]] = np.nan  # the rows at the poles
+    zeta = cyclonic_vorticity({"VORT850": vort}, LAT, LON)
+    assert (zeta[[0, -1]] == 0).all()
+    np.testing.assert_array_equal(zeta[1:48], np.float32(-1e-5))
+    np.testing.assert_array_equal(zeta[48:-1], np.float32(1e-5))
+
+
+def test_max_wind_near_is_the_strongest_within_the_box():
+    from climnb.labels.tc import max_wind_near
+
+    u, v = np.zeros(LAT.shape + LON.shape), np.zeros(LAT.shape + LON.shape)
+    u[59, 73], v[59, 73] = 30.0, 40.0  # 50 m/s, 1 row and 1 column away
+    u[58, 80] = 90.0  # 8 columns (18.7 degrees) away
+    fields = {"U850": u, "V850": v}
+    assert max_wind_near(fields, LAT, LON, 58, 72, 4.0) == 50.0
+    assert max_wind_near(fields, LAT, LON, 58, 72, 20.0) == 90.0
+    assert np.isnan(max_wind_near({}, LAT, LON, 58, 72, 4.0))
+
+
+def test_the_latitude_limit_includes_its_own_row():
+    lat_limit = float(abs(LAT[80]))
+    zeta = _peak(80, 72, 2e-4)
+    rows, _ = _vorticity_maxima(zeta, _Grid(LAT, LON, True), TCConfig(max_abs_lat=lat_limit))
+    assert rows.tolist() == [80]
+    below = TCConfig(max_abs_lat=lat_limit - 1e-6)
+    assert _vorticity_maxima(zeta, _Grid(LAT, LON, True), below)[0].size == 0
+
+
+@pytest.mark.parametrize("thick_m, found", [(60.0, True), (40.0, False)], ids=["60m", "40m"])
+def test_the_thickness_check_when_asked(thick_m, found):
+    """With ``thickness_rise_m`` 50 and Z200, Z1000 given, the core's thickness must exceed
+    the ring's (4 degrees out) by 50 m."""
+    fields = _warm(0.9, 3.5)
+    z = 12000.0 + thick_m * (_distance_deg(58, 72) <= 2.5)
+    fields |= {"Z200": z, "Z1000": np.zeros_like(z)}
+    config = TCConfig(thickness_rise_m=50.0)
+    assert bool(find_centres(fields, LAT, LON, config)) is found
+    assert find_centres(fields, LAT, LON, TCConfig())  # not asked: not checked
+
+
+def test_a_percentile_mask_is_the_boxs_top_cells_around_the_centre():
+    """``threshold="percentile"``: the cells of the storm's box (11 rows by 9 columns at
+    21 N: 10.2 degrees either side) at or above its 93rd percentile, the piece holding the
+    centre."""
+    fields = _storm_fields((58, 72))
+    config = TCConfig(mask_fields=("TMQ",), threshold="percentile")
+    [storm], _ = detect_storms(fields, LAT, LON, config)
+    box = fields["TMQ"][58 - 5 : 58 + 6, 72 - 4 : 72 + 5]
+    top = box >= np.percentile(box, 93.0)
+    assert 3 < top.sum() < 12
+    assert storm.rows.size == top.sum() and (58, 72) in set(
+        zip(storm.rows.tolist(), storm.cols.tolist(), strict=True)
+    )
