@@ -127,6 +127,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.tracks]",
     ],
     "climnb/stats/events.py": [
+        "tests/test_events_coast_edges.py",
         "tests/test_events_edges.py",
         *(
             f"tests/test_stats.py::{t}"
@@ -218,6 +219,24 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "deg * n_steps": ("the rays' one caller reads only their last point, at `deg` either way"),
         "_vorticity_maxima: `for k, (i, j) in enumerate(zip(rows, cols, strict=True)):  # and "
         "of their window`: True -> False": "the zipped rows and columns have the same length",
+        "_Grid.rays: `n_steps = max(int(np.ceil(deg / self.dlat)), 1)`: 1 -> 2": (
+            "the rays' one caller reads only their last point, at `deg` whatever the steps"
+        ),
+        "_Grid.rays: `c = np.rint(col + steps * np.cos(theta) / (self.dlon * coslat))`: col + "
+        "steps * np.cos(theta) / (self.dlon * coslat) -> col - steps * np.cos(theta) / (self.dlon "
+        "* coslat)": (
+            "the 16 directions, every 22.5 degrees from due east, are the same set mirrored east "
+            "to west; only their mean is read"
+        ),
+        "_vorticity_maxima: `for dr in (-1, 0, 1):  # the largest of their 3 x 3 neighbours`: "
+        "0 -> 1": (
+            "the 3 x 3 pre-filter is a shortcut: the window check after it (at least 3 x 3) "
+            "drops what it lets through"
+        ),
+        "_vorticity_maxima: `for dc in (-1, 0, 1):`: 0 -> 1": (
+            "the 3 x 3 pre-filter is a shortcut: the window check after it (at least 3 x 3) "
+            "drops what it lets through"
+        ),
     },
     "climnb/models/losses.py": {
         "WeightedCrossEntropy: `@dataclass(frozen=True)`: True -> False": (
@@ -321,6 +340,11 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         ): ("the extra index column is never read"),
     },
     "climnb/stats/events.py": {
+        "_one_class: `d = d + 1e3 * (np.abs(t_area - area) > 1e-4 * area)  # the same region "
+        "first`: 1000.0 -> 2000.0": (
+            "a penalty beyond any distance in degrees (at most 255): regions of another area "
+            "come after those of the same area either way"
+        ),
         **{
             f"_Coast._beside: `rr, cc = r + dr, c + dc`: {m}": (
                 "the offsets run over -1, 0, 1: subtracted they give the same neighbours"
