@@ -37,19 +37,24 @@ def test_a_band_at_min_anomaly_is_a_river_and_just_under_it_is_not(value, kept):
 
 
 def test_the_edge_is_drawn_at_half_the_rivers_peak():
-    """A band of Gaussian cross-section (peak 30, sigma 2 rows) 31 columns long: the 95th
-    percentile takes some 11 rows either side of its axis, the half-maximum edge redraws it
-    at the 15 kg m-2 contour (2.35 rows either side)."""
-    rows = np.arange(LAT.size)[:, None] - ROW_40N
+    """Two bands of Gaussian cross-section (peak 30, sigma 2 rows) 31 columns long, at 40 N
+    and 40 S: the 95th percentile takes some 5 rows either side of each axis, the half-maximum
+    edge redraws each at its 15 kg m-2 contour (2.35 rows either side); the table gives the
+    strongest wind on each."""
     tmq = np.zeros((LAT.size, LON.size))
-    tmq[:, 20:51] = 30.0 * np.exp(-(rows**2) / (2 * 2.0**2))
-    mask, table = detect_rivers({"TMQ": tmq}, LAT, LON, MOISTURE)
-    assert len(table) == 1
+    for row, cols in ((ROW_40N, slice(20, 51)), (LAT.size - 1 - ROW_40N, slice(80, 111))):
+        rows = np.arange(LAT.size)[:, None] - row
+        tmq[:, cols] = 30.0 * np.exp(-(rows**2) / (2 * 2.0**2))
+    u = np.where(tmq >= 15.0, 10.0, 0.0)
+    fields = {"TMQ": tmq, "U850": u, "V850": -u}
+    mask, table = detect_rivers(fields, LAT, LON, MOISTURE)
+    assert len(table) == 2
     above_percentile = tmq > np.percentile(tmq, MOISTURE.percentile)
-    assert above_percentile.sum() > 3 * mask.sum()  # the candidate, far wider than the river
+    assert above_percentile.sum() > 1.5 * mask.sum()  # the candidates, wider than the rivers
     expected = tmq >= 15.0
-    assert expected.sum() == 5 * 31  # the axis and 2 rows either side
+    assert expected.sum() == 2 * 5 * 31  # the axes and 2 rows either side
     assert (mask == expected).all()
+    assert table.max_wind.to_numpy() == pytest.approx([np.hypot(10.0, 10.0)] * 2)
 
 
 def test_the_local_peak_window_is_twice_edge_window_km_across_at_45_degrees():
@@ -64,11 +69,12 @@ def test_the_local_peak_window_is_twice_edge_window_km_across_at_45_degrees():
 
 def _two_bands() -> dict[str, np.ndarray]:
     """Two bands of IVT 40 columns long at 45 N (background 100): columns 20-59 fall from 800
-    at the ends to 350 half way (two rivers end to end), columns 80-119 to 650 (one river)."""
+    at the ends to 650 half way (one river, the first object), columns 80-119 to 350 (two
+    rivers end to end)."""
     ivt = np.full((LAT.size, LON.size), 100.0)
     row = int(np.argmin(np.abs(LAT - 45.0)))
     along = np.linspace(0.0, 1.0, 40)
-    for start, middle in ((20, 350.0), (80, 650.0)):
+    for start, middle in ((20, 650.0), (80, 350.0)):
         axis = middle + (800.0 - middle) * np.cos(np.pi * along) ** 2
         cols = start + np.arange(40)
         ivt[row, cols] = axis
@@ -85,5 +91,17 @@ def test_an_object_parted_at_its_saddle_leaves_the_one_beside_it_whole():
     labels, n = label_components(mask)
     assert n == len(table) == 3
     row = int(np.argmin(np.abs(LAT - 45.0)))
-    assert len(set(labels[row, [20, 59, 80]].tolist())) == 3  # two parts and the whole one
-    assert (labels[row - 1 : row + 2, 80:120] > 0).all()  # the whole one: three rows all along
+    assert len(set(labels[row, [20, 80, 119]].tolist())) == 3  # the whole one and two parts
+    assert (labels[row - 1 : row + 2, 20:60] > 0).all()  # the whole one: three rows all along
+
+
+def test_transport_rivers_need_both_winds_for_their_maximum_wind():
+    from climnb.labels.ar import transport_rivers
+
+    fields = _two_bands()
+    u = np.where(fields["IVT"] > 200, 20.0, 0.0)
+    _, table = transport_rivers({**fields, "U850": u}, LAT, LON, ARConfig(method="transport"))
+    assert len(table) == 3 and table.max_wind.isna().all()
+    both = {**fields, "U850": u, "V850": u * 0.75}
+    _, table = transport_rivers(both, LAT, LON, ARConfig(method="transport"))
+    assert (table.max_wind == 25.0).all()

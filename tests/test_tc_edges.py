@@ -41,17 +41,18 @@ def _peak(row, col, value, sigma=1.0, lat=LAT, lon=LON):
 
 @pytest.mark.parametrize("periodic", [True, False], ids=["global", "regional"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_vorticity_maxima_are_those_of_a_maximum_filter(periodic, seed):
+@pytest.mark.parametrize("window, half", [(12.0, (3, 2)), (4.0, (1, 1))], ids=["12deg", "4deg"])
+def test_vorticity_maxima_are_those_of_a_maximum_filter(periodic, seed, window, half):
     """Every pixel above the threshold, within the latitude limit and the largest of its
     window (rows clipped at the grid's edge, columns wrapped on a global grid) - including
     maxima on the first and last rows and columns - strongest first."""
     rng = np.random.default_rng(seed)
     modes = ["nearest", "wrap" if periodic else "nearest"]
     zeta = ndimage.gaussian_filter(rng.standard_normal(LAT.shape + LON.shape), 1.5, mode=modes)
-    config = TCConfig(min_vorticity=0.0, vorticity_window_deg=12.0, max_abs_lat=60.0)
-    hr = max(round(6.0 / DLAT), 1)  # half windows: 3 rows, 2 columns
-    hc = max(round(6.0 / 2.5), 1)
-    assert (hr, hc) == (3, 2)
+    config = TCConfig(min_vorticity=0.0, vorticity_window_deg=window, max_abs_lat=60.0)
+    hr = max(round(window / 2 / DLAT), 1)  # half windows: 3 rows, 2 columns; 1 and 1
+    hc = max(round(window / 2 / 2.5), 1)
+    assert (hr, hc) == half
     largest = ndimage.maximum_filter(zeta, size=(2 * hr + 1, 2 * hc + 1), mode=modes)
     expected = (zeta >= largest) & (zeta >= 0.0) & (np.abs(LAT) <= 60.0)[:, None]
     rows, cols = _vorticity_maxima(zeta, _Grid(LAT, LON, periodic), config)
@@ -83,6 +84,8 @@ def test_centres_closer_than_merge_deg_are_one_storm():
     assert [(r, c) for r, c, *_ in found] == [(58, 30)]
     apart = find_centres(fields, LAT, LON, TCConfig(merge_deg=4.0))
     assert [(r, c) for r, c, *_ in apart] == [(58, 30), (60, 31)]
+    assert 4.45 < gap < 4.46  # the column's width at 21 N, not at the equator (4.64 there)
+    assert len(find_centres(fields, LAT, LON, TCConfig(merge_deg=4.5))) == 1
 
 
 def _storm_fields(*centres):
@@ -116,6 +119,12 @@ def test_a_storm_mask_is_its_moisture_above_half_the_peak():
     expected = set(zip(*np.nonzero(tmq >= 0.5 * tmq[58, 72]), strict=True))
     assert 5 < len(expected) < 40
     assert set(zip(storm.rows.tolist(), storm.cols.tolist(), strict=True)) == expected
+    from climnb.labels.sphere import cell_area_km2
+
+    _, table = detect_storms(fields, LAT, LON, config)
+    area = float(cell_area_km2(LAT, LON)[storm.rows].sum())
+    assert table.area_km2[0] == pytest.approx(area)
+    assert table.radius_km[0] == pytest.approx(np.sqrt(area / np.pi))  # the disc of that area
 
 
 # --- a regional grid's borders and the pole ---------------------------------------------------
@@ -307,3 +316,12 @@ def test_a_percentile_mask_is_the_boxs_top_cells_around_the_centre():
     assert storm.rows.size == top.sum() and (58, 72) in set(
         zip(storm.rows.tolist(), storm.cols.tolist(), strict=True)
     )
+
+
+def test_a_warm_core_exactly_warm_core_k_above_its_ring_is_warm():
+    """Temperatures given as anomalies: a core of exactly 0.8 K on 0 K around it."""
+    t = 0.8 * (_distance_deg(58, 72) <= 3.5)
+    fields = {**_storm_fields((58, 72)), "T200": t, "T500": t}
+    assert find_centres(fields, LAT, LON, TCConfig())
+    less = {**fields, "T200": t * 0.99, "T500": t * 0.99}
+    assert find_centres(less, LAT, LON, TCConfig()) == []
