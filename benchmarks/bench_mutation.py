@@ -237,6 +237,20 @@ EQUIVALENT: dict[str, dict[str, str]] = {
             "the 3 x 3 pre-filter is a shortcut: the window check after it (at least 3 x 3) "
             "drops what it lets through"
         ),
+        "_vorticity_maxima: `r = np.clip(rows + dr, 0, n_row - 1)`: rows + dr -> rows - dr": (
+            "the offsets run over -1, 0, 1: subtracted they give the same neighbours"
+        ),
+        "_vorticity_maxima: `c = (cols + dc) % n_col if grid.periodic else np.clip(cols + dc, 0,"
+        " n_col - 1)`: cols + dc -> cols - dc": (
+            "the offsets run over -1, 0, 1: subtracted they give the same neighbours"
+        ),
+        "Storm: `@dataclass(frozen=True)`: True -> False": (
+            "frozen only refuses assignment to a field, which nothing does"
+        ),
+        "_piece: `return mask`: return mask -> return None": (
+            "a mask with no piece: the threshold always keeps the box's maximum, so every mask "
+            "field holds one"
+        ),
     },
     "climnb/models/losses.py": {
         "WeightedCrossEntropy: `@dataclass(frozen=True)`: True -> False": (
