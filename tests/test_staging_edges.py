@@ -5,6 +5,8 @@ and a node-local folder whose manifest cannot be read is staged again."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,8 @@ def test_draws_per_file_are_limited_at_max_draws_per_file(tmp_path):
 
 
 def test_a_folder_whose_manifest_cannot_be_read_is_staged_again(toy, tmp_path):
+    """Also: one rank a node unless asked, the report's seconds, and a shared file touched
+    since (another modification time) staged again."""
     shared = tmp_path / "shared"
     files = write_samples(toy[0], toy[0].truth, shared / "train")
     write_stats(compute_stats(files), shared / "stats.h5")
@@ -62,12 +66,15 @@ def test_a_folder_whose_manifest_cannot_be_read_is_staged_again(toy, tmp_path):
         source=str(shared / "train"),
         dest=str(tmp_path / "node{node}"),
         n_nodes=1,
-        ranks_per_node=1,
         samples_per_rank=3,
         seed=3,
     )
+    start = time.perf_counter()
     first = stage(cfg)
+    assert 0 < first.seconds <= time.perf_counter() - start
     assert first.files_written > 0 and first.files_skipped == 0
+    ranks = json.loads((cfg.node_dir(0) / "manifest.json").read_text())["ranks"]["train"]
+    assert list(ranks) == ["0"]  # ranks_per_node: 1 unless asked
     again = stage(cfg)  # all there: nothing written
     assert (again.files_written, again.files_skipped) == (0, first.files_written)
     manifest = cfg.node_dir(0) / "manifest.json"
@@ -75,3 +82,20 @@ def test_a_folder_whose_manifest_cannot_be_read_is_staged_again(toy, tmp_path):
     redone = stage(cfg)
     assert (redone.files_written, redone.files_skipped) == (first.files_written, 0)
     assert json.loads(manifest.read_text())["files"]  # a good manifest again
+
+
+def test_a_foreign_file_touched_since_it_was_staged_is_staged_again(toy, tmp_path):
+    """Files without a manifest (written elsewhere) are known by size and modification time."""
+    shared = tmp_path / "shared"
+    files = write_samples(toy[0], toy[0].truth, shared)
+    (shared / "manifest.json").unlink()
+    cfg = StagingConfig(
+        source=str(shared), dest=str(tmp_path / "node{node}"), n_nodes=1, samples_per_rank=3
+    )
+    first = stage(cfg)
+    staged = next(iter(json.loads((cfg.node_dir(0) / "manifest.json").read_text())["files"]))
+    source = shared / staged
+    assert source in files
+    os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
+    touched = stage(cfg)
+    assert (touched.files_written, touched.files_skipped) == (1, first.files_written - 1)
