@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Each module and the tests that cover it (paths or node ids, relative to the repository).
 MODULES: dict[str, list[str]] = {
     "climnb/labels/scores.py": [
+        "tests/test_scores_edges.py",
         "tests/test_score.py",
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.scores]",
