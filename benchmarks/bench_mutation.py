@@ -60,6 +60,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.scores]",
     ],
     "climnb/io/split.py": [
+        "tests/test_split_edges.py",
         "tests/test_mutation_survivors.py",
         "tests/test_sampleset.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.split]",
