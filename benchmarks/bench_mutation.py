@@ -56,6 +56,7 @@ MODULES: dict[str, list[str]] = {
     "climnb/labels/scores.py": [
         "tests/test_scores_edges.py",
         "tests/test_score.py",
+        "tests/test_labels_reference.py",
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.scores]",
     ],

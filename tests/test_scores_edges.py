@@ -3,6 +3,7 @@ storms of the event table (class 1) are scored as storms."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -39,3 +40,22 @@ def test_score_takes_the_storms_of_the_event_tables_only():
     assert table.loc["tropical_cyclone", "recall"] == 0.0
     table = score(ds.truth, ds.truth, storms, events)
     assert table.loc["tropical_cyclone", "recall"] == pytest.approx(1.0)
+
+
+def test_recall_strong_counts_the_strong_reference_rivers_we_cover_half_of():
+    """Two strong reference rivers (IVT 300 >= 250) and a weak one: ours covers all of the
+    first and 4 of 10 cells of the second: recall_strong 1 / 2, one weak river in three."""
+    from climnb.labels.scores import agreement
+
+    lon = np.arange(144) * 2.5
+    ref = np.zeros((1, 96, 144), bool)
+    ivt = np.zeros((1, 96, 144))
+    for row, strength in ((60, 300.0), (70, 300.0), (30, 200.0)):
+        ref[0, row, 10:20] = True
+        ivt[0, row, 10:20] = strength
+    ours = np.zeros((1, 96, 144), np.uint8)
+    ours[0, 60, 10:20] = 2
+    ours[0, 70, 10:14] = 2
+    a = agreement(ours, ref, ivt, lon)
+    assert a["recall_strong"] == 0.5
+    assert a["reference_weak_rivers"] == pytest.approx(1 / 3)
