@@ -204,6 +204,14 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         ),
         "_claim_stores: `token = comm.bcast(uuid.uuid4().hex[:12] if comm.rank == 0 else None,"
         " root=0)`: 12 -> 13": "a random claim token one character longer: as unique",
+        "_Source: `@dataclass(frozen=True)`: True -> False": (
+            "frozen only refuses assignment to a field, which nothing does"
+        ),
+        "_engines_per_node: `if world.size <= n_nodes:  # an engine per node, or one standing "
+        "for several nodes`: world.size <= n_nodes -> world.size < n_nodes": (
+            "one engine a node: the loop after it finds one engine a node too and returns (1, "
+            "n_nodes) all the same"
+        ),
     },
     "climnb/labels/ar.py": {
         "_parted: `cut = np.bincount(parent[1:], minlength=n_whole + 1) >= 2  # the objects cut"

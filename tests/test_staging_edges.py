@@ -99,3 +99,26 @@ def test_a_foreign_file_touched_since_it_was_staged_is_staged_again(toy, tmp_pat
     os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
     touched = stage(cfg)
     assert (touched.files_written, touched.files_skipped) == (1, first.files_written - 1)
+
+
+class _Engines:
+    """What ``_engines_per_node`` asks of MPI's world: its size and every engine's host (here
+    given, as engines on several hosts would report them)."""
+
+    def __init__(self, hosts):
+        self.hosts, self.size = list(hosts), len(hosts)
+
+    def allgather(self, _mine):
+        return self.hosts
+
+
+def test_engines_fill_nodes_in_rank_order_one_host_each():
+    from climnb.data.staging import _engines_per_node
+
+    assert _engines_per_node(_Engines("aabb"), None) == (2, 2)
+    assert _engines_per_node(_Engines("aaabbb"), 2) == (3, 2)
+    assert _engines_per_node(_Engines("ab"), None) == (1, 2)
+    with pytest.raises(ValueError, match=r"node 0 .*runs on several hosts \(a, b\)"):
+        _engines_per_node(_Engines("abab"), None)
+    with pytest.raises(ValueError, match="3 engines do not make 2 nodes"):
+        _engines_per_node(_Engines("aab"), 2)
