@@ -365,6 +365,13 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         ): ("the extra index column is never read"),
     },
     "climnb/stats/events.py": {
+        "_one_class: `bounds = np.searchsorted(idx[order], np.arange(n + 2))`: 2 -> 3": (
+            "one more bound past the last label, never read"
+        ),
+        "_Coast._beside: `ok = (rr >= 0) & (rr < nrow)`: rr < nrow -> rr <= nrow": (
+            "a row past the last one is clipped back onto it: the cell itself or one of its "
+            "real neighbours"
+        ),
         "_one_class: `d = d + 1e3 * (np.abs(t_area - area) > 1e-4 * area)  # the same region "
         "first`: 1000.0 -> 2000.0": (
             "a penalty beyond any distance in degrees (at most 255): regions of another area "

@@ -47,3 +47,21 @@ def test_a_storm_makes_landfall_on_its_first_step_from_the_sea():
     assert _coast(land).storm_landfalls(obs) == [
         (7, pd.Timestamp("2000-01-01 06:00"), "tropical_cyclone", 0)
     ]
+
+
+@pytest.mark.parametrize(
+    "cell, other, beside",
+    [
+        ((1, 1), (0, 0), True),
+        ((0, 0), (1, 1), True),
+        ((23, 22), (24, 23), True),
+        ((24, 23), (23, 22), True),
+        ((0, 5), (24, 5), False),  # never across the poles
+        ((5, 0), (5, 23), False),  # a regional grid has no seam
+    ],
+    ids=str,
+)
+def test_beside_at_the_grids_edges(cell, other, beside):
+    coast = _coast(np.ones((LAT.size, LON.size), bool))
+    flat = [r * LON.size + c for r, c in (cell, other)]
+    assert bool(coast._beside(np.array(flat[:1]), np.array(flat[1:]))[0]) is beside
