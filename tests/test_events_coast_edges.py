@@ -65,3 +65,20 @@ def test_beside_at_the_grids_edges(cell, other, beside):
     coast = _coast(np.ones((LAT.size, LON.size), bool))
     flat = [r * LON.size + c for r, c in (cell, other)]
     assert bool(coast._beside(np.array(flat[:1]), np.array(flat[1:]))[0]) is beside
+
+
+def test_the_tracks_error_names_the_first_step_that_matches_no_region():
+    """Tracks moved 3 degrees north of their masks: the error names the first of them, the
+    storm at the first time (storms are matched before rivers)."""
+    from test_events_edges import _case
+
+    from climnb.stats.events import event_steps
+    from climnb.tracks import track_events
+
+    mask, fields = _case()
+    moved = track_events(mask).assign(lat=lambda t: t.lat + 3.0)
+    first = moved.sort_values(["time", "class_id"], kind="stable").iloc[0]
+    assert first.class_id == 1 and (moved.time == first.time).sum() > 1
+    with pytest.raises(ValueError) as err:
+        event_steps(mask, moved, fields=fields)
+    assert f"(first: track {first.track_id} at {first.time})" in str(err.value)
