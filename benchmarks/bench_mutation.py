@@ -151,7 +151,11 @@ MODULES: dict[str, list[str]] = {
         ),
         "tests/test_stats_calendars.py",
     ],
-    "climnb/stats/frequency.py": ["tests/test_stats.py", "tests/test_mutation_survivors.py"],
+    "climnb/stats/frequency.py": [
+        "tests/test_frequency_edges.py",
+        "tests/test_stats.py",
+        "tests/test_mutation_survivors.py",
+    ],
     "climnb/stats/change.py": [
         "tests/test_stats_change.py",
         "tests/test_mutation_survivors.py",
