@@ -423,6 +423,9 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         ),
     },
     "climnb/stats/change.py": {
+        "_resample: `step = max(64, min(config.chunk_points, int(2e6 // n)))`: 64 -> 65": (
+            "the points resampled at a time: the same draws and results in chunks of any size"
+        ),
         '_table: `xa = ca["count"].values[:, j].reshape(ca.steps.size, -1) @ w.T  # (blocks, '
         "region)`: 1 -> 2": "numpy's reshape takes any negative size as the one to infer",
         '_table: `xb = cb["count"].values[:, j].reshape(cb.steps.size, -1) @ w.T`: 1 -> 2': (
