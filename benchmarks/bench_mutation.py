@@ -76,6 +76,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.levels]",
     ],
     "climnb/io/variables.py": [
+        "tests/test_variables_edges.py",
         "tests/test_mutation_survivors.py",
         "tests/test_real_inputs.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.variables]",
