@@ -158,6 +158,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_mutation_survivors.py",
     ],
     "climnb/stats/change.py": [
+        "tests/test_change_edges.py",
         "tests/test_stats_change.py",
         "tests/test_mutation_survivors.py",
         *(
