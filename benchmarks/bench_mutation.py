@@ -204,6 +204,18 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "workers: int = 2, ahead: int = 2):`: 2 -> 3 #2": "how many batches are read ahead",
         "_shutdown: `p.join(timeout=5)`: 5 -> 6": "how long a reading process is waited for",
     },
+    "climnb/labels/scores.py": {
+        "_read_mask: `da = da.rename({v: k for k, v in coord_names(da).items() if v in da.dims "
+        "or v in da.coords})`: v in da.dims or v in da.coords -> v in da.dims and v in "
+        "da.coords": (
+            "differs for a dimension without coordinate values, which the opener refuses first"
+        ),
+        "_read_mask: `da = da.rename({v: k for k, v in coord_names(da).items() if v in da.dims "
+        "or v in da.coords})`: v in da.coords -> v not in da.coords": (
+            "differs for a latitude or longitude that is a coordinate but no dimension: the "
+            "dimension check after it refuses such a mask either way"
+        ),
+    },
     "climnb/data/staging.py": {
         "stage: `validation=[r[0:3:2] for r in source.validation],`: 3 -> 4": (
             "r[0:4:2] takes the same items 0 and 2 as r[0:3:2]"
