@@ -54,11 +54,14 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Each module and the tests that cover it (paths or node ids, relative to the repository).
 MODULES: dict[str, list[str]] = {
     "climnb/labels/scores.py": [
+        "tests/test_scores_edges.py",
         "tests/test_score.py",
+        "tests/test_labels_reference.py",
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.scores]",
     ],
     "climnb/io/split.py": [
+        "tests/test_split_edges.py",
         "tests/test_mutation_survivors.py",
         "tests/test_sampleset.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.split]",
@@ -73,18 +76,26 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.levels]",
     ],
     "climnb/io/variables.py": [
+        "tests/test_variables_edges.py",
         "tests/test_mutation_survivors.py",
         "tests/test_real_inputs.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.variables]",
     ],
     "climnb/labels/ar.py": [
+        "tests/test_ar_half_max_edges.py",
         "tests/test_ar_edges.py",
         "tests/test_rule_edges.py",
         "tests/test_river_rules.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.labels.ar]",
+        "tests/test_river_separation.py",
         "tests/test_labels.py",
     ],
-    "climnb/models/losses.py": ["tests/test_models_loss_metric.py"],
+    "climnb/labels/tc.py": [
+        "tests/test_tc_edges.py",
+        "tests/test_rule_edges.py",
+        "tests/test_labels.py",
+    ],
+    "climnb/models/losses.py": ["tests/test_losses_edges.py", "tests/test_models_loss_metric.py"],
     "climnb/io/atomic.py": [
         "tests/test_atomic_edges.py",
         "tests/test_atomic_owners.py",
@@ -108,6 +119,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_output_guard.py",
     ],
     "climnb/data/staging.py": [
+        "tests/test_staging_edges.py",
         "tests/test_staging.py",
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.data.staging]",
@@ -119,6 +131,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.tracks]",
     ],
     "climnb/stats/events.py": [
+        "tests/test_events_coast_edges.py",
         "tests/test_events_edges.py",
         *(
             f"tests/test_stats.py::{t}"
@@ -139,8 +152,13 @@ MODULES: dict[str, list[str]] = {
         ),
         "tests/test_stats_calendars.py",
     ],
-    "climnb/stats/frequency.py": ["tests/test_stats.py", "tests/test_mutation_survivors.py"],
+    "climnb/stats/frequency.py": [
+        "tests/test_frequency_edges.py",
+        "tests/test_stats.py",
+        "tests/test_mutation_survivors.py",
+    ],
     "climnb/stats/change.py": [
+        "tests/test_change_edges.py",
         "tests/test_stats_change.py",
         "tests/test_mutation_survivors.py",
         *(
@@ -185,6 +203,83 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "BatchLoader.__init__: `def __init__(self, reader: SampleReader, batch_size: int, *, "
         "workers: int = 2, ahead: int = 2):`: 2 -> 3 #2": "how many batches are read ahead",
         "_shutdown: `p.join(timeout=5)`: 5 -> 6": "how long a reading process is waited for",
+    },
+    "climnb/labels/scores.py": {
+        "_read_mask: `da = da.rename({v: k for k, v in coord_names(da).items() if v in da.dims "
+        "or v in da.coords})`: v in da.dims or v in da.coords -> v in da.dims and v in "
+        "da.coords": (
+            "differs for a dimension without coordinate values, which the opener refuses first"
+        ),
+        "_read_mask: `da = da.rename({v: k for k, v in coord_names(da).items() if v in da.dims "
+        "or v in da.coords})`: v in da.coords -> v not in da.coords": (
+            "differs for a latitude or longitude that is a coordinate but no dimension: the "
+            "dimension check after it refuses such a mask either way"
+        ),
+    },
+    "climnb/data/staging.py": {
+        "stage: `validation=[r[0:3:2] for r in source.validation],`: 3 -> 4": (
+            "r[0:4:2] takes the same items 0 and 2 as r[0:3:2]"
+        ),
+        "_claim_stores: `token = comm.bcast(uuid.uuid4().hex[:12] if comm.rank == 0 else None,"
+        " root=0)`: 12 -> 13": "a random claim token one character longer: as unique",
+        "_Source: `@dataclass(frozen=True)`: True -> False": (
+            "frozen only refuses assignment to a field, which nothing does"
+        ),
+        "_engines_per_node: `if world.size <= n_nodes:  # an engine per node, or one standing "
+        "for several nodes`: world.size <= n_nodes -> world.size < n_nodes": (
+            "one engine a node: the loop after it finds one engine a node too and returns (1, "
+            "n_nodes) all the same"
+        ),
+    },
+    "climnb/labels/ar.py": {
+        "_parted: `cut = np.bincount(parent[1:], minlength=n_whole + 1) >= 2  # the objects cut"
+        " in pieces`: n_whole + 1 -> n_whole - 1": (
+            "every whole object holds a part, so the count's length is n_whole + 1 whatever "
+            "the minimum length asked"
+        ),
+        "storm_surroundings: `slice(max(int(i.min()) - steps, 0), int(i.max()) + steps + 1) "
+        "for i in (s.rows, s.cols)`: 1 -> 2": (
+            "a box one row or column larger: growing within any box that holds the storm's "
+            "reach gives what growing the whole grid gives"
+        ),
+    },
+    "climnb/labels/tc.py": {
+        "_Grid.rays: `steps = np.linspace(deg / n_steps, deg, n_steps)`: deg / n_steps -> "
+        "deg * n_steps": ("the rays' one caller reads only their last point, at `deg` either way"),
+        "_vorticity_maxima: `for k, (i, j) in enumerate(zip(rows, cols, strict=True)):  # and "
+        "of their window`: True -> False": "the zipped rows and columns have the same length",
+        "_Grid.rays: `n_steps = max(int(np.ceil(deg / self.dlat)), 1)`: 1 -> 2": (
+            "the rays' one caller reads only their last point, at `deg` whatever the steps"
+        ),
+        "_Grid.rays: `c = np.rint(col + steps * np.cos(theta) / (self.dlon * coslat))`: col + "
+        "steps * np.cos(theta) / (self.dlon * coslat) -> col - steps * np.cos(theta) / (self.dlon "
+        "* coslat)": (
+            "the 16 directions, every 22.5 degrees from due east, are the same set mirrored east "
+            "to west; only their mean is read"
+        ),
+        "_vorticity_maxima: `for dr in (-1, 0, 1):  # the largest of their 3 x 3 neighbours`: "
+        "0 -> 1": (
+            "the 3 x 3 pre-filter is a shortcut: the window check after it (at least 3 x 3) "
+            "drops what it lets through"
+        ),
+        "_vorticity_maxima: `for dc in (-1, 0, 1):`: 0 -> 1": (
+            "the 3 x 3 pre-filter is a shortcut: the window check after it (at least 3 x 3) "
+            "drops what it lets through"
+        ),
+        "_vorticity_maxima: `r = np.clip(rows + dr, 0, n_row - 1)`: rows + dr -> rows - dr": (
+            "the offsets run over -1, 0, 1: subtracted they give the same neighbours"
+        ),
+        "_vorticity_maxima: `c = (cols + dc) % n_col if grid.periodic else np.clip(cols + dc, 0,"
+        " n_col - 1)`: cols + dc -> cols - dc": (
+            "the offsets run over -1, 0, 1: subtracted they give the same neighbours"
+        ),
+        "Storm: `@dataclass(frozen=True)`: True -> False": (
+            "frozen only refuses assignment to a field, which nothing does"
+        ),
+        "_piece: `return mask`: return mask -> return None": (
+            "a mask with no piece: the threshold always keeps the box's maximum, so every mask "
+            "field holds one"
+        ),
     },
     "climnb/models/losses.py": {
         "WeightedCrossEntropy: `@dataclass(frozen=True)`: True -> False": (
@@ -288,6 +383,18 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         ): ("the extra index column is never read"),
     },
     "climnb/stats/events.py": {
+        "_one_class: `bounds = np.searchsorted(idx[order], np.arange(n + 2))`: 2 -> 3": (
+            "one more bound past the last label, never read"
+        ),
+        "_Coast._beside: `ok = (rr >= 0) & (rr < nrow)`: rr < nrow -> rr <= nrow": (
+            "a row past the last one is clipped back onto it: the cell itself or one of its "
+            "real neighbours"
+        ),
+        "_one_class: `d = d + 1e3 * (np.abs(t_area - area) > 1e-4 * area)  # the same region "
+        "first`: 1000.0 -> 2000.0": (
+            "a penalty beyond any distance in degrees (at most 255): regions of another area "
+            "come after those of the same area either way"
+        ),
         **{
             f"_Coast._beside: `rr, cc = r + dr, c + dc`: {m}": (
                 "the offsets run over -1, 0, 1: subtracted they give the same neighbours"
@@ -330,11 +437,20 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         ),
     },
     "climnb/stats/change.py": {
+        "_resample: `step = max(64, min(config.chunk_points, int(2e6 // n)))`: 64 -> 65": (
+            "the points resampled at a time: the same draws and results in chunks of any size"
+        ),
         '_table: `xa = ca["count"].values[:, j].reshape(ca.steps.size, -1) @ w.T  # (blocks, '
         "region)`: 1 -> 2": "numpy's reshape takes any negative size as the one to infer",
-        "_resample: `p[cols] = (1 + (np.abs(null) >= np.abs(change[cols]) - tol).sum(0)) / "
-        "(n + 1)`: np.abs(null) >= np.abs(change[cols]) - tol -> np.abs(null) > "
-        "np.abs(change[cols]) - tol": (
+        '_table: `xb = cb["count"].values[:, j].reshape(cb.steps.size, -1) @ w.T`: 1 -> 2': (
+            "numpy's reshape takes any negative size as the one to infer"
+        ),
+        '_table: `w = area_weights(masks).values.reshape(masks.sizes["region"], -1)  # (region, '
+        "points)`: 1 -> 2": "numpy's reshape takes any negative size as the one to infer",
+        "_stacked: `return x.reshape(x.shape[0], -1), np.asarray(counts.steps.values, "
+        "np.float64)`: 1 -> 2": "numpy's reshape takes any negative size as the one to infer",
+        "_resample: `p[cols] = (1 + (null >= np.abs(change[cols]) - tol).sum(0)) / (n + 1)`: "
+        "null >= np.abs(change[cols]) - tol -> null > np.abs(change[cols]) - tol": (
             "with the tolerance subtracted, a null value equals |change| - tol only by a "
             "coincidence of rounding; ties are counted by the tolerance either way"
         ),
@@ -533,9 +649,12 @@ class Scratch:
             "PYTHONDONTWRITEBYTECODE": "1",  # a mutant never runs from a stale .pyc
         }
 
-    def run(self, module: str, source: str, tests: list[str], timeout: float, slow=False):
+    def run(
+        self, module: str, source: str, tests: list[str], timeout: float, slow=False, markers=None
+    ):
         """Outcome (``killed``, ``survived``, ``timed out``) and seconds of the tests
-        against ``source`` as ``module``."""
+        against ``source`` as ``module`` (``markers``: a ``-m`` expression instead of the
+        quick tests')."""
         path = self.dir / module
         original = path.read_text()
         path.write_text(source)
@@ -543,7 +662,8 @@ class Scratch:
         try:
             cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider"]
             p = subprocess.run(
-                [*cmd, "-m", QUICK.removeprefix("not slow and ") if slow else QUICK, *tests],
+                [*cmd, "-m", markers or (QUICK.removeprefix("not slow and ") if slow else QUICK)]
+                + tests,
                 cwd=self.dir,
                 env=self.env,
                 capture_output=True,
@@ -597,6 +717,12 @@ def main(argv=None) -> int:
         "without its slow ones: a fast whole pass; repeatable",
     )
     ap.add_argument(
+        "--markers",
+        metavar="EXPR",
+        help="run the tests pytest's -m EXPR selects (e.g. 'not browser' for the MPI tests) "
+        "instead of the quick ones",
+    )
+    ap.add_argument(
         "--mutant",
         type=int,
         action="append",
@@ -644,7 +770,10 @@ def _one_module(scratch: Scratch, module: str, args, survivors: list) -> dict:
         survivors.extend(sample)
         return row
     slow = module in WITH_SLOW and not args.only_tests
-    outcome, base_s, tail = scratch.run(module, mutated_source(module, None), tests, 900, slow)
+    marks = args.markers
+    outcome, base_s, tail = scratch.run(
+        module, mutated_source(module, None), tests, 900, slow, marks
+    )
     row["baseline_s"] = base_s
     if outcome != "survived":  # the unmutated module must pass its tests
         print(f"{module}: baseline {outcome} {tail}", flush=True)
@@ -657,7 +786,7 @@ def _one_module(scratch: Scratch, module: str, args, survivors: list) -> dict:
             row["equivalent"] += 1
             continue
         source = mutated_source(module, mu.index)
-        outcome, seconds, _ = scratch.run(module, source, tests, timeout, slow)
+        outcome, seconds, _ = scratch.run(module, source, tests, timeout, slow, marks)
         key = outcome if outcome in row else "error"
         row[key] += 1
         if outcome == "survived":

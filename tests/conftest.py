@@ -140,6 +140,7 @@ MODULE_SECONDS = {
     "test_init_from.py": 35,
     "test_install.py": 34,
     "test_option_effects.py": 30,
+    "test_train_option_effects.py": 25,
     "test_label_parallel.py": 30,
     "test_sampleset.py": 28,
     "test_expert_samples.py": 28,

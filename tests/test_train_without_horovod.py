@@ -124,8 +124,8 @@ from climnb.train.config import TrainConfig
 from climnb.train.engines import train_on_engines
 
 config = TrainConfig(**json.loads(sys.argv[1]))
-try:
-    Engines(n=2, launcher="local").start().init_horovod()
+try:  # decided before any engine is used: none is started for it
+    Engines(n=2, launcher="local").init_horovod()
 except EngineStartError as err:
     print("REFUSED", err)
 with Engines(launcher="local", timeout=300) as engines:

@@ -66,7 +66,7 @@ from pathlib import Path
 from climnb.data.exchange import Reader, SerialComm, exchange, owner, read_shared
 from climnb.data.stageplan import DRAWS, StagingPlan, check_draw, files_per_rank, plan_staging
 from climnb.io.atomic import remove_leftovers
-from climnb.io.manifest import Entry, Manifest, sha256_file
+from climnb.io.manifest import MANIFEST_NAME, Entry, Manifest, sha256_file
 from climnb.io.outputs import OutputError, check_output
 from climnb.io.samples import SAMPLE_GLOB, SampleError
 from climnb.io.sampleset import STATS_NAME, SampleSet, StagedSet, resolve_folder
@@ -438,6 +438,8 @@ def _verified(folder: Path, plan: StagingPlan, rows, needed: set[int], verify: b
         m = Manifest.read(folder)
     except ValueError:
         log.warning("%s: unreadable manifest, staging again", folder)
+        # gone, so that the folder's manifest is written afresh from what this run stages
+        (folder / MANIFEST_NAME).unlink(missing_ok=True)
         return set()
     if m is None:
         return set()
