@@ -124,6 +124,11 @@ MODULES: dict[str, list[str]] = {
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.data.staging]",
     ],
+    "climnb/data/stageplan.py": [
+        "tests/test_staging_edges.py",
+        "tests/test_staging.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.data.stageplan]",
+    ],
     "climnb/tracks.py": [
         "tests/test_tracks_edges.py",
         "tests/test_tracks.py",
@@ -179,12 +184,12 @@ WITH_SLOW = {"climnb/io/atomic.py"}
 #: Mutants that change no behaviour, by module and :attr:`Mutant.key`, with the reason.
 EQUIVALENT: dict[str, dict[str, str]] = {
     "climnb/io/split.py": {
-        "split_steps: `val = np.arange(max(end - n_val, 0), end)`: 0 -> 1": (
+        "_block_split: `val = np.arange(max(end - n_val, 0), end)`: 0 -> 1": (
             "differs only when end <= n_val, where the block split is refused either way "
             "(validation would start at step 0, leaving no training step before it)"
         ),
         **{
-            f"split_steps: `dropped = n - train.size - val.size - test.size`: {m}": (
+            f"_block_split: `dropped = n - train.size - val.size - test.size`: {m}": (
                 "the count of steps left out in the gaps goes only to a log line"
             )
             for m in (
