@@ -334,55 +334,80 @@ def label_part(folder: Path, paths: list[Path], names, workers=(1, 2), formats=(
 
 
 def breakdown(paths: list[Path], names, n_steps: int) -> None:
-    """Seconds per step one worker spends reading, decoding, labelling and writing (warm):
-    the reads as the label tasks do them (the lazy arrays of climnb's opener, one step of every
-    variable in one synchronous dask compute) against plain netCDF4 reads of the same bytes."""
-    import dask
+    """Seconds (and CPU seconds) per step one worker spends reading, decoding, labelling and
+    writing (warm, one process): plain netCDF4 reads of the bytes the labeller needs; what the
+    label task's own reader (:class:`climnb.labels.dataset.StepInputs`: the opener's lazy
+    arrays, put on the canonical grid, its files kept open) adds on top; label_step; and one
+    uint8 step written and compressed as the label writer does (one HDF5 chunk a step)."""
     import netCDF4
     import xarray as xr
 
     from climnb.io.files import open_fields
+    from climnb.io.netcdf import normalize
     from climnb.labels import label_step
+    from climnb.labels.dataset import StepInputs, label_dataset, plan_labels
 
     files = paths[: -(-(n_steps + 1) // STEPS_PER_DAY)]
-    ds = open_fields([str(p) for p in files])
-    steps = range(1, min(n_steps + 1, ds.sizes["time"]))  # step 0 warms up (imports, caches)
+    ds = open_fields([str(p) for p in files], canonical=False)
+    graph = dict(label_dataset(ds)[0].data.__dask_graph__())
+    used = plan_labels(normalize(ds).data_vars).variables  # the order the tasks read them in
+    tasks = sorted(
+        (int(str(k).rsplit("-", 1)[1]), a)
+        for k, t in graph.items()
+        if str(k).startswith("label-step")
+        for a in getattr(t, "args", ())
+        if isinstance(a, StepInputs)
+    )
+    steps = range(1, min(n_steps + 1, len(tasks)))  # step 0 warms up (imports, caches)
     raw_read(files, names)  # warm page cache
-    lat, lon = ds.lat.values, ds.lon.values
-    read = opened = label = 0.0
+    lat, lon = ds.lat.values.astype(float), ds.lon.values.astype(float)
+    clocks = (time.perf_counter, time.process_time)
+    spent = {k: np.zeros(2) for k in ("read", "task read", "label", "write")}
     labelled = []
     for t in [0, *steps]:
         path, k = paths[t // STEPS_PER_DAY], t % STEPS_PER_DAY
-        t0 = time.perf_counter()
+        c0 = np.array([c() for c in clocks])
         with netCDF4.Dataset(path) as nc:
             nc.set_auto_maskandscale(False)
             for v in names:
                 nc[v][k]
-        t1 = time.perf_counter()
-        arrays = dask.compute(*[ds[v].data[t] for v in names], scheduler="sync")
-        t2 = time.perf_counter()
-        mask, _ = label_step(dict(zip(names, arrays, strict=True)), lat, lon)
-        t3 = time.perf_counter()
+        c1 = np.array([c() for c in clocks])
+        arrays = tasks[t][1].read()
+        c2 = np.array([c() for c in clocks])
+        mask, _ = label_step({v: a[0] for v, a in zip(used, arrays, strict=True)}, lat, lon)
+        c3 = np.array([c() for c in clocks])
         if t:
-            read, opened, label = read + t1 - t0, opened + t2 - t1, label + t3 - t2
+            for key, a, b in (("read", c0, c1), ("task read", c1, c2), ("label", c2, c3)):
+                spent[key] += b - a
             labelled.append(mask)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = xr.DataArray(np.stack(labelled), dims=("time", "lat", "lon"), name="labels")
-        t0 = time.perf_counter()
-        out.to_netcdf(Path(tmp) / "x.nc", encoding={"labels": {"dtype": "u1", "zlib": True}})
-        write = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:  # n steps less one: the file's own cost out
+        for part, sign in ((labelled, 1), (labelled[:1], -1)):
+            out = xr.DataArray(np.stack(part), dims=("time", "lat", "lon"), name="labels")
+            encoding = {"dtype": "u1", "zlib": True, "chunksizes": (1, *out.shape[1:])}
+            c0 = np.array([c() for c in clocks])
+            out.to_netcdf(Path(tmp) / f"x{len(part)}.nc", encoding={"labels": encoding})
+            spent["write"] += sign * (np.array([c() for c in clocks]) - c0)
+    spent["write"] *= len(steps) / max(len(steps) - 1, 1)
     n = len(steps)
-    decode = max(opened - read, 0.0)
-    total = read + decode + label + write
+    spent["decode"] = np.maximum(spent.pop("task read") - spent["read"], 0.0)
+    rows = [(k, spent[k]) for k in ("read", "decode", "label", "write")]
+    total = sum(v for _, v in rows)
     print(f"\nwhere one worker's time goes ({n} full-size steps, warm cache, one process):")
-    for name, s in (
-        ("read (netCDF4)", read),
-        ("decode (opener + dask on top)", decode),
-        ("label", label),
-        ("write (uint8, zlib)", write),
-    ):
-        print(f"  {name:<30} {s / n * 1000:7.1f} ms/step  {s / total:5.1%}")
-    print(f"  one worker's ceiling: {n / total:.1f} steps/s")
+    names_ = {
+        "read": "read (netCDF4)",
+        "decode": "decode (the task's reader on top)",
+        "label": "label (label_step)",
+        "write": "write (uint8, zlib, a chunk a step)",
+    }
+    for key, (wall, cpu) in rows:
+        print(
+            f"  {names_[key]:<36} {wall / n * 1000:7.1f} ms/step  {wall / total[0]:5.1%}  "
+            f"(CPU {cpu / n * 1000:.1f} ms)"
+        )
+    print(
+        f"  one worker's ceiling: {n / total[0]:.1f} steps/s; all but the labelling: "
+        f"{(total[0] - spent['label'][0]) / spent['label'][0]:.0%} on top of it"
+    )
 
 
 # --- inference ----------------------------------------------------------------------------
@@ -427,6 +452,19 @@ print(json.dumps({"forward": forward, "seconds": t1 - t0, "busy": busy, "steps":
 """
 
 
+def first_steps(paths: list[Path], k: int, folder) -> list[Path]:
+    """The month's first ``k`` steps: whole day files, or (under a day) a file of them."""
+    if k % STEPS_PER_DAY == 0:
+        return paths[: k // STEPS_PER_DAY]
+    import xarray as xr
+
+    out = Path(folder) / f"first-{k}.nc"
+    if not out.exists():
+        with xr.open_dataset(paths[0]) as ds:
+            ds.isel(time=slice(0, k)).to_netcdf(out)
+    return [out]
+
+
 def predict_part(
     folder: Path, paths: list[Path], n_steps: int, workers: int = 2, preset: str = "paper"
 ) -> None:
@@ -439,12 +477,11 @@ def predict_part(
     from climnb.models.flops import count_flops
     from climnb.models.precision import BF16_FLAGS, cpu_bf16_flags
 
-    files = paths[: max(2, -(-n_steps // STEPS_PER_DAY))]
-    half = files[: len(files) // 2]
+    if n_steps > STEPS_PER_DAY and n_steps % STEPS_PER_DAY:
+        n_steps = n_steps // STEPS_PER_DAY * STEPS_PER_DAY  # whole days past the first
     print(
         f"\ninference: `climnb predict --batch-size 1 --workers {workers}` of an untrained "
-        f"{preset} Tiramisu over {len(half) * STEPS_PER_DAY} and "
-        f"{len(files) * STEPS_PER_DAY} full-size steps to Zarr"
+        f"{preset} Tiramisu over {max(1, n_steps // 2)} and {n_steps} full-size steps to Zarr"
     )
     precisions = ["float32"]
     if cpu_bf16_flags():
@@ -471,8 +508,9 @@ def predict_part(
             del model
             gemm = gemm_rate("float32" if precision == "float32" else "bfloat16")
             peaks = {}
-            for part in (half, files):
-                out = f"{tmp}/p-{len(part)}.zarr"
+            parts = [first_steps(paths, k, tmp) for k in (max(1, n_steps // 2), n_steps)]
+            for k, part in enumerate(parts):
+                out = f"{tmp}/p-{k}.zarr"
                 argv = [sys.executable, "-c", PREDICT_CHILD, str(bundle), out, str(workers)]
                 s, peak, text = run_watched([*argv, *map(str, part)])
                 r = json.loads(text.strip().splitlines()[-1])
