@@ -9,35 +9,47 @@ steps, all 16 channels. Then measures, in the same run:
   after the other as the labeller reads them; cold (each file's pages dropped from the page
   cache with ``posix_fadvise(POSIX_FADV_DONTNEED)`` after an ``fsync``, and
   ``/proc/sys/vm/drop_caches`` where permitted) and warm (read once just before);
-* **climnb label** over the whole month, 1 and 2 workers, NetCDF and Zarr output, from the
-  same cache states: steps/s, MB/s of input (the bytes of those variables), the ratio to the
-  raw read rate of the same cache state, and the peak of the whole process tree's resident
-  memory (sampled every 0.2 s; PSS where /proc allows it, so shared pages count once);
-  memory flat in the number of steps is checked by labelling half the month the same way;
-* **where one worker's time goes**, on ``--breakdown-steps`` steps, warm: reading (netCDF4, raw
-  bytes), decoding (climnb's opener on top of that: names, units, lazy arrays to numpy),
-  labelling (:func:`climnb.labels.label_step`) and writing (one uint8 step, compressed, as the
-  label writer does);
+* **climnb label** over the whole month, 1 and 2 workers, NetCDF and Zarr output
+  (``--label-workers``, ``--label-formats``), from the same cache states: steps/s, MB/s of
+  input (the bytes of those variables), the ratio to the raw read rate of the same cache state;
+  from inside the command (a dask callback on the label tasks): the start-up (seconds to the
+  first labelled step), the steady rate after it, as a worker's seconds a step against
+  :func:`climnb.labels.label_step` alone (the core, timed in this process just before) and as
+  the process tree's CPU seconds a step against the core's (what other load on the machine
+  changes least), and the seconds after the last step; the peak of the whole process tree's
+  resident memory (sampled every 0.2 s; PSS where /proc allows it, so shared pages count
+  once); memory flat in the number of steps is checked by labelling half the month the same
+  way. The commands run with compiled bytecode kept under ``--dir`` (as an installed package
+  has it), also where ``PYTHONDONTWRITEBYTECODE`` is set;
+* **where one worker's time goes**, on ``--breakdown-steps`` steps, warm, in seconds and CPU
+  seconds: reading (netCDF4, raw bytes), decoding (what the label task's own reader adds on
+  top: names, units, the canonical grid, lazy arrays to numpy), labelling
+  (:func:`climnb.labels.label_step`) and writing (uint8 steps, compressed, a chunk a step, as
+  the label writer does, through xarray in this process; the file's own cost left out);
 * **inference** (``--only predict``): the real ``climnb predict --batch-size 1 --workers 2``
   (lazy, to Zarr; ``--predict-workers``) of an untrained paper-size Tiramisu bundle (the cost
   does not depend on the weights; ``--predict-preset toy`` for a quick check) over the first
-  ``--predict-steps`` steps and half of them, in float32, and in mixed_bfloat16 where the CPU
-  has native bfloat16: steps/s; the forward pass alone (on an array in memory, after a
-  warm-up) in FLOP/s (analytic count, :func:`climnb.models.flops`) against a 4096^3 GEMM of the
-  same precision timed just before; the share of the command's time in which no forward pass
-  ran (the union of the network's busy intervals, recorded around every batch inside the real
-  command: the wait for input, start-up and writing included) and the peak memory of both runs.
+  ``--predict-steps`` steps and half of them (under a day: a file of that many steps), in
+  float32, and in mixed_bfloat16 where the CPU has native bfloat16: steps/s; the forward pass
+  alone (on an array in memory, after a warm-up) in FLOP/s (analytic count,
+  :func:`climnb.models.flops`) against a 4096^3 GEMM of the same precision timed just before;
+  the share of the command's time in which no forward pass ran (the union of the network's busy
+  intervals, recorded around every batch inside the real command: the wait for input, start-up
+  and writing included) and the peak memory of both runs.
 
     .venv/bin/python benchmarks/bench_throughput.py [--dir /var/tmp/climnb-month] [--days 30]
-        [--only write,raw,label,breakdown,predict] [--predict-steps 8]
+        [--only write,raw,label,breakdown,predict] [--label-workers 1,2]
+        [--label-formats nc,zarr] [--breakdown-steps 16] [--predict-steps 16]
 
 How the figures could mislead: the data are synthetic (smooth fields compress and decode
 unlike real ones, though nothing here is compressed on input); the page cache is dropped per
 file, not for the device (a disk cache below the kernel may still hold them: "cold" is the
 kernel's cold, and on a fast local SSD cold and warm differ little, where a parallel file
 system would differ much); the machine has 2 cores that other work may share (the load is
-printed); the label runs include the worker processes' start-up (a few seconds), which a
-month amortises but a short run does not; inference uses an untrained network.
+printed: wall-clock figures at a load above the cores are figures of the load, the CPU
+ratios much less so); the label runs include the command's start-up (imports, opening the
+input, the worker processes), which a month amortises but a short run does not: the
+start-up and the steady rate are printed apart; inference uses an untrained network.
 """
 
 from __future__ import annotations
@@ -466,7 +478,12 @@ def first_steps(paths: list[Path], k: int, folder) -> list[Path]:
 
 
 def predict_part(
-    folder: Path, paths: list[Path], n_steps: int, workers: int = 2, preset: str = "paper"
+    folder: Path,
+    paths: list[Path],
+    n_steps: int,
+    workers: int = 2,
+    preset: str = "paper",
+    precisions: tuple[str, ...] = ("float32", "mixed_bfloat16"),
 ) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_models import gemm_rate
@@ -483,10 +500,8 @@ def predict_part(
         f"\ninference: `climnb predict --batch-size 1 --workers {workers}` of an untrained "
         f"{preset} Tiramisu over {max(1, n_steps // 2)} and {n_steps} full-size steps to Zarr"
     )
-    precisions = ["float32"]
-    if cpu_bf16_flags():
-        precisions.append("mixed_bfloat16")
-    else:
+    if not cpu_bf16_flags() and "mixed_bfloat16" in precisions:
+        precisions = [p for p in precisions if p != "mixed_bfloat16"]
         print(
             "  mixed_bfloat16 not timed: this CPU has none of "
             f"{'/'.join(BF16_FLAGS)} (TensorFlow would emulate bfloat16, which times nothing)"
@@ -543,6 +558,7 @@ def main(argv=None) -> None:
     parser.add_argument("--label-formats", default="nc,zarr", help="the label runs' outputs")
     parser.add_argument("--predict-steps", type=int, default=16)
     parser.add_argument("--predict-workers", type=int, default=2)
+    parser.add_argument("--predict-precisions", default="float32,mixed_bfloat16")
     parser.add_argument(
         "--predict-preset", default="paper", help="the Tiramisu preset (toy: a quick check)"
     )
@@ -560,7 +576,14 @@ def main(argv=None) -> None:
     if "breakdown" in parts:
         breakdown(paths, names, args.breakdown_steps)
     if "predict" in parts:
-        predict_part(args.dir, paths, args.predict_steps, args.predict_workers, args.predict_preset)
+        predict_part(
+            args.dir,
+            paths,
+            args.predict_steps,
+            args.predict_workers,
+            args.predict_preset,
+            tuple(args.predict_precisions.split(",")),
+        )
     print(f"load {os.getloadavg()[0]:.1f} at the end")
 
 
