@@ -57,22 +57,25 @@ def worker_processes(n: int, *, pool=None):
     if pool is None and _POOL is not None and _POOL[0] == os.getpid() and _POOL[2] == n:
         yield _POOL[1]  # the enclosing block's processes, started already
         return
-    with contextlib.ExitStack() as stack:
-        size = None if pool is not None else n
-        if pool is None:
-            context = multiprocessing.get_context("spawn")
-            pool = stack.enter_context(
-                ProcessPoolExecutor(
-                    n, mp_context=context, initializer=_start, initargs=(os.getpid(), _PRELOAD)
-                )
-            )
-            for _ in range(n):  # each submit with no idle process starts one: all n now
-                pool.submit(os.getpid)
-        previous, _POOL = _POOL, (os.getpid(), pool, size)
-        try:
-            yield pool
-        finally:
-            _POOL = previous
+    own = pool is None
+    if own:
+        pool = ProcessPoolExecutor(
+            n,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start,
+            initargs=(os.getpid(), _PRELOAD),
+        )
+        for _ in range(n):  # each submit with no idle process starts one: all n now
+            pool.submit(os.getpid)
+    previous, _POOL = _POOL, (os.getpid(), pool, n if own else None)
+    done = False
+    try:
+        yield pool
+        done = True
+    finally:
+        _POOL = previous
+        if own:  # after an error, not held up by processes still starting
+            pool.shutdown(wait=done, cancel_futures=not done)
 
 
 def _start(parent: int, preload: str) -> None:
