@@ -159,7 +159,11 @@ def raw_read(paths: list[Path], names) -> tuple[float, int]:
 def _tree_memory(proc: psutil.Process) -> float:
     """Resident memory of a process and its descendants: PSS where readable, else RSS."""
     total = 0.0
-    for p in [proc, *proc.children(recursive=True)]:
+    try:
+        tree = [proc, *proc.children(recursive=True)]
+    except psutil.Error:  # a process of the tree ended while it was listed
+        return 0.0
+    for p in tree:
         try:
             info = p.memory_full_info()
             total += getattr(info, "pss", info.rss)
