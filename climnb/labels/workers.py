@@ -79,27 +79,11 @@ def worker_processes(n: int, *, pool=None):
 
 
 def _start(parent: int, preload: str) -> None:
-    """A worker process's start: watch ``parent`` (:func:`_exit_with`), import ``preload``
-    and leave at the end without tearing the interpreter down (:func:`_leave`)."""
-    import atexit
+    """A worker process's start: watch ``parent`` (:func:`_exit_with`), import ``preload``."""
     import importlib
 
     _exit_with(parent)
-    atexit.register(_leave)  # the last registered runs first: before the teardown
     importlib.import_module(preload)
-
-
-def _leave() -> None:
-    """A worker's exit once the pool has shut it down: its output flushed, then gone. The
-    interpreter's teardown of xarray, dask, pandas and SciPy takes a second or more, several
-    on a busy machine, and the pool (so ``climnb label``) waits for it; the worker holds
-    nothing to write (its results went back with each task)."""
-    import sys
-
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(0)
 
 
 def _exit_with(parent: int, every_s: float = 0.5) -> None:
