@@ -21,6 +21,7 @@ def _workers() -> list[psutil.Process]:
     ]
 
 
+@pytest.mark.slow  # two processes started and waited for (a few seconds)
 def test_all_processes_start_before_any_task():
     before = {p.pid for p in _workers()}
     with worker_processes(2) as pool:
@@ -30,6 +31,7 @@ def test_all_processes_start_before_any_task():
         assert pids <= {p.pid for p in started}
 
 
+@pytest.mark.slow
 def test_an_inner_block_of_the_same_size_finds_the_outer_processes():
     with worker_processes(2) as outer:
         with worker_processes(2) as inner:
