@@ -287,7 +287,7 @@ def label_part(folder: Path, paths: list[Path], names, workers=(1, 2), formats=(
         f"  the core: label_step alone, fields in memory, one process: {core * 1e3:.1f} ms a "
         f"step, {core_cpu * 1e3:.1f} ms of CPU"
     )
-    rows = []
+    rows, raw_rates = [], {}
     with tempfile.TemporaryDirectory(prefix="labels-", dir=folder) as tmp:
         for state in ("cold", "warm"):
             how = drop_cache(paths) if state == "cold" else "read just before"
@@ -295,6 +295,7 @@ def label_part(folder: Path, paths: list[Path], names, workers=(1, 2), formats=(
                 raw_read(paths, names)
             seconds, nbytes = raw_read(paths, names)
             raw = nbytes / seconds
+            raw_rates[state] = steps / seconds
             print(
                 f"  raw netCDF4 read, {state} ({how}): {seconds:.1f} s, {raw / MB:.0f} MB/s, "
                 f"{steps / seconds:.1f} steps/s",
@@ -338,6 +339,14 @@ def label_part(folder: Path, paths: list[Path], names, workers=(1, 2), formats=(
     print(table.round(2).to_string(index=False))
     two = table[table.workers == max(workers)]
     cold = two[two.cache == "cold"]["of raw"].min()
+    for _, r in two.iterrows():  # start-up once, then the steady rate: a month of 240 steps
+        month = 240 / (r["start s"] + 240 / r["steady/s"] + r["close s"])
+        raws = raw_rates[r["cache"]]
+        print(
+            f"  {r['cache']}, --workers {r['workers']} -> .{r['out']}: a 240-step month at this "
+            f"start-up and steady rate would run at {month:.1f} steps/s = "
+            f"{month / raws:.2f} of the raw read (projected, not measured)"
+        )
     warm = two[two.cache == "warm"]["x core"].max()
     warm_cpu = two[two.cache == "warm"]["cpu x core"].max()
     print(

@@ -37,7 +37,7 @@ from climnb.io.netcdf import time_steps
 from climnb.io.outputs import check_outputs
 from climnb.io.plausible import check_plausible_input
 from climnb.labels.config import LabelConfig
-from climnb.labels.dataset import StepError, label_dataset, worker_processes
+from climnb.labels.dataset import StepError, label_dataset
 from climnb.labels.writer import write_labels
 from climnb.runtime.scheduler import dask_client
 
@@ -100,17 +100,8 @@ def label_files(req: LabelRequest) -> str:
     out = Path(req.out)
     events_path = Path(req.events) if req.events else out.with_suffix(".events.csv")
     check_outputs({"--out": out, "--events": events_path}, files)
-    with claims([out, events_path]), _early_processes(req):  # one run at a time into these
+    with claims([out, events_path]):  # one run at a time into these outputs
         return _label(req, files, out, events_path)
-
-
-def _early_processes(req: LabelRequest):
-    """The worker processes the writer will label in, started now: they import the labeller
-    while this process opens and checks the input (the writer's ``worker_processes`` finds
-    them)."""
-    if req.scheduler or req.workers < 2:
-        return contextlib.nullcontext()
-    return worker_processes(req.workers)
 
 
 def _describe(files: list[str]) -> str:
