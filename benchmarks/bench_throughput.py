@@ -364,6 +364,7 @@ def breakdown(paths: list[Path], names, n_steps: int) -> None:
     label task's own reader (:class:`climnb.labels.dataset.StepInputs`: the opener's lazy
     arrays, put on the canonical grid, its files kept open) adds on top; label_step; and one
     uint8 step written and compressed as the label writer does (one HDF5 chunk a step)."""
+    import dask.array
     import netCDF4
     import xarray as xr
 
@@ -405,14 +406,14 @@ def breakdown(paths: list[Path], names, n_steps: int) -> None:
             for key, a, b in (("read", c0, c1), ("task read", c1, c2), ("label", c2, c3)):
                 spent[key] += b - a
             labelled.append(mask)
-    with tempfile.TemporaryDirectory() as tmp:  # n steps less one: the file's own cost out
-        for part, sign in ((labelled, 1), (labelled[:1], -1)):
-            out = xr.DataArray(np.stack(part), dims=("time", "lat", "lon"), name="labels")
-            encoding = {"dtype": "u1", "zlib": True, "chunksizes": (1, *out.shape[1:])}
-            c0 = np.array([c() for c in clocks])
-            out.to_netcdf(Path(tmp) / f"x{len(part)}.nc", encoding={"labels": encoding})
-            spent["write"] += sign * (np.array([c() for c in clocks]) - c0)
-    spent["write"] *= len(steps) / max(len(steps) - 1, 1)
+    with tempfile.TemporaryDirectory() as tmp:  # a step a task, as the label writer's
+        lazy = dask.array.from_array(np.stack(labelled), chunks=(1, *labelled[0].shape))
+        out = xr.DataArray(lazy, dims=("time", "lat", "lon"), name="labels")
+        encoding = {"dtype": "u1", "zlib": True, "chunksizes": (1, *out.shape[1:])}
+        write = out.to_netcdf(Path(tmp) / "x.nc", encoding={"labels": encoding}, compute=False)
+        c0 = np.array([c() for c in clocks])  # the writes and the file's close, not its graph
+        write.compute(scheduler="sync")
+        spent["write"] += np.array([c() for c in clocks]) - c0
     n = len(steps)
     spent["decode"] = np.maximum(spent.pop("task read") - spent["read"], 0.0)
     rows = [(k, spent[k]) for k in ("read", "decode", "label", "write")]
