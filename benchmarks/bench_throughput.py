@@ -9,35 +9,47 @@ steps, all 16 channels. Then measures, in the same run:
   after the other as the labeller reads them; cold (each file's pages dropped from the page
   cache with ``posix_fadvise(POSIX_FADV_DONTNEED)`` after an ``fsync``, and
   ``/proc/sys/vm/drop_caches`` where permitted) and warm (read once just before);
-* **climnb label** over the whole month, 1 and 2 workers, NetCDF and Zarr output, from the
-  same cache states: steps/s, MB/s of input (the bytes of those variables), the ratio to the
-  raw read rate of the same cache state, and the peak of the whole process tree's resident
-  memory (sampled every 0.2 s; PSS where /proc allows it, so shared pages count once);
-  memory flat in the number of steps is checked by labelling half the month the same way;
-* **where one worker's time goes**, on ``--breakdown-steps`` steps, warm: reading (netCDF4, raw
-  bytes), decoding (climnb's opener on top of that: names, units, lazy arrays to numpy),
-  labelling (:func:`climnb.labels.label_step`) and writing (one uint8 step, compressed, as the
-  label writer does);
+* **climnb label** over the whole month, 1 and 2 workers, NetCDF and Zarr output
+  (``--label-workers``, ``--label-formats``), from the same cache states: steps/s, MB/s of
+  input (the bytes of those variables), the ratio to the raw read rate of the same cache state;
+  from inside the command (a dask callback on the label tasks): the start-up (seconds to the
+  first labelled step), the steady rate after it, as a worker's seconds a step against
+  :func:`climnb.labels.label_step` alone (the core, timed in this process just before) and as
+  the process tree's CPU seconds a step against the core's (what other load on the machine
+  changes least), and the seconds after the last step; the peak of the whole process tree's
+  resident memory (sampled every 0.2 s; PSS where /proc allows it, so shared pages count
+  once); memory flat in the number of steps is checked by labelling half the month the same
+  way. The commands run with compiled bytecode kept under ``--dir`` (as an installed package
+  has it), also where ``PYTHONDONTWRITEBYTECODE`` is set;
+* **where one worker's time goes**, on ``--breakdown-steps`` steps, warm, in seconds and CPU
+  seconds: reading (netCDF4, raw bytes), decoding (what the label task's own reader adds on
+  top: names, units, the canonical grid, lazy arrays to numpy), labelling
+  (:func:`climnb.labels.label_step`) and writing (uint8 steps, compressed, a chunk a step, as
+  the label writer does, through xarray in this process; the file's own cost left out);
 * **inference** (``--only predict``): the real ``climnb predict --batch-size 1 --workers 2``
   (lazy, to Zarr; ``--predict-workers``) of an untrained paper-size Tiramisu bundle (the cost
   does not depend on the weights; ``--predict-preset toy`` for a quick check) over the first
-  ``--predict-steps`` steps and half of them, in float32, and in mixed_bfloat16 where the CPU
-  has native bfloat16: steps/s; the forward pass alone (on an array in memory, after a
-  warm-up) in FLOP/s (analytic count, :func:`climnb.models.flops`) against a 4096^3 GEMM of the
-  same precision timed just before; the share of the command's time in which no forward pass
-  ran (the union of the network's busy intervals, recorded around every batch inside the real
-  command: the wait for input, start-up and writing included) and the peak memory of both runs.
+  ``--predict-steps`` steps and half of them (under a day: a file of that many steps), in
+  float32, and in mixed_bfloat16 where the CPU has native bfloat16: steps/s; the forward pass
+  alone (on an array in memory, after a warm-up) in FLOP/s (analytic count,
+  :func:`climnb.models.flops`) against a 4096^3 GEMM of the same precision timed just before;
+  the share of the command's time in which no forward pass ran (the union of the network's busy
+  intervals, recorded around every batch inside the real command: the wait for input, start-up
+  and writing included) and the peak memory of both runs.
 
     .venv/bin/python benchmarks/bench_throughput.py [--dir /var/tmp/climnb-month] [--days 30]
-        [--only write,raw,label,breakdown,predict] [--predict-steps 8]
+        [--only write,raw,label,breakdown,predict] [--label-workers 1,2]
+        [--label-formats nc,zarr] [--breakdown-steps 16] [--predict-steps 16]
 
 How the figures could mislead: the data are synthetic (smooth fields compress and decode
 unlike real ones, though nothing here is compressed on input); the page cache is dropped per
 file, not for the device (a disk cache below the kernel may still hold them: "cold" is the
 kernel's cold, and on a fast local SSD cold and warm differ little, where a parallel file
 system would differ much); the machine has 2 cores that other work may share (the load is
-printed); the label runs include the worker processes' start-up (a few seconds), which a
-month amortises but a short run does not; inference uses an untrained network.
+printed: wall-clock figures at a load above the cores are figures of the load, the CPU
+ratios much less so); the label runs include the command's start-up (imports, opening the
+input, the worker processes), which a month amortises but a short run does not: the
+start-up and the steady rate are printed apart; inference uses an untrained network.
 """
 
 from __future__ import annotations
@@ -147,7 +159,11 @@ def raw_read(paths: list[Path], names) -> tuple[float, int]:
 def _tree_memory(proc: psutil.Process) -> float:
     """Resident memory of a process and its descendants: PSS where readable, else RSS."""
     total = 0.0
-    for p in [proc, *proc.children(recursive=True)]:
+    try:
+        tree = [proc, *proc.children(recursive=True)]
+    except psutil.Error:  # a process of the tree ended while it was listed
+        return 0.0
+    for p in tree:
         try:
             info = p.memory_full_info()
             total += getattr(info, "pss", info.rss)
@@ -156,11 +172,22 @@ def _tree_memory(proc: psutil.Process) -> float:
     return total
 
 
-def run_watched(argv: list[str]) -> tuple[float, float, str]:
+def child_env(folder: Path) -> dict:
+    """The environment of the timed commands: compiled bytecode kept (in ``folder``), as an
+    installed package has it. Where ``PYTHONDONTWRITEBYTECODE`` is set, every process (each
+    worker too) would otherwise compile climnb's source again at start-up."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+    return env
+
+
+def run_watched(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
     """Run a command; returns (seconds, peak memory of its process tree in MiB, stdout)."""
     peak = [0.0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     watched = psutil.Process(proc.pid)
     stop = threading.Event()
 
@@ -180,21 +207,87 @@ def run_watched(argv: list[str]) -> tuple[float, float, str]:
     return seconds, peak[0] / 2**20, out
 
 
-def label_run(paths, out: Path, workers: int) -> tuple[float, float]:
-    argv = [sys.executable, "-m", "climnb", "label", *map(str, paths), "--out", str(out)]
+#: ``climnb label`` itself, with the end of every label task timed (a dask callback in the
+#: command's process, where the write's threads run them): start-up, steady rate and close,
+#: in seconds and in CPU seconds of the process tree (the command and its workers)
+LABEL_CHILD = r"""
+import json, sys, time
+import psutil
+from dask.callbacks import Callback
+from climnb.cli import main
+me = psutil.Process()
+born, done = me.create_time(), []
+def cpu():
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+class Steps(Callback):
+    def _posttask(self, key, result, dsk, state, worker_id):
+        if str(key[0] if isinstance(key, tuple) else key).startswith("label-step"):
+            done.append((time.time() - born, cpu()))
+with Steps():
+    status = main(["label", *sys.argv[1:]])
+end = time.time() - born
+print(json.dumps({"first": done[0], "last": done[-1], "end": end, "tasks": len(done)}))
+sys.exit(status)
+"""
+
+
+def label_run(paths, out: Path, workers: int, env: dict) -> dict:
+    """One ``climnb label`` run: seconds, peak MiB, and (from inside it) the seconds to the
+    first labelled step, the steady rate after it, the process tree's CPU seconds a step
+    over the same steps and the seconds after the last."""
+    argv = [sys.executable, "-c", LABEL_CHILD, *map(str, paths), "--out", str(out)]
     argv += ["--workers", str(workers), "--no-progress"]
-    seconds, peak, _ = run_watched(argv)
-    return seconds, peak
+    seconds, peak, text = run_watched(argv, env)
+    r = json.loads(text.strip().splitlines()[-1])
+    (t0, cpu0), (t1, cpu1), n = r["first"], r["last"], r["tasks"] - 1
+    return {"s": seconds, "peak": peak, "start": t0, "steady": n / max(t1 - t0, 1e-9),
+            "cpu": (cpu1 - cpu0) / max(n, 1), "close": r["end"] - t1}  # fmt: skip
 
 
-def label_part(folder: Path, paths: list[Path], names) -> None:
+def core_cost(paths: list[Path], names, n: int = 4) -> tuple[float, float]:
+    """Seconds and CPU seconds a step of :func:`climnb.labels.label_step` alone takes here
+    (one process, the fields in memory, after a step of warm-up)."""
+    import netCDF4
+
+    from climnb.labels import label_step
+
+    with netCDF4.Dataset(paths[0]) as nc:
+        nc.set_auto_maskandscale(False)
+        lat, lon = nc["lat"][:].astype(float), nc["lon"][:].astype(float)
+        steps = [{v: np.asarray(nc[v][k]) for v in names} for k in range(n + 1)]
+    label_step(steps[0], lat, lon)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for fields in steps[1:]:
+        label_step(fields, lat, lon)
+    return (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
+
+
+def label_part(folder: Path, paths: list[Path], names, workers=(1, 2), formats=("nc", "zarr")):
     steps = len(paths) * STEPS_PER_DAY
     need = needed_bytes(paths, names)
+    env = child_env(folder)
+    subprocess.run(  # compiled once, as an installed package is, before anything is timed
+        [sys.executable, "-c", "import climnb.cli, climnb.labels.files, climnb.labels.writer"],
+        env=env,
+        check=True,
+    )
     print(
         f"\nlabelling {steps} steps; the labeller reads {', '.join(names)}: "
         f"{need / 1e9:.2f} GB of the files' {sum(p.stat().st_size for p in paths) / 1e9:.1f}"
     )
-    rows = []
+    core, core_cpu = core_cost(paths, names)
+    print(
+        f"  the core: label_step alone, fields in memory, one process: {core * 1e3:.1f} ms a "
+        f"step, {core_cpu * 1e3:.1f} ms of CPU"
+    )
+    rows, raw_rates = [], {}
     with tempfile.TemporaryDirectory(prefix="labels-", dir=folder) as tmp:
         for state in ("cold", "warm"):
             how = drop_cache(paths) if state == "cold" else "read just before"
@@ -202,95 +295,145 @@ def label_part(folder: Path, paths: list[Path], names) -> None:
                 raw_read(paths, names)
             seconds, nbytes = raw_read(paths, names)
             raw = nbytes / seconds
+            raw_rates[state] = steps / seconds
             print(
                 f"  raw netCDF4 read, {state} ({how}): {seconds:.1f} s, {raw / MB:.0f} MB/s, "
                 f"{steps / seconds:.1f} steps/s",
                 flush=True,
             )
-            for workers in (1, 2):
-                for fmt in ("nc", "zarr"):
+            for n in workers:
+                for fmt in formats:
                     if state == "cold":
                         drop_cache(paths)
-                    out = Path(tmp) / f"labels-{workers}.{fmt}"
-                    s, peak = label_run(paths, out, workers)
-                    rate = need / s
-                    rows.append((state, workers, fmt, s, steps / s, rate / MB, rate / raw, peak))
+                    r = label_run(paths, Path(tmp) / f"labels-{n}.{fmt}", n, env)
+                    rate = need / r["s"]
+                    per_step = n / r["steady"]  # a worker's seconds a step, steady
+                    rows.append(
+                        (state, n, fmt, r["s"], steps / r["s"], rate / raw, r["start"],
+                         r["steady"], per_step * 1e3, per_step / core, r["cpu"] / core_cpu,
+                         r["close"], r["peak"])
+                    )  # fmt: skip
                     print(
-                        f"  climnb label --workers {workers} -> .{fmt}, {state}: {s:.1f} s, "
-                        f"{steps / s:.2f} steps/s, {rate / MB:.0f} MB/s = {rate / raw:.2f} of "
-                        f"the raw read, peak {peak:.0f} MiB",
+                        f"  climnb label --workers {n} -> .{fmt}, {state}: {r['s']:.1f} s, "
+                        f"{steps / r['s']:.2f} steps/s = {rate / raw:.2f} of the raw read; "
+                        f"start-up {r['start']:.1f} s to the first step, then "
+                        f"{r['steady']:.1f} steps/s ({per_step * 1e3:.0f} ms a step a worker "
+                        f"= {per_step / core:.2f}x the core; CPU {r['cpu'] * 1e3:.0f} ms a step "
+                        f"= {r['cpu'] / core_cpu:.2f}x the core's), {r['close']:.1f} s after the "
+                        f"last; peak {r['peak']:.0f} MiB",
                         flush=True,
                     )
-        half = paths[: max(1, len(paths) // 2)]
-        raw_read(half, names)
-        s, peak_half = label_run(half, Path(tmp) / "half.nc", 2)
-        full = [r[7] for r in rows if r[:3] == ("warm", 2, "nc")][0]
-        print(
-            f"  memory: --workers 2 -> .nc, warm, {len(half) * STEPS_PER_DAY} steps peak "
-            f"{peak_half:.0f} MiB vs {steps} steps {full:.0f} MiB: {full / peak_half:.2f}x "
-            f"for {len(paths) / len(half):.0f}x the steps"
-        )
-    table = pd.DataFrame(
-        rows, columns=["cache", "workers", "out", "s", "steps/s", "MB/s", "of raw", "peak MiB"]
-    )
+        if 2 in workers and "nc" in formats:
+            half = paths[: max(1, len(paths) // 2)]
+            raw_read(half, names)
+            peak_half = label_run(half, Path(tmp) / "half.nc", 2, env)["peak"]
+            full = [r[-1] for r in rows if r[:3] == ("warm", 2, "nc")][0]
+            print(
+                f"  memory: --workers 2 -> .nc, warm, {len(half) * STEPS_PER_DAY} steps peak "
+                f"{peak_half:.0f} MiB vs {steps} steps {full:.0f} MiB: {full / peak_half:.2f}x "
+                f"for {len(paths) / len(half):.0f}x the steps"
+            )
+    columns = ["cache", "workers", "out", "s", "steps/s", "of raw", "start s", "steady/s",
+               "ms/step/worker", "x core", "cpu x core", "close s", "peak MiB"]  # fmt: skip
+    table = pd.DataFrame(rows, columns=columns)
     print(table.round(2).to_string(index=False))
-    goal = table[table.workers == 2]["of raw"].min()
+    two = table[table.workers == max(workers)]
+    cold = two[two.cache == "cold"]["of raw"].min()
+    for _, r in two.iterrows():  # start-up once, then the steady rate: a month of 240 steps
+        month = 240 / (r["start s"] + 240 / r["steady/s"] + r["close s"])
+        raws = raw_rates[r["cache"]]
+        print(
+            f"  {r['cache']}, --workers {r['workers']} -> .{r['out']}: a 240-step month at this "
+            f"start-up and steady rate would run at {month:.1f} steps/s = "
+            f"{month / raws:.2f} of the raw read (projected, not measured)"
+        )
+    warm = two[two.cache == "warm"]["x core"].max()
+    warm_cpu = two[two.cache == "warm"]["cpu x core"].max()
     print(
-        f"goal: 2 workers >= 0.80 of the raw read rate, cold and warm: lowest {goal:.2f} "
-        f"({'met' if goal >= 0.8 else 'NOT met'})"
+        f"goal: --workers {max(workers)} cold >= 0.80 of the cold raw read: lowest {cold:.2f} "
+        f"({'met' if cold >= 0.8 else 'NOT met'}); warm, a worker's steady step <= 1.5x the "
+        f"core's: highest {warm:.2f}x ({'met' if warm <= 1.5 else 'NOT met'}), in CPU (what "
+        f"other load on the machine changes least) {warm_cpu:.2f}x "
+        f"({'met' if warm_cpu <= 1.5 else 'NOT met'})"
     )
 
 
 def breakdown(paths: list[Path], names, n_steps: int) -> None:
-    """Seconds per step one worker spends reading, decoding, labelling and writing (warm):
-    the reads as the label tasks do them (the lazy arrays of climnb's opener, one step of every
-    variable in one synchronous dask compute) against plain netCDF4 reads of the same bytes."""
-    import dask
+    """Seconds (and CPU seconds) per step one worker spends reading, decoding, labelling and
+    writing (warm, one process): plain netCDF4 reads of the bytes the labeller needs; what the
+    label task's own reader (:class:`climnb.labels.dataset.StepInputs`: the opener's lazy
+    arrays, put on the canonical grid, its files kept open) adds on top; label_step; and one
+    uint8 step written and compressed as the label writer does (one HDF5 chunk a step)."""
+    import dask.array
     import netCDF4
     import xarray as xr
 
     from climnb.io.files import open_fields
+    from climnb.io.netcdf import normalize
     from climnb.labels import label_step
+    from climnb.labels.dataset import StepInputs, label_dataset, plan_labels
 
     files = paths[: -(-(n_steps + 1) // STEPS_PER_DAY)]
-    ds = open_fields([str(p) for p in files])
-    steps = range(1, min(n_steps + 1, ds.sizes["time"]))  # step 0 warms up (imports, caches)
+    ds = open_fields([str(p) for p in files], canonical=False)
+    graph = dict(label_dataset(ds)[0].data.__dask_graph__())
+    used = plan_labels(normalize(ds).data_vars).variables  # the order the tasks read them in
+    tasks = sorted(
+        (int(str(k).rsplit("-", 1)[1]), a)
+        for k, t in graph.items()
+        if str(k).startswith("label-step")
+        for a in getattr(t, "args", ())
+        if isinstance(a, StepInputs)
+    )
+    steps = range(1, min(n_steps + 1, len(tasks)))  # step 0 warms up (imports, caches)
     raw_read(files, names)  # warm page cache
-    lat, lon = ds.lat.values, ds.lon.values
-    read = opened = label = 0.0
+    lat, lon = ds.lat.values.astype(float), ds.lon.values.astype(float)
+    clocks = (time.perf_counter, time.process_time)
+    spent = {k: np.zeros(2) for k in ("read", "task read", "label", "write")}
     labelled = []
     for t in [0, *steps]:
         path, k = paths[t // STEPS_PER_DAY], t % STEPS_PER_DAY
-        t0 = time.perf_counter()
+        c0 = np.array([c() for c in clocks])
         with netCDF4.Dataset(path) as nc:
             nc.set_auto_maskandscale(False)
             for v in names:
                 nc[v][k]
-        t1 = time.perf_counter()
-        arrays = dask.compute(*[ds[v].data[t] for v in names], scheduler="sync")
-        t2 = time.perf_counter()
-        mask, _ = label_step(dict(zip(names, arrays, strict=True)), lat, lon)
-        t3 = time.perf_counter()
+        c1 = np.array([c() for c in clocks])
+        arrays = tasks[t][1].read()
+        c2 = np.array([c() for c in clocks])
+        mask, _ = label_step({v: a[0] for v, a in zip(used, arrays, strict=True)}, lat, lon)
+        c3 = np.array([c() for c in clocks])
         if t:
-            read, opened, label = read + t1 - t0, opened + t2 - t1, label + t3 - t2
+            for key, a, b in (("read", c0, c1), ("task read", c1, c2), ("label", c2, c3)):
+                spent[key] += b - a
             labelled.append(mask)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = xr.DataArray(np.stack(labelled), dims=("time", "lat", "lon"), name="labels")
-        t0 = time.perf_counter()
-        out.to_netcdf(Path(tmp) / "x.nc", encoding={"labels": {"dtype": "u1", "zlib": True}})
-        write = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:  # a step a task, as the label writer's
+        lazy = dask.array.from_array(np.stack(labelled), chunks=(1, *labelled[0].shape))
+        out = xr.DataArray(lazy, dims=("time", "lat", "lon"), name="labels")
+        encoding = {"dtype": "u1", "zlib": True, "chunksizes": (1, *out.shape[1:])}
+        write = out.to_netcdf(Path(tmp) / "x.nc", encoding={"labels": encoding}, compute=False)
+        c0 = np.array([c() for c in clocks])  # the writes and the file's close, not its graph
+        write.compute(scheduler="sync")
+        spent["write"] += np.array([c() for c in clocks]) - c0
     n = len(steps)
-    decode = max(opened - read, 0.0)
-    total = read + decode + label + write
+    spent["decode"] = np.maximum(spent.pop("task read") - spent["read"], 0.0)
+    rows = [(k, spent[k]) for k in ("read", "decode", "label", "write")]
+    total = sum(v for _, v in rows)
     print(f"\nwhere one worker's time goes ({n} full-size steps, warm cache, one process):")
-    for name, s in (
-        ("read (netCDF4)", read),
-        ("decode (opener + dask on top)", decode),
-        ("label", label),
-        ("write (uint8, zlib)", write),
-    ):
-        print(f"  {name:<30} {s / n * 1000:7.1f} ms/step  {s / total:5.1%}")
-    print(f"  one worker's ceiling: {n / total:.1f} steps/s")
+    names_ = {
+        "read": "read (netCDF4)",
+        "decode": "decode (the task's reader on top)",
+        "label": "label (label_step)",
+        "write": "write (uint8, zlib, a chunk a step)",
+    }
+    for key, (wall, cpu) in rows:
+        print(
+            f"  {names_[key]:<36} {wall / n * 1000:7.1f} ms/step  {wall / total[0]:5.1%}  "
+            f"(CPU {cpu / n * 1000:.1f} ms)"
+        )
+    print(
+        f"  one worker's ceiling: {n / total[0]:.1f} steps/s; all but the labelling: "
+        f"{(total[0] - spent['label'][0]) / spent['label'][0]:.0%} on top of it"
+    )
 
 
 # --- inference ----------------------------------------------------------------------------
@@ -335,8 +478,26 @@ print(json.dumps({"forward": forward, "seconds": t1 - t0, "busy": busy, "steps":
 """
 
 
+def first_steps(paths: list[Path], k: int, folder) -> list[Path]:
+    """The month's first ``k`` steps: whole day files, or (under a day) a file of them."""
+    if k % STEPS_PER_DAY == 0:
+        return paths[: k // STEPS_PER_DAY]
+    import xarray as xr
+
+    out = Path(folder) / f"first-{k}.nc"
+    if not out.exists():
+        with xr.open_dataset(paths[0]) as ds:
+            ds.isel(time=slice(0, k)).to_netcdf(out)
+    return [out]
+
+
 def predict_part(
-    folder: Path, paths: list[Path], n_steps: int, workers: int = 2, preset: str = "paper"
+    folder: Path,
+    paths: list[Path],
+    n_steps: int,
+    workers: int = 2,
+    preset: str = "paper",
+    precisions: tuple[str, ...] = ("float32", "mixed_bfloat16"),
 ) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_models import gemm_rate
@@ -347,17 +508,14 @@ def predict_part(
     from climnb.models.flops import count_flops
     from climnb.models.precision import BF16_FLAGS, cpu_bf16_flags
 
-    files = paths[: max(2, -(-n_steps // STEPS_PER_DAY))]
-    half = files[: len(files) // 2]
+    if n_steps > STEPS_PER_DAY and n_steps % STEPS_PER_DAY:
+        n_steps = n_steps // STEPS_PER_DAY * STEPS_PER_DAY  # whole days past the first
     print(
         f"\ninference: `climnb predict --batch-size 1 --workers {workers}` of an untrained "
-        f"{preset} Tiramisu over {len(half) * STEPS_PER_DAY} and "
-        f"{len(files) * STEPS_PER_DAY} full-size steps to Zarr"
+        f"{preset} Tiramisu over {max(1, n_steps // 2)} and {n_steps} full-size steps to Zarr"
     )
-    precisions = ["float32"]
-    if cpu_bf16_flags():
-        precisions.append("mixed_bfloat16")
-    else:
+    if not cpu_bf16_flags() and "mixed_bfloat16" in precisions:
+        precisions = [p for p in precisions if p != "mixed_bfloat16"]
         print(
             "  mixed_bfloat16 not timed: this CPU has none of "
             f"{'/'.join(BF16_FLAGS)} (TensorFlow would emulate bfloat16, which times nothing)"
@@ -379,8 +537,9 @@ def predict_part(
             del model
             gemm = gemm_rate("float32" if precision == "float32" else "bfloat16")
             peaks = {}
-            for part in (half, files):
-                out = f"{tmp}/p-{len(part)}.zarr"
+            parts = [first_steps(paths, k, tmp) for k in (max(1, n_steps // 2), n_steps)]
+            for k, part in enumerate(parts):
+                out = f"{tmp}/p-{k}.zarr"
                 argv = [sys.executable, "-c", PREDICT_CHILD, str(bundle), out, str(workers)]
                 s, peak, text = run_watched([*argv, *map(str, part)])
                 r = json.loads(text.strip().splitlines()[-1])
@@ -409,8 +568,11 @@ def main(argv=None) -> None:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--only", default="write,raw,label,breakdown")
     parser.add_argument("--breakdown-steps", type=int, default=16)
+    parser.add_argument("--label-workers", default="1,2", help="the --workers of the label runs")
+    parser.add_argument("--label-formats", default="nc,zarr", help="the label runs' outputs")
     parser.add_argument("--predict-steps", type=int, default=16)
     parser.add_argument("--predict-workers", type=int, default=2)
+    parser.add_argument("--predict-precisions", default="float32,mixed_bfloat16")
     parser.add_argument(
         "--predict-preset", default="paper", help="the Tiramisu preset (toy: a quick check)"
     )
@@ -423,11 +585,19 @@ def main(argv=None) -> None:
     paths = write_month(args.dir, args.days)
     names = required_variables()
     if "label" in parts or "raw" in parts:
-        label_part(args.dir, paths, names)
+        workers = tuple(int(n) for n in args.label_workers.split(","))
+        label_part(args.dir, paths, names, workers, tuple(args.label_formats.split(",")))
     if "breakdown" in parts:
         breakdown(paths, names, args.breakdown_steps)
     if "predict" in parts:
-        predict_part(args.dir, paths, args.predict_steps, args.predict_workers, args.predict_preset)
+        predict_part(
+            args.dir,
+            paths,
+            args.predict_steps,
+            args.predict_workers,
+            args.predict_preset,
+            tuple(args.predict_precisions.split(",")),
+        )
     print(f"load {os.getloadavg()[0]:.1f} at the end")
 
 

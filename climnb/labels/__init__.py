@@ -8,7 +8,10 @@ Step 1 of the workflow: raw fields (xarray) in, pixel labels (xarray) and an eve
   grid geometry, vorticity on the sphere, vapour transport;
 * :mod:`~climnb.labels.components` - connected components joined across the 0/360 seam;
 * :mod:`~climnb.labels.ar`, :mod:`~climnb.labels.tc` - the two detectors;
-* :mod:`~climnb.labels.dataset` - :func:`label_dataset`, lazily with dask;
+* :mod:`~climnb.labels.plan` - what an input allows to label (:func:`plan_labels`);
+* :mod:`~climnb.labels.step` - one time step labelled (:func:`label_step`);
+* :mod:`~climnb.labels.dataset` - :func:`label_dataset`, lazily with dask, one task per time
+  chunk; :mod:`~climnb.labels.workers` - the processes those tasks run in;
 * :mod:`~climnb.labels.schema` - the one event-table schema and the names label products share;
 * :mod:`~climnb.labels.events` - the events of any class mask, one row per region and step;
 * :mod:`~climnb.labels.inputs` - what the labeller reads: files as they come, or toy fields;

@@ -20,14 +20,11 @@ Examples
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
-import os
 import threading
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
 
 import dask
 import dask.array as da
@@ -40,13 +37,15 @@ from climnb.io.atomic import atomic_path
 from climnb.io.channels import CLASS_NAMES
 from climnb.io.netcdf import FILL_LIMIT as _FILL_LIMIT
 from climnb.io.netcdf import input_grid, normalize
-from climnb.labels.ar import detect_rivers, storm_surroundings, transport_rivers
 from climnb.labels.config import LabelConfig
 from climnb.labels.land import land_fraction_values
+from climnb.labels.plan import CLASS_CHOICES, Plan, plan_labels, required_variables
 from climnb.labels.schema import EVENT_COLUMNS, conform
 from climnb.labels.sphere import is_periodic
+from climnb.labels.step import fill_missing, label_step
 from climnb.labels.stitch import stitch_centres, track_rules
-from climnb.labels.tc import detect_storms, find_centres, max_wind_near
+from climnb.labels.tc import find_centres, max_wind_near
+from climnb.labels.workers import run_task, worker_processes
 from climnb.versions import written_by
 
 __all__ = [
@@ -65,263 +64,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-#: ``classes`` arguments: what the input supports, rivers, storms, or both.
-CLASS_CHOICES = ("auto", "ar", "tc", "both")
-_AR, _TC = CLASS_NAMES[2], CLASS_NAMES[1]
-
-
-def required_variables(config: LabelConfig | None = None) -> tuple[str, ...]:
-    """The variables that labelling both classes of the 16-channel CAM5 data with ``config``
-    needs (other inputs: :func:`plan_labels`)."""
-    config = config or LabelConfig()
-    names = ["TMQ", "U850", "V850", "PSL", "T200", "T500", "PRECT"]
-    if config.tc.thickness_rise_m is not None:
-        names += ["Z200", "Z1000"]
-    return tuple(names)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What an input allows: the classes to label, the variables used, the settings as they
-    apply to this input, one note per choice made (which river method, why a class was
-    skipped) and the checks storms are found by (which ran, which were skipped)."""
-
-    classes: tuple[str, ...]
-    variables: tuple[str, ...]
-    config: LabelConfig
-    notes: tuple[str, ...]
-    storm_checks: tuple[str, ...] = ()
-
-    @property
-    def summary(self) -> str:
-        """One line: the classes labelled and the notes."""
-        return f"labelled: {', '.join(self.classes)}; " + "; ".join(self.notes)
-
-
-def _river_plan(have: set[str], config: LabelConfig):
-    """(variables, ARConfig, note) for rivers, or (None, None, why not)."""
-    ar = config.ar
-    transport = [v for v in (("IVTU", "IVTV"), ("IVT",)) if set(v) <= have]
-    proxy = {"TMQ", "U850", "V850"} <= have
-    if ar.method in ("auto", "transport") and (transport or proxy):
-        names = transport[0] if transport else ("TMQ", "U850", "V850")
-        level = ar.ivt_threshold if transport else ar.proxy_threshold
-        thr = f"IVT >= {level:g} kg m-1 s-1" + (
-            f" or the {ar.ivt_percentile:g}th percentile of each point" if ar.ivt_percentile else ""
-        )
-        src = "+".join(names) if transport else "the proxy TMQ x |V850|"
-        return names, replace(ar, method="transport"), f"rivers from transport ({src}; {thr})"
-    ar = replace(ar, method="moisture")
-    if transport and (ar.edge == "percentile" or "TMQ" in have) and ar.field == "ivt":
-        names = transport[0] + (("TMQ",) if ar.edge == "half_max" else ())
-        return names, ar, f"rivers from the {ar.percentile:g}th percentile of IVT"
-    if proxy and ar.field == "ivt":
-        note = f"rivers from the {ar.percentile:g}th percentile of the IVT proxy TMQ x |V850|"
-        return ("TMQ", "U850", "V850"), ar, note
-    if "TMQ" in have:
-        why = "" if ar.field == "tmq" else " (no 850 hPa winds or IVT)"
-        return ("TMQ",), replace(ar, field="tmq"), f"rivers from TMQ{why}"
-    return None, None, "no rivers: no IVT, IVTU+IVTV, or TMQ in the input"
-
-
-def _storm_plan(have: set[str], config: LabelConfig):
-    """(variables, TCConfig, note, checks) for storms, or (None, None, why not, ())."""
-    tc = config.tc
-    vort = ("VORT850",) if "VORT850" in have else ("U850", "V850")
-    missing = [v for v in (*vort, "PSL") if v not in have]
-    if missing:
-        lacks = "VORT850 (or U850 and V850)" if "VORT850" in missing or "U850" in missing else ""
-        lacks = ", ".join([lacks] * bool(lacks) + [m for m in missing if m == "PSL"])
-        return None, None, f"no storms: the input lacks {lacks}", ()
-    names = [*vort, "PSL"]
-    source = "VORT850 as given" if vort == ("VORT850",) else "U850, V850"
-    checks = [
-        f"cyclonic vorticity ({source}) >= {tc.min_vorticity:g} s-1",
-        f"closed low: PSL rises {tc.pressure_rise_pa:g} Pa within {tc.pressure_rise_deg:g} deg",
-    ]
-    if {"T200", "T500"} <= have:
-        names += ["T200", "T500"]
-        checks.append(f"warm core: (T200 + T500) / 2 {tc.warm_core_k:g} K above its ring")
-    else:
-        checks.append(
-            "warm core skipped (no T200, T500): centres within "
-            f"{min(tc.max_abs_lat, tc.max_abs_lat_no_warm_core):g} deg of the equator"
-        )
-    if tc.thickness_rise_m is not None:
-        if {"Z200", "Z1000"} <= have:
-            names += ["Z200", "Z1000"]
-            checks.append(f"thickness: Z200 - Z1000 {tc.thickness_rise_m:g} m above its ring")
-        else:
-            checks.append("thickness check skipped (no Z200, Z1000)")
-    wind = next((p for p in (("U850", "V850"), ("UBOT", "VBOT")) if set(p) <= have), None)
-    names += list(wind or ())
-    checks.append(f"max wind from {', '.join(wind)}" if wind else "no max wind (no winds)")
-    usable = {"TMQ", "PRECT", "vorticity", "psl"} & have | {"vorticity", "psl"}
-    usable |= {"wind"} if wind else set()
-    fields = tuple(f for f in tc.mask_fields if f in usable) or tc.fallback_mask_fields
-    checks.append(f"masks from {', '.join(fields)}")
-    note = "storms by " + (
-        "vorticity, pressure and warm core"
-        if "T200" in names
-        else "vorticity and pressure (no warm-core check)"
-    )
-    if fields != tc.mask_fields:
-        note += f", masks from {', '.join(fields)} only"
-    names += [f for f in fields if f in ("TMQ", "PRECT")]
-    return tuple(dict.fromkeys(names)), replace(tc, mask_fields=fields), note, tuple(checks)
-
-
-def plan_labels(
-    available: Iterable[str], config: LabelConfig | None = None, classes: str = "auto"
-) -> Plan:
-    """Decide what to label from the variables ``available`` (climnb names).
-
-    Parameters
-    ----------
-    available : variable names of the (canonicalised) input.
-    config : the settings (default :class:`LabelConfig`).
-    classes : ``"auto"`` (whatever the input supports), ``"ar"``, ``"tc"`` or ``"both"``.
-
-    Raises
-    ------
-    ValueError
-        When a class asked for, or with ``"auto"`` any class, cannot be labelled from the
-        input; the message says what is missing.
-    """
-    if classes not in CLASS_CHOICES:
-        raise ValueError(f"classes must be one of {', '.join(CLASS_CHOICES)}, got {classes!r}")
-    config = config or LabelConfig()
-    have = set(map(str, available))
-    want = {"auto": (_TC, _AR), "ar": (_AR,), "tc": (_TC,), "both": (_TC, _AR)}[classes]
-    ar_vars, ar_config, ar_note = _river_plan(have, config) if _AR in want else (None, None, "")
-    tc_vars, tc_config, tc_note, checks = (
-        _storm_plan(have, config) if _TC in want else (None, None, "", ())
-    )
-    failed = [
-        n
-        for c, v, n in ((_AR, ar_vars, ar_note), (_TC, tc_vars, tc_note))
-        if c in want and v is None
-    ]
-    if failed and (classes != "auto" or len(failed) == len(want)):
-        raise ValueError(
-            f"cannot label {'/'.join(want) if classes != 'auto' else 'anything'}: "
-            + "; ".join(failed)
-            + f"; found {', '.join(sorted(have)) or 'no variables'}; map a variable of another "
-            "name with --rename NAME=TARGET (variables={'NAME': 'TARGET'})"
-        )
-    labelled = tuple(c for c, v in ((_TC, tc_vars), (_AR, ar_vars)) if v is not None)
-    notes = [n for n in (tc_note, ar_note) if n]
-    notes += [f"{c} not asked for" for c in (_TC, _AR) if c not in want]
-    names = tuple(dict.fromkeys((tc_vars or ()) + (ar_vars or ())))
-    config = replace(config, ar=ar_config or config.ar, tc=tc_config or config.tc)
-    return Plan(labelled, names, config, tuple(notes), checks if tc_vars else ())
-
-
-def label_step(
-    fields: Mapping[str, np.ndarray],
-    lat: np.ndarray,
-    lon: np.ndarray,
-    config: LabelConfig | None = None,
-    *,
-    classes: Iterable[str] | None = None,
-    ivt_threshold: np.ndarray | None = None,
-    storms_at: Collection[tuple[int, int]] | Mapping[tuple[int, int], int] | None = None,
-) -> tuple[np.ndarray, pd.DataFrame]:
-    """Label one time step of 2-D (lat, lon) fields on an ascending-latitude grid.
-
-    Missing values (NaN) are filled with the field's median before detection, and pixels
-    missing in any field are labelled background. ``classes`` (class names) default to what
-    the fields allow (:func:`plan_labels`, whose settings are then used);
-    ``ivt_threshold`` is a per-grid-point threshold for the transport method;
-    ``storms_at`` the storm centres ``(row, col)`` to keep (those on a cyclone's track, as
-    :func:`label_dataset` finds them; a mapping gives each its track's number, the events'
-    ``storm_track``), None for every centre the checks pass.
-
-    Returns
-    -------
-    labels : uint8 (lat, lon), 0 background, 1 tropical cyclone, 2 atmospheric river; a
-        cyclone wins where both are found.
-    events : one row per river and storm (the columns of :data:`EVENT_COLUMNS` but ``time``).
-    """
-    config = config or LabelConfig()
-    if classes is None:
-        plan = plan_labels(fields, config)
-        classes, config = plan.classes, plan.config
-    fields, missing = _fill_missing(fields)
-    periodic = is_periodic(lon)
-    shape = np.shape(next(iter(fields.values())))
-    storms, storm_table = [], _EMPTY_STORMS
-    if _TC in classes:
-        storms, storm_table = detect_storms(
-            fields, lat, lon, config.tc, periodic=periodic, keep=storms_at
-        )
-        if isinstance(storms_at, Mapping):
-            storm_table["storm_track"] = [storms_at[s.row, s.col] for s in storms]
-    storm_mask = np.zeros(shape, bool)
-    for s in storms:  # each storm keeps its own mask; the union is the class mask
-        storm_mask[s.rows, s.cols] = True
-    river_mask, rivers = np.zeros(shape, bool), _EMPTY_RIVERS
-    if _AR in classes:
-        kwargs = dict(periodic=periodic, exclude=storm_mask)
-        if config.ar.method == "transport":
-            kwargs["exclude"] = storm_surroundings(
-                storm_mask, lat, config.ar.storm_buffer_km, storms
-            )
-            river_mask, rivers = transport_rivers(
-                fields, lat, lon, config.ar, threshold=ivt_threshold, **kwargs
-            )
-        else:
-            river_mask, rivers = detect_rivers(fields, lat, lon, config.ar, **kwargs)
-    labels = np.where(storm_mask, np.uint8(1), np.where(river_mask, np.uint8(2), np.uint8(0)))
-    if missing is not None:
-        labels[missing] = 0
-    parts = [
-        t
-        for t in (storm_table.assign(class_id=1), rivers.drop(columns="label").assign(class_id=2))
-        if len(t)
-    ]
-    events = (
-        pd.concat(parts, ignore_index=True)
-        if parts
-        else pd.DataFrame({"class_id": pd.Series(dtype=int)})
-    )
-    events["class_name"] = [CLASS_NAMES[c] for c in events.class_id]
-    if "storm_track" not in events:
-        events["storm_track"] = -1
-    events["storm_track"] = events.storm_track.fillna(-1).astype(np.int64)
-    return labels, events.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
-
-
-_EMPTY_STORMS = pd.DataFrame(
-    {c: pd.Series(dtype=float) for c in ("lat", "lon", "n_pixels", "area_km2", "radius_km")}
-)
-_EMPTY_RIVERS = pd.DataFrame(
-    {c: pd.Series(dtype=float) for c in ("label", "lat", "lon", "n_pixels", "area_km2")}
-)
-
-
-def _fill_missing(fields):
-    """Fields with missing values (NaN, inf, and CAM5's undeclared fill: magnitude 1e30 or
-    more, as :func:`climnb.io.netcdf.normalize` treats it) set to the field's median, and the
-    mask of the pixels missing in any field (None when none is)."""
-    out, missing = {}, None
-    for name, f in fields.items():
-        f = np.asarray(f)
-        # two reductions and no temporary; NaN makes both comparisons false
-        if f.size == 0 or (f.max() < _FILL_LIMIT and f.min() > -_FILL_LIMIT):
-            out[name] = f
-            continue
-        with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(f) | (np.abs(f) >= _FILL_LIMIT)
-        if bad.any():
-            if bad.all():
-                raise ValueError(f"variable {name} has no valid values in a time step")
-            f = np.where(bad, np.median(f[~bad]), f).astype(f.dtype)
-            missing = bad if missing is None else missing | bad
-        out[name] = f
-    return out, missing
 
 
 class StepInputs:
@@ -420,72 +162,9 @@ def _is_work(node) -> bool:
     return isinstance(node, Task) and not isinstance(node, Alias)
 
 
-#: The process pool that label tasks are sent to (see :func:`worker_processes`), with the
-#: process id that owns it.
-_POOL: tuple[int, object] | None = None
-
-
-@contextlib.contextmanager
-def worker_processes(n: int, *, pool=None):
-    """Label in ``n`` worker processes while a threaded dask computation runs in this one.
-
-    Inside the block, each label task of :func:`label_dataset` that a thread of this process
-    runs is sent to one of ``n`` processes (a :class:`concurrent.futures.ProcessPoolExecutor`,
-    started fresh with ``spawn``, so that no lock held by another thread is copied into it);
-    the process reads the task's own time chunk (:class:`StepInputs`), labels it and returns
-    the uint8 labels and the event table. Everything else (the output writes, their locks)
-    stays in this process's threads. This is the arrangement ``climnb label --workers N`` uses:
-    labelling scales with processes (no GIL, no shared HDF5 lock) and the NetCDF writer's lock
-    stays in one process::
-
-        with worker_processes(2), dask.config.set(scheduler="threads", num_workers=2):
-            compute(write, events)
-
-    Elsewhere (the ``sync``, ``processes`` or dask.distributed schedulers, or other processes)
-    label tasks run where they are scheduled, as without it. ``pool``: an executor of one's
-    own to send them to instead (left open at the end, e.g. to keep its processes warm over
-    several computations; ``n`` is then ignored).
-    """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    global _POOL
-    if pool is None and n < 1:
-        raise ValueError(f"worker processes must be at least 1, got {n}")
-    with contextlib.ExitStack() as stack:
-        if pool is None:
-            context = multiprocessing.get_context("spawn")
-            pool = stack.enter_context(
-                ProcessPoolExecutor(
-                    n, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
-                )
-            )
-        previous, _POOL = _POOL, (os.getpid(), pool)
-        try:
-            yield pool
-        finally:
-            _POOL = previous
-
-
-def _exit_with(parent: int, every_s: float = 0.5) -> None:
-    """In a worker process: exit when ``parent`` has gone (killed with SIGKILL, say), which
-    the pool cannot tell its idle workers."""
-    import threading
-    import time
-
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(every_s)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="climnb-parent-watch").start()
-
-
 def _label_block(*args):
     """A label task: labelled here, or in a worker process inside :func:`worker_processes`."""
-    if _POOL is not None and _POOL[0] == os.getpid():
-        return _POOL[1].submit(_label_here, *args).result()
-    return _label_here(*args)
+    return run_task(_label_here, *args)
 
 
 class StepError(ValueError):
@@ -528,9 +207,7 @@ def _label_here(names, lat, lon, config, classes, times, threshold, tracked, *bl
 
 def _centres_block(*args):
     """A centre-finding task: here, or in a worker process inside :func:`worker_processes`."""
-    if _POOL is not None and _POOL[0] == os.getpid():
-        return _POOL[1].submit(_centres_here, *args).result()
-    return _centres_here(*args)
+    return run_task(_centres_here, *args)
 
 
 def _centres_here(names, lat, lon, config, times, *blocks) -> pd.DataFrame:
@@ -542,7 +219,7 @@ def _centres_here(names, lat, lon, config, times, *blocks) -> pd.DataFrame:
     land = land_fraction_values(lat, lon)
     for k, time in enumerate(times):
         try:
-            fields, _ = _fill_missing({n: b[k] for n, b in zip(names, blocks, strict=True)})
+            fields, _ = fill_missing({n: b[k] for n, b in zip(names, blocks, strict=True)})
         except ValueError as err:
             raise StepError(f"time {_when(time)}: {err}") from None
         for r, c, *_ in find_centres(fields, lat, lon, config.tc, periodic=periodic):
@@ -584,7 +261,7 @@ def _time_key(time):
 def _track_storms(plan, times) -> tuple[bool, str]:
     """Whether storms are kept only on cyclone tracks (``TCConfig.tracks``), and a note."""
     tc = plan.config.tc
-    if _TC not in plan.classes or tc.tracks == "off":
+    if CLASS_NAMES[1] not in plan.classes or tc.tracks == "off":
         return False, ""
     hours = 0.0
     if len(times) > 1:
@@ -657,66 +334,17 @@ def label_dataset(
     ds = normalize(ds, variables=variables, units=units, regrid=regrid)
     plan = plan_labels(ds.data_vars, config, classes)
     config, names = plan.config, list(plan.variables)
-    if ds.sizes["time"] == 0:
-        raise ValueError("the input's time axis is empty: nothing to label")
-    # the fill values (|x| >= 1e30) are made missing by the labeller itself (_fill_missing),
-    # in the pass that finds NaN, rather than by a lazy `where` over each field
-    ds = normalize(ds, required=names, mask_fill=False)[names]
-    ds = ds.chunk({"time": config.time_chunk, "lat": -1, "lon": -1})
-    lat, lon = ds.lat.values.astype(float), ds.lon.values.astype(float)
-    if lat.size < 3 or lon.size < 3:
-        raise ValueError(f"grid {lat.size} x {lon.size} is too small to label (need 3 x 3)")
+    ds, lat, lon = _prepared(ds, names, config)
     threshold, note = _ivt_threshold(ds, config)
     tracking, track_note = _track_storms(plan, ds.time.values)
     notes = plan.notes + tuple(n for n in (note, track_note) if n)
-    token = dask.base.tokenize(ds, config, plan.classes)
-    arrays = [ds[n].data for n in names]
-    inputs = _step_inputs(arrays)
-    if inputs is None:  # the chunks as dependencies: Delayed objects sharing each graph
-        keys = [_chunk_keys(a) for a in arrays]
-        chunks = [
-            [
-                Delayed(k[i], a.__dask_graph__(), layer=a.name)
-                for a, k in zip(arrays, keys, strict=True)
-            ]
-            for i in range(len(ds.chunks["time"]))
-        ]
-    # what every task shares, bound once: dask.delayed looks through each argument for
-    # collections (the settings' fields, the threshold's graph) at every call otherwise
-    shared = functools.partial(_label_block, names, lat, lon, config, plan.classes)
-    label = dask.delayed(shared, pure=True)
-    if threshold is not None:
-        threshold = dask.delayed(threshold, pure=True)
-    tracked = _tracked_graph(ds, names, lat, lon, config, token) if tracking else None
-    blocks, tables, start = [], [], 0
-    for i, size in enumerate(ds.chunks["time"]):
-        times = ds.time.values[start : start + size]
-        parts = [inputs[i]] if inputs is not None else chunks[i]
-        result = label(
-            times, threshold, tracked, *parts, dask_key_name=f"label-step-{token}-{start}"
-        )
-        blocks.append(da.from_delayed(result[0], (size, lat.size, lon.size), np.uint8))
-        tables.append(result[1])
-        start += size
+    blocks, tables = _label_tasks(ds, names, lat, lon, plan, threshold, tracking)
     labels = xr.DataArray(
         da.concatenate(blocks, axis=0),
         coords={"time": ds.time, "lat": ds.lat, "lon": ds.lon},
         dims=("time", "lat", "lon"),
         name="labels",
-        attrs={
-            "long_name": "heuristic class of each pixel",
-            "flag_values": np.array([0, 1, 2], np.uint8),
-            "flag_meanings": " ".join(CLASS_NAMES),
-            "source": written_by("climnb.labels.label_dataset"),
-            "classes": " ".join(plan.classes),
-            "notes": "; ".join(notes),
-            "storm_checks": "; ".join(plan.storm_checks),
-            # the storms are those of cyclone tracks with gaps up to this long: `climnb tracks`
-            # bridges the same gaps
-            **({"storm_max_gap_h": config.tc.max_gap_h} if tracking else {}),
-            # the settings used, as JSON: sample sets and model bundles carry them on
-            "climnb_config": json.dumps(config.to_dict()),
-        },
+        attrs=_label_attrs(plan, notes, tracking),
     )
     # the tables as arguments of their own: a list of them is optimised and culled table by
     # table (each through the threshold's whole graph), seconds for a few hundred steps
@@ -725,15 +353,82 @@ def label_dataset(
     )
     if own is not None:
         labels = own.restore(labels)
-    log.info(
-        "labelling %d time steps of %d x %d in %d tasks: %s",
-        ds.sizes["time"],
-        lat.size,
-        lon.size,
-        len(blocks),
-        "; ".join(notes),
-    )
+    log.info("labelling %d time steps of %d x %d in %d tasks: %s", ds.sizes["time"],
+             lat.size, lon.size, len(blocks), "; ".join(notes))  # fmt: skip
     return labels, events
+
+
+def _label_tasks(ds, names, lat, lon, plan: Plan, threshold, tracking: bool):
+    """One label task per time chunk: the lazy uint8 block of each and its Delayed table."""
+    config = plan.config
+    token = dask.base.tokenize(ds, config, plan.classes)
+    tracked = _tracked_graph(ds, names, lat, lon, config, token) if tracking else None
+    # what every task shares, bound once: dask.delayed looks through each argument for
+    # collections (the settings' fields, the threshold's graph) at every call otherwise
+    label = dask.delayed(
+        functools.partial(_label_block, names, lat, lon, config, plan.classes), pure=True
+    )
+    if threshold is not None:
+        threshold = dask.delayed(threshold, pure=True)
+    blocks, tables, start = [], [], 0
+    for parts, size in zip(_chunk_parts(ds, names), ds.chunks["time"], strict=True):
+        times = ds.time.values[start : start + size]
+        result = label(
+            times, threshold, tracked, *parts, dask_key_name=f"label-step-{token}-{start}"
+        )
+        blocks.append(da.from_delayed(result[0], (size, lat.size, lon.size), np.uint8))
+        tables.append(result[1])
+        start += size
+    return blocks, tables
+
+
+def _prepared(ds: xr.Dataset, names: list[str], config: LabelConfig):
+    """The variables ``names`` of the normalised ``ds``, one dask chunk per
+    ``config.time_chunk`` steps, and the latitudes and longitudes (float)."""
+    if ds.sizes["time"] == 0:
+        raise ValueError("the input's time axis is empty: nothing to label")
+    # the fill values (|x| >= 1e30) are made missing by the labeller itself
+    # (:func:`~climnb.labels.step.fill_missing`), in the pass that finds NaN, rather than by a
+    # lazy `where` over each field
+    ds = normalize(ds, required=names, mask_fill=False)[names]
+    ds = ds.chunk({"time": config.time_chunk, "lat": -1, "lon": -1})
+    lat, lon = ds.lat.values.astype(float), ds.lon.values.astype(float)
+    if lat.size < 3 or lon.size < 3:
+        raise ValueError(f"grid {lat.size} x {lon.size} is too small to label (need 3 x 3)")
+    return ds, lat, lon
+
+
+def _chunk_parts(ds: xr.Dataset, names: list[str]) -> list[list]:
+    """What each time chunk's label task takes in: one :class:`StepInputs` that reads the
+    chunk, or (where chunks share work) the chunks themselves as Delayed dependencies."""
+    arrays = [ds[n].data for n in names]
+    inputs = _step_inputs(arrays)
+    if inputs is not None:
+        return [[part] for part in inputs]
+    keys = [_chunk_keys(a) for a in arrays]
+    return [
+        [Delayed(k[i], a.__dask_graph__(), layer=a.name) for a, k in zip(arrays, keys, strict=True)]
+        for i in range(len(ds.chunks["time"]))
+    ]
+
+
+def _label_attrs(plan: Plan, notes: tuple[str, ...], tracking: bool) -> dict:
+    """The label array's attributes: classes, why, the checks and the settings used."""
+    config = plan.config
+    return {
+        "long_name": "heuristic class of each pixel",
+        "flag_values": np.array([0, 1, 2], np.uint8),
+        "flag_meanings": " ".join(CLASS_NAMES),
+        "source": written_by("climnb.labels.label_dataset"),
+        "classes": " ".join(plan.classes),
+        "notes": "; ".join(notes),
+        "storm_checks": "; ".join(plan.storm_checks),
+        # the storms are those of cyclone tracks with gaps up to this long: `climnb tracks`
+        # bridges the same gaps
+        **({"storm_max_gap_h": config.tc.max_gap_h} if tracking else {}),
+        # the settings used, as JSON: sample sets and model bundles carry them on
+        "climnb_config": json.dumps(config.to_dict()),
+    }
 
 
 #: Variables the storm centres are found from (the rest only draws masks).
