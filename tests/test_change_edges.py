@@ -35,3 +35,25 @@ def test_each_point_gets_the_interval_of_its_own_bootstrap():
     np.testing.assert_allclose(out["ci_high"], hi)
     # the two alike points, the first and the second, agree
     assert out["p_value"][0] == out["p_value"][1] and 0 < out["p_value"][0] <= 1
+
+
+def test_a_p_value_equal_to_alpha_is_not_significant():
+    """Significant means p < alpha, as documented: with 19 resamples the smallest p-value is
+    1 / 20 = 0.05, so nothing is significant at alpha 0.05, however large the change; with 39
+    (smallest p 0.025) the same change is."""
+    from climnb.data.synthetic import Future, make_dataset
+    from climnb.stats.change import compare
+
+    a, _ = make_dataset(n_time=48, seed=1, n_tc=0, n_ar=2)
+    b, _ = make_dataset(n_time=48, seed=2, n_tc=0, n_ar=2, future=Future(more_rivers=3))
+    rows, maps = {}, {}
+    for n in (19, 39):
+        result = compare(a.truth, b.truth, CompareConfig(block=8, n_resamples=n))
+        rows[n] = result.table.set_index(["class_name", "region"]).loc[
+            ("atmospheric_river", "global")
+        ]
+        maps[n] = result.maps
+    assert rows[19].p_value == 0.05 and not rows[19].significant
+    assert rows[39].p_value == 0.025 and rows[39].significant
+    assert (maps[19].p_value == 0.05).any() and not maps[19].significant_local.any()
+    assert maps[39].significant_local.any()
