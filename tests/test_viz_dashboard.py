@@ -108,6 +108,18 @@ def test_run_draws_on_the_event_loop_while_training_runs_in_a_thread(config, cap
     assert dash.eta() is None
 
 
+def test_the_end_sends_the_final_ranges_again_as_a_change(config):
+    """Bokeh sends a range to the page only when it changes: at the end the ranges go back one
+    step and forward again, so a page that missed the last range message gets it."""
+    dash = TrainingDashboard(config, 12, interactive=True)
+    dash.show()
+    frames = []
+    dash._pipes["curves"].add_subscriber(lambda data: frames.append(int(data[0].step.max())))
+    dash.update(_published(12))
+    dash.finish()
+    assert frames[0] == 12 and frames[-3:] == [12, 11, 12], frames
+
+
 def test_run_reports_a_failure_and_disables_stop(config):
     dash = TrainingDashboard(config, 12, interactive=True)
 

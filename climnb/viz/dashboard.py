@@ -378,6 +378,7 @@ class TrainingDashboard:
         line = f"{self.status()} - {outcome} after {time.monotonic() - self._start:.0f} s"
         if self.interactive and self._widgets:
             self._refresh_widgets(True)
+            self._send_final_ranges()
             w = self._widgets
             w["stop"].disabled = True
             w["label"].value = line
@@ -412,6 +413,17 @@ class TrainingDashboard:
         self._pipes["curves"].send((self.steps, self.validations))
         if new_sample and self.sample is not None:
             self._pipes["sample"].send(self.sample)
+
+    def _send_final_ranges(self) -> None:
+        """The last frame once more, its axis ranges as a change: Bokeh sends a range to the
+        page only when its value changes, so a page that missed the last range message (seen
+        under load) would keep the final steps out of view; one frame without the last step,
+        then the whole, sends the final ranges again."""
+        if len(self.steps) < 2:
+            return
+        earlier = self.steps[self.steps.step < self.steps.step.max()]
+        self._pipes["curves"].send((earlier, self.validations))
+        self._pipes["curves"].send((self.steps, self.validations))
 
     def _print(self) -> None:
         now = time.monotonic()
