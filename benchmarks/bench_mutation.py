@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Each module and the tests that cover it (paths or node ids, relative to the repository).
 MODULES: dict[str, list[str]] = {
     "climnb/labels/scores.py": [
+        "tests/test_edges_fresh_sample.py",
         "tests/test_scores_edges.py",
         "tests/test_score.py",
         "tests/test_labels_reference.py",
@@ -72,10 +73,12 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.reader]",
     ],
     "climnb/io/levels.py": [
+        "tests/test_edges_fresh_sample.py",
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.levels]",
     ],
     "climnb/io/variables.py": [
+        "tests/test_edges_fresh_sample.py",
         "tests/test_variables_edges.py",
         "tests/test_mutation_survivors.py",
         "tests/test_real_inputs.py",
@@ -158,6 +161,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_stats_calendars.py",
     ],
     "climnb/stats/frequency.py": [
+        "tests/test_edges_fresh_sample.py",
         "tests/test_frequency_edges.py",
         "tests/test_stats.py",
         "tests/test_mutation_survivors.py",
@@ -183,6 +187,11 @@ WITH_SLOW = {"climnb/io/atomic.py"}
 
 #: Mutants that change no behaviour, by module and :attr:`Mutant.key`, with the reason.
 EQUIVALENT: dict[str, dict[str, str]] = {
+    "climnb/stats/frequency.py": {
+        "frequency_from_counts: `steps = valid.where(valid > 0)`: valid > 0 -> valid >= 0": (
+            "a point with no valid step has no count either: 0 / 0 and 0 / NaN are both NaN"
+        ),
+    },
     "climnb/io/split.py": {
         "_block_split: `val = np.arange(max(end - n_val, 0), end)`: 0 -> 1": (
             "differs only when end <= n_val, where the block split is refused either way "

@@ -87,6 +87,34 @@ def test_foreign_chunked_file_takes_the_h5py_path(files, stats, tmp_path):
     np.testing.assert_array_equal(w[0], ew)
 
 
+def _with_soft(path, data, labels, soft, **storage):
+    with h5py.File(path, "w") as f:
+        f.create_dataset("climate/data", data=data, **storage)
+        f.create_dataset("climate/labels_0", data=labels.astype(np.float32))
+        f.create_dataset("climate/labels_soft", data=soft, **storage)
+
+
+def test_a_chunked_soft_target_is_read_through_h5py(files, stats, tmp_path):
+    """Soft targets stored chunked and compressed (no byte offset to read at) come back
+    whole, as the one-hot of the class ids they were made from."""
+    data, labels = read_sample(files[1])
+    soft = np.eye(len(WEIGHTS), dtype=np.float32)[labels.astype(int)]
+    path = tmp_path / "data-2106-01-01-00-1.h5"
+    _with_soft(path, data, labels, soft, chunks=True, compression="gzip")
+    _, y, _ = SampleReader([path], stats, class_weights=WEIGHTS, soft=True).read([0])
+    np.testing.assert_array_equal(y[0], soft)
+
+
+def test_a_soft_target_above_one_is_refused_naming_the_file(files, stats, tmp_path):
+    data, labels = read_sample(files[1])
+    soft = np.eye(len(WEIGHTS), dtype=np.float32)[labels.astype(int)] * 1.5  # 0 and 1.5
+    path = tmp_path / "data-2106-01-01-00-1.h5"
+    _with_soft(path, data, labels, soft)
+    reader = SampleReader([path], stats, class_weights=WEIGHTS, soft=True)
+    with pytest.raises(SampleError, match=r"data-2106.*labels_soft.*outside 0\.\.1"):
+        reader.read([0])
+
+
 def test_reader_sees_a_file_replaced_between_epochs(files, stats, tmp_path):
     """A reader remembers what it found in each file (training builds one every epoch) only
     while the file is unchanged: a file replaced by another (a rename over it) or rewritten
