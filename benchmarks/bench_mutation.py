@@ -98,7 +98,11 @@ MODULES: dict[str, list[str]] = {
         "tests/test_rule_edges.py",
         "tests/test_labels.py",
     ],
-    "climnb/models/losses.py": ["tests/test_losses_edges.py", "tests/test_models_loss_metric.py"],
+    "climnb/models/losses.py": [
+        "tests/test_edges_fresh_sample.py",
+        "tests/test_losses_edges.py",
+        "tests/test_models_loss_metric.py",
+    ],
     "climnb/io/atomic.py": [
         "tests/test_atomic_edges.py",
         "tests/test_atomic_owners.py",

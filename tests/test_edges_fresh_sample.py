@@ -100,3 +100,12 @@ def test_units_spelt_another_way_are_the_same_units():
     out, notes = canonicalize(ds)[:2]
     assert float(out.U850[0, 0]) == 7.0
     assert not any("->" in n for n in notes), notes
+
+
+def test_two_classes_are_enough_to_weight_one_is_not():
+    from climnb.models.losses import class_weights
+
+    w = class_weights([0.75, 0.25])  # a background and one event class
+    assert w.shape == (2,) and w[1] > w[0]
+    with pytest.raises(ValueError, match="at least two class frequencies"):
+        class_weights([1.0])
