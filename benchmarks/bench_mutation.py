@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Each module and the tests that cover it (paths or node ids, relative to the repository).
 MODULES: dict[str, list[str]] = {
     "climnb/labels/scores.py": [
-        "tests/test_edges_fresh_sample.py",
+        "tests/test_decision_edges.py",
         "tests/test_scores_edges.py",
         "tests/test_score.py",
         "tests/test_labels_reference.py",
@@ -73,12 +73,12 @@ MODULES: dict[str, list[str]] = {
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.reader]",
     ],
     "climnb/io/levels.py": [
-        "tests/test_edges_fresh_sample.py",
+        "tests/test_decision_edges.py",
         "tests/test_mutation_survivors.py",
         "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.io.levels]",
     ],
     "climnb/io/variables.py": [
-        "tests/test_edges_fresh_sample.py",
+        "tests/test_decision_edges.py",
         "tests/test_variables_edges.py",
         "tests/test_mutation_survivors.py",
         "tests/test_real_inputs.py",
@@ -99,7 +99,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_labels.py",
     ],
     "climnb/models/losses.py": [
-        "tests/test_edges_fresh_sample.py",
+        "tests/test_decision_edges.py",
         "tests/test_losses_edges.py",
         "tests/test_models_loss_metric.py",
     ],
@@ -165,7 +165,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_stats_calendars.py",
     ],
     "climnb/stats/frequency.py": [
-        "tests/test_edges_fresh_sample.py",
+        "tests/test_decision_edges.py",
         "tests/test_frequency_edges.py",
         "tests/test_stats.py",
         "tests/test_mutation_survivors.py",

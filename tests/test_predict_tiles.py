@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import climnb.accessor  # noqa: F401  (registers ds.climnb)
 from climnb.bundle import BundleError, load_bundle, save_bundle
 from climnb.data.synthetic import make_dataset
 from climnb.inference.predict import _plan, forward_bytes, predict, predict_batch, tile_plan
@@ -184,8 +185,6 @@ def test_too_little_memory_is_refused_before_any_work(small):
         predict(small, ds, memory=1e-6, check_range=False)
     with pytest.raises(ValueError, match="memory must be a positive number of GB"):
         predict(small, ds, memory=0)
-    import climnb.accessor  # noqa: F401  (registers ds.climnb)
-
     within = ds.assign({name: ds[name] * 0 + 0.5 for name in CHANNEL_NAMES})  # training range
     with pytest.raises(BundleError, match=r"too little.*raise --memory"):
         within.climnb.predict(small, memory=1e-6)  # the accessor passes the budget on

@@ -1,6 +1,6 @@
-"""Where rules decide, for the mutants a fresh mutation sample found alive: the period's
-last step, the storm-match distance, levels outside the layer or below the ground, and
-strong transport at exactly the threshold."""
+"""Where rules decide, at the edge: the period's last step, the storm-match distance, levels
+outside the layer or below the ground, transport at exactly the threshold, a level half a
+hectopascal off, a rename whose units do not fit, units spelt another way, two classes."""
 
 from __future__ import annotations
 
