@@ -21,8 +21,6 @@ Examples
 
 from __future__ import annotations
 
-import errno
-import glob
 import logging
 import math
 import os
@@ -49,6 +47,7 @@ from climnb.io.canonical import (
     time_steps,
 )
 from climnb.io.grib import is_grib, open_grib
+from climnb.io.paths import expand_paths
 from climnb.io.zarrstore import ZarrStoreError, check_store, guard_reads, is_zarr
 
 __all__ = [
@@ -103,48 +102,6 @@ def time_chunk(ds: xr.Dataset, time: str = "time", target: int | None = None) ->
         return max(n, 1)
     fit = min(max((CHUNK_BYTES if target is None else target) // step, 1), n)
     return math.ceil(n / math.ceil(n / fit))  # the same steps in as few chunks, evened out
-
-
-def expand_paths(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
-    """Input paths with globs expanded (sorted).
-
-    Raises
-    ------
-    FileNotFoundError
-        Naming a path that does not exist, a glob that matches nothing, a broken symbolic
-        link (and where it points) or a loop of symbolic links.
-    """
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    out = []
-    for p in map(str, paths):
-        matches = sorted(glob.glob(p)) if glob.has_magic(p) else [p]
-        if not matches:
-            raise FileNotFoundError(f"no such file: {p}")
-        for m in matches:
-            _check_exists(m)
-        out += matches
-    if not out:
-        raise FileNotFoundError("no input files given")
-    return out
-
-
-def _check_exists(path: str) -> None:
-    """Refuse a path that cannot be opened, saying why: missing, a broken link, a loop."""
-    try:
-        os.stat(path)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise FileNotFoundError(
-                f"{path}: a loop of symbolic links (it never reaches a file); fix the link"
-            ) from None
-        if os.path.islink(path):
-            raise FileNotFoundError(
-                f"{path}: a broken symbolic link (to {os.readlink(path)}, which does not exist)"
-            ) from None
-        if err.errno == errno.ENOENT:
-            raise FileNotFoundError(f"no such file: {path}") from None
-        raise OSError(err.errno, err.strerror, path) from None
 
 
 def _check_utf8(path: str) -> None:

@@ -27,21 +27,20 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from climnb.io.atomic import claims, remove_leftovers
-from climnb.io.files import expand_paths, open_fields
-from climnb.io.netcdf import time_steps
 from climnb.io.outputs import check_outputs
-from climnb.io.plausible import check_plausible_input
+from climnb.io.paths import expand_paths
 from climnb.labels.config import LabelConfig
-from climnb.labels.dataset import StepError, label_dataset
-from climnb.labels.writer import write_labels
-from climnb.runtime.scheduler import dask_client
+from climnb.labels.workers import worker_processes
 
 __all__ = ["LabelRequest", "label_files", "MAX_REGRID"]
+
+log = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike
 
@@ -95,13 +94,24 @@ class LabelRequest:
 
 def label_files(req: LabelRequest) -> str:
     """Label ``req.inputs`` into ``req.out`` and its event table; returns what ``climnb
-    label`` prints (steps, events per class, the notes and the storm checks)."""
+    label`` prints (steps, events per class, the notes and the storm checks).
+
+    The worker processes (``req.workers`` above 1, no ``req.scheduler``) start once the
+    outputs are claimed, before the labeller is imported and the input opened, which they
+    overlap (:func:`climnb.labels.workers.worker_processes`)."""
     files = expand_paths(req.inputs)  # once: the globs as they are now
     out = Path(req.out)
     events_path = Path(req.events) if req.events else out.with_suffix(".events.csv")
     check_outputs({"--out": out, "--events": events_path}, files)
-    with claims([out, events_path]):  # one run at a time into these outputs
+    with claims([out, events_path]), _workers(req):  # one run at a time into these outputs
         return _label(req, files, out, events_path)
+
+
+def _workers(req: LabelRequest):
+    """The worker processes that label (:func:`write_labels` finds them open), or nothing."""
+    if req.scheduler or req.workers < 2:
+        return contextlib.nullcontext()
+    return worker_processes(req.workers)
 
 
 def _describe(files: list[str]) -> str:
@@ -112,6 +122,13 @@ def _describe(files: list[str]) -> str:
 
 
 def _label(req: LabelRequest, files, out: Path, events_path: Path) -> str:
+    # xarray and dask: imported once the worker processes have started
+    from climnb.io.files import open_fields
+    from climnb.io.netcdf import time_steps
+    from climnb.io.plausible import check_plausible_input
+    from climnb.labels.dataset import StepError, label_dataset
+    from climnb.labels.writer import write_labels
+
     for path in (out, events_path):  # what a killed earlier run of this output left
         remove_leftovers(path.parent, path.name)
     config = LabelConfig.recipe(req.recipe, ar_percentile=req.ar_percentile)
@@ -165,7 +182,9 @@ def _client(req: LabelRequest):
     """A dask.distributed client for ``req.scheduler`` (a context manager), else ``None``."""
     if not req.scheduler:
         return contextlib.nullcontext()
+    from climnb.runtime.scheduler import dask_client
+
     options = {"n_workers": req.workers} if req.scheduler == "local" else {}
     client = dask_client(req.scheduler, **options)
-    print(f"dask dashboard: {client.dashboard_link}", flush=True)
+    log.warning("dask dashboard: %s", client.dashboard_link)
     return client

@@ -12,7 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 
-__all__ = ["worker_processes", "run_task"]
+__all__ = ["worker_processes", "run_task", "current_pool"]
+
+#: What a worker process imports as it starts (:func:`_warm_up`): the labeller, so that the
+#: first label task finds it loaded.
+_WARM_MODULES = ("climnb.labels.dataset",)
 
 #: The process pool that label tasks are sent to (see :func:`worker_processes`), with the
 #: process id that owns it.
@@ -40,6 +44,12 @@ def worker_processes(n: int, *, pool=None):
     label tasks run where they are scheduled, as without it. ``pool``: an executor of one's
     own to send them to instead (left open at the end, e.g. to keep its processes warm over
     several computations; ``n`` is then ignored).
+
+    The ``n`` processes start at once and import the labeller (:func:`_warm_up`) while the
+    caller goes on (opening the input, building the graph), rather than at the first label
+    task: a worker process's start is about a second of CPU. When the block ends, each
+    worker process leaves without Python's interpreter teardown (:func:`_exit_with`), which
+    the pool waits for.
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -55,6 +65,8 @@ def worker_processes(n: int, *, pool=None):
                     n, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
                 )
             )
+            for _ in range(n):  # each submit starts a process (spawn starts them on demand)
+                pool.submit(_warm_up)
         previous, _POOL = _POOL, (os.getpid(), pool)
         try:
             yield pool
@@ -62,11 +74,30 @@ def worker_processes(n: int, *, pool=None):
             _POOL = previous
 
 
+def current_pool():
+    """The executor of the :func:`worker_processes` block this process is in, or None."""
+    return _POOL[1] if _POOL is not None and _POOL[0] == os.getpid() else None
+
+
+def _warm_up() -> None:
+    """In a worker process: import what label tasks run (see :func:`worker_processes`)."""
+    import importlib
+
+    for name in _WARM_MODULES:
+        importlib.import_module(name)
+
+
 def _exit_with(parent: int, every_s: float = 0.5) -> None:
     """In a worker process: exit when ``parent`` has gone (killed with SIGKILL, say), which
-    the pool cannot tell its idle workers."""
+    the pool cannot tell its idle workers; and, when the pool closes, exit at once after
+    the exit handlers rather than through the interpreter's teardown (freeing every module
+    and object: about a second of a full-size labeller's worker, which the pool waits for;
+    a worker's results have all gone back through its pipe by then, and it writes nothing)."""
+    import atexit
     import threading
     import time
+
+    atexit.register(_leave)  # registered first, so it runs last
 
     def watch():
         while os.getppid() == parent:
@@ -74,6 +105,16 @@ def _exit_with(parent: int, every_s: float = 0.5) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="climnb-parent-watch").start()
+
+
+def _leave() -> None:
+    """The last exit handler of a worker process: its output flushed, leave now."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
 
 
 def run_task(fn, *args):

@@ -34,6 +34,7 @@ from climnb.io.atomic import atomic_path
 from climnb.io.files import write
 from climnb.io.netcdf import time_steps
 from climnb.labels.dataset import compute, worker_processes
+from climnb.labels.workers import current_pool
 from climnb.runtime.scheduler import compute as compute_on
 
 __all__ = ["write_labels"]
@@ -151,8 +152,9 @@ class _StepTables:
 
 def _processes(workers: int, client):
     """The worker processes that label, for ``workers`` above 1 without a distributed
-    client (whose workers are processes already)."""
-    if client is not None or workers < 2:
+    client (whose workers are processes already); those of the caller's
+    :func:`~climnb.labels.workers.worker_processes` block where it opened one."""
+    if client is not None or workers < 2 or current_pool() is not None:
         return contextlib.nullcontext()
     return worker_processes(workers)
 
