@@ -212,7 +212,9 @@ def run_watched(argv: list[str], env: dict | None = None) -> tuple[float, float,
 
 #: ``climnb label`` itself, with the end of every label task timed (a dask callback in the
 #: command's process, where the write's threads run them): start-up, steady rate and close,
-#: in seconds and in CPU seconds of the process tree (the command and its workers)
+#: in seconds and in CPU seconds of the process tree (the command and its workers). With the
+#: storm tracker, whose pass over every step's centres comes before the first label task,
+#: the steady part starts at the first step's centres: both passes are the steps' work
 LABEL_CHILD = r"""
 import json, sys, time
 import psutil
@@ -229,14 +231,19 @@ def cpu():
         except psutil.Error:
             pass
     return total
+centres = []
 class Steps(Callback):
     def _posttask(self, key, result, dsk, state, worker_id):
-        if str(key[0] if isinstance(key, tuple) else key).startswith("label-step"):
+        name = str(key[0] if isinstance(key, tuple) else key)
+        if name.startswith("label-step"):
             done.append((time.time() - born, cpu()))
+        elif name.startswith("storm-centres") and not centres:
+            centres.append((time.time() - born, cpu()))
 with Steps():
     status = main(["label", *sys.argv[1:]])
 end = time.time() - born
-print(json.dumps({"first": done[0], "last": done[-1], "end": end, "tasks": len(done)}))
+first = (centres or done)[0]
+print(json.dumps({"first": first, "last": done[-1], "end": end, "tasks": len(done)}))
 sys.exit(status)
 """
 
