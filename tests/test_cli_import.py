@@ -66,3 +66,16 @@ def test_labels_package_names_a_missing_attribute():
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         climnb.labels.nothing  # noqa: B018
     assert {"label_dataset", "LabelConfig"} <= set(dir(climnb.labels))
+
+
+def test_label_files_loads_nothing_heavy_before_its_workers_start():
+    """``climnb label`` checks and claims its outputs and starts its worker processes before
+    xarray and dask are imported, so that the workers start while this process loads them."""
+    code = (
+        "import sys\n"
+        "import climnb.labels.files\n"
+        f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    done = _python("-c", code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == ""

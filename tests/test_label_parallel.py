@@ -281,3 +281,102 @@ def test_a_worker_keeps_the_files_it_reads_open(series):
     kept = dict(dataset._OPENED)
     second.read()
     assert all(dataset._OPENED[k] is v for k, v in kept.items())  # the same open arrays
+
+
+def test_worker_processes_start_at_once_and_load_the_labeller():
+    """The processes start as the block opens (spawn would start them at the first task) and
+    import the labeller there, while the caller opens its input."""
+    import multiprocessing
+
+    from climnb.labels import workers
+
+    with worker_processes(2) as pool:
+        started = len(multiprocessing.active_children())
+        loaded = pool.submit(_loaded, "climnb.labels.dataset").result()
+        # the block's own pool: the writer opens no other inside it
+        assert workers.current_pool() is pool
+    assert started == 2
+    assert loaded
+    assert workers.current_pool() is None
+
+
+def _loaded(module: str) -> bool:
+    import sys
+    import time
+
+    deadline = time.monotonic() + 60  # the other process may have taken this one's warm-up
+    while module not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return module in sys.modules
+
+
+def test_a_worker_leaves_without_the_interpreters_teardown(tmp_path):
+    """When the pool closes, a worker process exits after its exit handlers, without freeing
+    every module and object (a second of a full-size labeller's worker that the pool waited
+    for): a finalizer left in it does not run."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, sys\n"
+        "from climnb.labels.dataset import worker_processes\n"
+        "class Left:\n"
+        "    def __init__(self, path):\n"
+        "        self.path, self.touch = path, os.open\n"
+        "    def __del__(self):\n"
+        "        self.touch(self.path, os.O_CREAT | os.O_WRONLY)\n"
+        "def leave_one(path):\n"
+        "    sys.modules['__mp_main__'].kept = Left(path)\n"
+        "if __name__ == '__main__':\n"
+        "    with worker_processes(1) as pool:\n"
+        "        pool.submit(leave_one, sys.argv[1]).result()\n"
+    )
+    (tmp_path / "leave.py").write_text(script)
+    mark = tmp_path / "torn-down"
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "leave.py"), str(mark)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not mark.exists()
+
+
+def test_label_files_uses_one_pool(monkeypatch, tmp_path, series):
+    """``climnb label --workers 2`` starts its worker processes once, before opening the
+    input; the writer labels on them."""
+    from climnb.labels import files, workers, writer
+
+    opened = []
+    real = workers.worker_processes
+
+    def counted(n, **kwargs):
+        opened.append(n)
+        return real(n, **kwargs)
+
+    monkeypatch.setattr(files, "worker_processes", counted)
+    monkeypatch.setattr(writer, "worker_processes", counted)
+    request = files.LabelRequest(
+        inputs=tuple(series[0]["nc"]), out=tmp_path / "l.nc", workers=2, progress=False
+    )
+    files.label_files(request)
+    assert opened == [2]
+
+
+def test_the_dashboard_link_is_logged_not_printed(monkeypatch, caplog, capsys):
+    import contextlib
+    import logging
+
+    from climnb.labels import files
+    from climnb.runtime import scheduler
+
+    class Client(contextlib.nullcontext):
+        dashboard_link = "http://127.0.0.1:8787/status"
+
+    monkeypatch.setattr(scheduler, "dask_client", lambda *a, **k: Client())
+    request = files.LabelRequest(inputs=("x.nc",), out="y.nc", scheduler="tcp://host:8786")
+    with caplog.at_level(logging.WARNING, logger="climnb.labels.files"):
+        files._client(request)
+    assert "http://127.0.0.1:8787/status" in caplog.text
+    assert capsys.readouterr().out == ""

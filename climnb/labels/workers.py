@@ -92,12 +92,13 @@ def _exit_with(parent: int, every_s: float = 0.5) -> None:
     the pool cannot tell its idle workers; and, when the pool closes, exit at once after
     the exit handlers rather than through the interpreter's teardown (freeing every module
     and object: about a second of a full-size labeller's worker, which the pool waits for;
-    a worker's results have all gone back through its pipe by then, and it writes nothing)."""
+    a worker's results have all gone back through its pipe by then, and it writes no file)."""
     import atexit
     import threading
     import time
 
-    atexit.register(_leave)  # registered first, so it runs last
+    # registered first, so it runs last; multiprocessing has flushed stdout and stderr
+    atexit.register(os._exit, 0)
 
     def watch():
         while os.getppid() == parent:
@@ -105,16 +106,6 @@ def _exit_with(parent: int, every_s: float = 0.5) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="climnb-parent-watch").start()
-
-
-def _leave() -> None:
-    """The last exit handler of a worker process: its output flushed, leave now."""
-    import sys
-
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(0)
 
 
 def run_task(fn, *args):
