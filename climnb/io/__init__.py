@@ -4,6 +4,7 @@
   :func:`~climnb.io.files.input_grid` and the way back to it,
   :func:`~climnb.io.files.check_output`, :func:`~climnb.io.files.write`;
 * :mod:`~climnb.io.netcdf` - the opener behind it (NetCDF, Zarr, GRIB; joins along time);
+  :mod:`~climnb.io.paths` - input paths and globs, checked without loading xarray;
   :mod:`~climnb.io.canonical` - climnb's names, units and grid, and the input grid
   (:class:`~climnb.io.canonical.InputGrid`);
 * :mod:`~climnb.io.outputs` - the output rule; :mod:`~climnb.io.atomic` - atomic writes and
