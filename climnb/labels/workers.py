@@ -47,7 +47,7 @@ def worker_processes(n: int, *, pool=None):
 
     The ``n`` processes start at once and import the labeller (:func:`_warm_up`) while the
     caller goes on (opening the input, building the graph), rather than at the first label
-    task: a worker process's start is about a second of CPU. When the block ends, each
+    task: a worker process's start is about 0.8 s of CPU. When the block ends, each
     worker process leaves without Python's interpreter teardown (:func:`_exit_with`), which
     the pool waits for.
     """
@@ -91,7 +91,7 @@ def _exit_with(parent: int, every_s: float = 0.5) -> None:
     """In a worker process: exit when ``parent`` has gone (killed with SIGKILL, say), which
     the pool cannot tell its idle workers; and, when the pool closes, exit at once after
     the exit handlers rather than through the interpreter's teardown (freeing every module
-    and object: about a second of a full-size labeller's worker, which the pool waits for;
+    and object: 0.4-0.5 s of CPU in a full-size labeller's worker, which the pool waited for;
     a worker's results have all gone back through its pipe by then, and it writes no file)."""
     import atexit
     import threading
