@@ -24,6 +24,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 

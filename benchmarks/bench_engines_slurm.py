@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import slurm_cluster  # noqa: E402  (the tests' one-node cluster)

@@ -34,6 +34,7 @@ import statistics
 import tempfile
 import time
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import holoviews as hv
 import numpy as np
 

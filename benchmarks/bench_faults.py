@@ -73,6 +73,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
 
 PYTHON = sys.executable

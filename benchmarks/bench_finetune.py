@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import pandas as pd
 
 from climnb.data.synthetic import make_dataset

@@ -63,6 +63,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -491,7 +492,7 @@ def memory(folder: Path, paths: list[Path], short: int) -> None:
             capture_output=True,
             text=True,
             check=True,
-            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            env=_quiet.child_env(),
         )
         peaks[n] = float(result.stdout.split("PEAK_MIB")[-1])
         worker = float(result.stdout.split("WORKER_MIB")[-1].split()[0])

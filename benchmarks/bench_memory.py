@@ -51,6 +51,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import psutil
 
 from climnb.demo import find_notebooks

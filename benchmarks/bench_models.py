@@ -73,9 +73,8 @@ import sys
 import threading
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import numpy as np  # noqa: E402
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
+import numpy as np
 
 NAMES = ("tiramisu", "deeplab")
 FULL = (768, 1152, 16)

@@ -38,9 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 FULL = (768, 1152)
 

@@ -39,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
 import pandas as pd
 

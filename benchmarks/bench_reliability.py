@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bad_input_cases import CASES, Unavailable, judge, make_golden, run_case  # noqa: E402
 

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
+
 
 def digests(root: Path) -> dict[str, str]:
     return {

@@ -25,6 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
 
 from climnb.io.besttrack import read_best_tracks

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
 
 from climnb.data.synthetic import FULL_SHAPE, TOY_SHAPE, make_dataset

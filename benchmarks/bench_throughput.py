@@ -68,6 +68,7 @@ import threading
 import time
 from pathlib import Path
 
+import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
 import pandas as pd
 import psutil

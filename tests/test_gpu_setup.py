@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,8 @@ def test_benchmark_only(tmp_path):
 
 @pytest.fixture(scope="module")
 def bench_models():
+    if str(ROOT / "benchmarks") not in sys.path:  # as a script has it: its _quiet beside it
+        sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location(
         "bench_models", ROOT / "benchmarks/bench_models.py"
     )
