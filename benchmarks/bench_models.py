@@ -715,6 +715,14 @@ def _conv_variants(name: str, shape, preset: str, batch: int) -> tuple[dict, dic
     return variants, flop
 
 
+def _empty_call() -> tuple:
+    """A compiled function that does nothing but return one number: the fixed cost of a
+    ``tf.function`` call and its fetch, as ``(fn, args)``."""
+    import tensorflow as tf
+
+    return tf.function(lambda x: x), (tf.constant(0.0),)
+
+
 def _verdict(value: float, goal: float) -> str:
     return "met" if value >= goal else "not met"
 
@@ -744,7 +752,11 @@ def print_speedup(args) -> None:
             conv_variants, conv_flop = _conv_variants(name, shape, preset, batch)
             n_convs = len({k[0] for k in conv_variants})
             variants.update(conv_variants)
+            variants["empty"] = _empty_call()
             t = _interleaved(variants, args.steps)
+            # each convolution timed alone pays one compiled call's fixed cost, a step once
+            empty = t.pop("empty")
+            t.update({k: max(v - empty, 1e-9) for k, v in t.items() if isinstance(k, tuple)})
             rate = {k: flop[k] / t[k] for k in ("float32", "mixed_bfloat16")}
             conv_t = {
                 d: sum(v for k, v in t.items() if isinstance(k, tuple) and k[1] == d)
@@ -776,6 +788,10 @@ def print_speedup(args) -> None:
                 f"  bfloat16 / float32 steps per second: {speedup:.2f}x (goal {goal:.1f}x: "
                 f"{_verdict(speedup, goal)}); the ceiling, its convolutions' float32 / bfloat16 "
                 f"time: {ceiling_x:.2f}x" + (" (the goal is above it)" if ceiling_x < goal else "")
+            )
+            print(
+                f"  (convolutions net of a compiled call's fixed cost, {empty * 1e6:.0f} us a "
+                "call, timed in the same rounds)"
             )
             print(
                 "  by direction, float32 / bfloat16: "
@@ -1040,6 +1056,88 @@ def print_ceiling(args) -> dict:
     print(f"    AMX kernels: {'yes' if amx else 'none'}")
     print(f"# load at the end {os.getloadavg()[0]:.1f}")
     return s
+
+
+# --- the toy step's fixed cost ----------------------------------------------------------------
+
+
+def step_parts(name: str, shape, preset: str, batch: int, precision: str) -> dict[str, tuple]:
+    """A training step and its parts, each compiled alone, as ``(fn, args)``: the whole step;
+    forward, loss and gradients without the update (``gradients``); the optimiser's update
+    alone with fixed gradients (``update``); the forward pass alone (``forward``)."""
+    import tensorflow as tf
+
+    from climnb.models import build_model
+    from climnb.models.losses import WeightedCrossEntropy
+    from climnb.train.optim import OptimizerConfig, make_optimizer
+
+    model = build_model(name, shape, preset=preset, mixed_precision=precision)
+    step, x, y = training_step(model, batch)
+    loss_fn = WeightedCrossEntropy()
+    variables = model.trainable_variables
+    optimizer = make_optimizer(OptimizerConfig(larc=True, gradient_lag=True))
+    optimizer.build(variables)
+    rng = np.random.default_rng(1)
+    grads = [tf.constant(rng.standard_normal(v.shape).astype(np.float32) * 1e-3) for v in variables]
+
+    def gradients(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        return loss + tf.add_n([tf.reduce_sum(g[..., :1]) for g in tape.gradient(loss, variables)])
+
+    def update(*grads):
+        optimizer.apply(list(grads), variables)
+        return optimizer.iterations
+
+    return {
+        "step": (step, (x, y)),
+        "gradients": (tf.function(gradients), (x, y)),
+        "update": (tf.function(update), tuple(grads)),
+        "forward": (tf.function(lambda x: model(x, training=False)[0, 0, 0, 0]), (x,)),
+    }
+
+
+def print_overhead(args) -> None:
+    """``--overhead``: the toy step's fixed cost. Steps of 1, 4 and 16 samples (the time at
+    0 samples, a straight line's intercept, is what does not grow with the batch), the step's
+    parts alone and an empty compiled call, float32 and bfloat16, all timed in turn."""
+    from climnb.models.precision import cpu_bf16_flags
+
+    shape, preset, _ = KNOB_CASES["toy"]
+    precisions = ["float32", "mixed_bfloat16"] if cpu_bf16_flags() else ["float32"]
+    batches = (1, 4, 16)
+    print(
+        f"# the toy step's fixed cost: load {os.getloadavg()[0]:.1f}; medians of {args.steps} "
+        "rounds, all timed in turn"
+    )
+    for name in _names(args):
+        variants = {"empty": _empty_call()}
+        for precision in precisions:
+            for b in batches:
+                for part, fn_args in step_parts(name, shape, preset, b, precision).items():
+                    if part == "step" or b == 4:
+                        variants[(precision, part, b)] = fn_args
+        t = _interleaved(variants, args.steps)
+        n_vars = len(variants[(precisions[0], "update", 4)][1])
+        print(
+            f"\n## {name}, {preset} preset at {shape[0]}x{shape[1]}; {n_vars} trainable variables"
+        )
+        print(f"  an empty compiled call: {t['empty'] * 1e3:.2f} ms")
+        for precision in precisions:
+            steps = [t[(precision, "step", b)] for b in batches]
+            slope, intercept = np.polyfit(batches, steps, 1)
+            cells = ", ".join(f"{b}: {s * 1e3:.1f}" for b, s in zip(batches, steps, strict=True))
+            print(
+                f"  {precision:15} ms a step by samples {cells}; a line through them: "
+                f"{intercept * 1e3:.1f} ms + {slope * 1e3:.1f} ms a sample, so at 4 samples "
+                f"{100 * intercept / t[(precision, 'step', 4)]:.0f} % is fixed cost"
+            )
+            parts = ", ".join(
+                f"{part} {t[(precision, part, 4)] * 1e3:.1f} ms"
+                for part in ("gradients", "update", "forward")
+            )
+            print(f"  {'':15} at 4 samples, alone: {parts}")
+    print(f"# load at the end {os.getloadavg()[0]:.1f}")
 
 
 #: Levers read when TensorFlow starts (``--levers``): a fresh process each, label -> environment
@@ -1468,12 +1566,20 @@ def main(argv=None) -> None:
         "--no-full", action="store_true", help="--ceiling: without the full-size convolution"
     )
     parser.add_argument("--ceiling-one", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--overhead",
+        action="store_true",
+        help="instead: the toy step's fixed cost (steps of 1, 4, 16 samples, the step's parts "
+        "alone, an empty compiled call; --models, --steps)",
+    )
     args = parser.parse_args(argv)
     if args.ceiling_one:
         name, h, w = args.ceiling_one
         return _ceiling_one(name, int(h), int(w))
     if args.ceiling:
         return print_ceiling(args)
+    if args.overhead:
+        return print_overhead(args)
     if args.one:
         return _one(args.one[0], args.one[1], int(args.one[2]), args.one[3])
     if args.profile_one:
