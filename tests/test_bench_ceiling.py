@@ -46,7 +46,6 @@ def _reference(conv, x, y, kernel):
     ],
 )
 def test_conv_directions_compute_the_layers_training_primitives(bench_models, conv):
-    import tensorflow as tf
 
     fns = bench_models.conv_directions("float32", conv, batch=2)
     (fwd, (a, b, kernel)), flop = fns["forward"]
