@@ -27,7 +27,6 @@ __all__ = [
     "WarmupDecay",
     "LarcAdam",
     "larc_factor",
-    "larc_factors",
     "make_schedule",
     "make_optimizer",
     "train_step",
@@ -124,32 +123,6 @@ def larc_factor(grad, variable, learning_rate, eta=0.002, mode="clip", epsilon=1
     return ops.minimum(local, learning_rate) / ops.maximum(learning_rate, 1e-30)
 
 
-def larc_factors(grads, variables, learning_rate, eta=0.002, mode="clip", epsilon=1.0 / 16000.0):
-    """:func:`larc_factor` of every variable at once: the same numbers (the same element-wise
-    ops, on a vector of the norms), as a list of scalar tensors; a dozen ops a step instead of
-    a dozen a variable.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> v, g = [np.array([3.0, 4.0]), np.array([1.0])], [np.array([0.6, 0.8]), np.array([0.0])]
-    >>> [round(float(f), 6) for f in larc_factors(g, v, 0.1)]
-    [0.1, 0.000625]
-    >>> [round(float(larc_factor(gi, vi, 0.1)), 6) for gi, vi in zip(g, v)]
-    [0.1, 0.000625]
-    """
-    v_norm = tf.sqrt(2.0 * tf.stack([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in variables]))
-    g_norm = tf.sqrt(2.0 * tf.stack([tf.nn.l2_loss(tf.cast(g, tf.float32)) for g in grads]))
-    ok = ops.logical_and(v_norm > 0.0, g_norm > 0.0)
-    local = ops.where(ok, eta * v_norm / ops.where(ok, g_norm, 1.0), epsilon)
-    if mode == "clip":
-        learning_rate = ops.cast(learning_rate, "float32")
-        local = ops.minimum(local, learning_rate) / ops.maximum(learning_rate, 1e-30)
-    elif mode != "scale":
-        raise ValueError(f"mode must be one of {LARC_MODES}, got {mode!r}")
-    return tf.unstack(local, num=len(grads))
-
-
 @keras.saving.register_keras_serializable(package="climnb")
 class LarcAdam(keras.optimizers.Adam):
     """Adam with optional LARC gradient rescaling and gradient lag.
@@ -202,26 +175,6 @@ class LarcAdam(keras.optimizers.Adam):
     #: take the Adam step with TensorFlow's fused ``ResourceApplyAdam`` kernel (see
     #: :meth:`update_step`); ``False`` for Keras' own element-wise ops (the same update)
     fused = True
-    #: LARC's factors as one vector (:func:`larc_factors`) and the fused step's scalars
-    #: (``beta ** t``, the casts) once a step, not once a variable: the same numbers with
-    #: ~20 fewer small ops a variable (the toy Tiramisu's step has 55 variables, the paper's
-    #: 100); ``False`` for the op-per-variable form
-    grouped = True
-    _step_scalars = None
-
-    def _fused_scalars(self, learning_rate) -> dict:
-        """The float32 scalars of ``ResourceApplyAdam`` for this step."""
-        dtype = tf.float32
-        local_step = tf.cast(self.iterations + 1, dtype)
-        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
-        return dict(
-            beta1_power=tf.pow(beta_1, local_step),
-            beta2_power=tf.pow(beta_2, local_step),
-            lr=tf.cast(learning_rate, dtype),
-            beta1=beta_1,
-            beta2=beta_2,
-            epsilon=tf.cast(self.epsilon, dtype),
-        )
 
     def update_step(self, gradient, variable, learning_rate):
         """Adam's step of one variable; through ``ResourceApplyAdam`` where it applies.
@@ -241,35 +194,38 @@ class LarcAdam(keras.optimizers.Adam):
             and variable.dtype == tf.float32
         ):
             return super().update_step(gradient, variable, learning_rate)
+        dtype = variable.dtype
         index = self._get_variable_index(variable)
-        scalars = self._step_scalars or self._fused_scalars(learning_rate)
+        local_step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
         tf.raw_ops.ResourceApplyAdam(
             var=variable.handle,
             m=self._momentums[index].value.handle,
             v=self._velocities[index].value.handle,
-            grad=tf.cast(gradient, tf.float32),
-            **scalars,
+            beta1_power=tf.pow(beta_1, local_step),
+            beta2_power=tf.pow(beta_2, local_step),
+            lr=tf.cast(learning_rate, dtype),
+            beta1=beta_1,
+            beta2=beta_2,
+            epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(gradient, dtype),
         )
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         if self.gradient_lag:
             grads = self._swap_lagged(grads, trainable_variables)
         if self.larc:
-            larc = (learning_rate, self.larc_eta, self.larc_mode, self.larc_epsilon)
-            if self.grouped:
-                factors = larc_factors(grads, trainable_variables, *larc)
-            else:
-                factors = [
-                    larc_factor(g, v, *larc)
-                    for g, v in zip(grads, trainable_variables, strict=True)
-                ]
-            grads = [g * ops.cast(f, g.dtype) for g, f in zip(grads, factors, strict=True)]
-        if self.grouped and self.fused and not self.amsgrad:
-            self._step_scalars = self._fused_scalars(learning_rate)
-        try:
-            super()._backend_update_step(grads, trainable_variables, learning_rate)
-        finally:
-            self._step_scalars = None
+            grads = [
+                g
+                * ops.cast(
+                    larc_factor(
+                        g, v, learning_rate, self.larc_eta, self.larc_mode, self.larc_epsilon
+                    ),
+                    g.dtype,
+                )
+                for g, v in zip(grads, trainable_variables, strict=True)
+            ]
+        super()._backend_update_step(grads, trainable_variables, learning_rate)
 
     def get_config(self):
         config = super().get_config()
