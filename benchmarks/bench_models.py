@@ -1317,6 +1317,13 @@ def wgrad_methods():
     }
 
 
+def _wgrad_sum(method, k: int, x, dy):
+    """The sum of a weight gradient by ``method`` (:func:`wgrad_methods`), as float32."""
+    import tensorflow as tf
+
+    return tf.reduce_sum(tf.cast(method(x, dy, k), tf.float32))
+
+
 def print_wgrad(args) -> None:
     """``--wgrad``: bfloat16 weight gradients of the paper Tiramisu's convolutions, oneDNN's
     primitive against matmul formulations (and the same shape's forward convolution), timed
@@ -1337,20 +1344,14 @@ def print_wgrad(args) -> None:
         kernel = tf.cast(tf.fill([k, k, cin, cout], 0.01), tf.bfloat16)
         variants = {
             "forward": (
-                tf.function(
-                    lambda x, kr: tf.cast(tf.nn.conv2d(x, kr, 1, "SAME")[0, 0, 0, 0], "float32")
-                ),
-                (x, kernel),
+                tf.function(functools.partial(_conv_primitive, "forward", 1, 1, None)),
+                (x, None, kernel),
             )
         }
         for name, fn in methods.items():
-            # the timed function returns one float32 number (the sum): no large fetch
-            variants[name] = (
-                tf.function(
-                    lambda x, dy, fn=fn, k=k: tf.reduce_sum(tf.cast(fn(x, dy, k), "float32"))
-                ),
-                (x, dy),
-            )
+            # the timed function returns one float32 number (the sum): no large fetch; a
+            # partial, not a lambda, so that TensorFlow does not warn of retracing
+            variants[name] = (tf.function(functools.partial(_wgrad_sum, fn, k)), (x, dy))
         t = _interleaved(variants, rounds)
         flop = 2.0 * args.batch * h * w * k * k * cin * cout
         cells = [f"{flop / t['forward'] / 1e9:6.0f}"]
