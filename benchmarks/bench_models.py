@@ -254,7 +254,10 @@ def time_steps(model, batch: int, steps: int, *, forward: bool = True, loss_scal
             times.append(time.perf_counter() - t0)
         return float(np.median(times))
 
-    fwd = median(tf.function(lambda a: model(a, training=False)), x) if forward else None
+    # no AutoGraph (nothing to convert): it cannot find this lambda's source beside
+    # gemm_rate's and warns, naming both
+    forward_pass = tf.function(lambda a: model(a, training=False), autograph=False)
+    fwd = median(forward_pass, x) if forward else None
     return fwd, median(step, x, y)
 
 
@@ -720,7 +723,7 @@ def _empty_call() -> tuple:
     ``tf.function`` call and its fetch, as ``(fn, args)``."""
     import tensorflow as tf
 
-    return tf.function(lambda x: x), (tf.constant(0.0),)
+    return tf.function(lambda x: x, autograph=False), (tf.constant(0.0),)
 
 
 def _verdict(value: float, goal: float) -> str:
@@ -888,7 +891,7 @@ def conv_directions(dtype: str, conv: tuple, batch: int = 1) -> dict[str, tuple]
     for direction, (op, a, b) in ops.items():
         # a partial, not a lambda: TensorFlow counts traces per function and warns of
         # "retracing" when one lambda is traced for many shapes
-        fn = tf.function(functools.partial(_conv_primitive, op, s, d, kshape))
+        fn = tf.function(functools.partial(_conv_primitive, op, s, d, kshape), autograph=False)
         out[direction] = ((fn, (a, b if b is not None else a[:1, :1, :1, :1], kernel)), 2.0 * macs)
     return out
 
@@ -1096,9 +1099,12 @@ def step_parts(name: str, shape, preset: str, batch: int, precision: str) -> dic
 
     return {
         "step": (step, (x, y)),
-        "gradients": (tf.function(gradients), (x, y)),
-        "update": (tf.function(update), tuple(grads)),
-        "forward": (tf.function(lambda x: model(x, training=False)[0, 0, 0, 0]), (x,)),
+        "gradients": (tf.function(gradients, autograph=False), (x, y)),
+        "update": (tf.function(update, autograph=False), tuple(grads)),
+        "forward": (
+            tf.function(lambda x: model(x, training=False)[0, 0, 0, 0], autograph=False),
+            (x,),
+        ),
     }
 
 
