@@ -29,9 +29,10 @@ Prints:
    oneDNN off and thread counts (a fresh process per setting, interleaved); and one
    convolution in NHWC (Keras', climnb's layout) vs NCHW;
 7. ``--speedup``: float32 vs ``mixed_bfloat16`` training steps per second (toy and paper
-   Tiramisu/DeepLabv3+ at 192 x 288), with single convolutions' bfloat16 rates (forward and
-   both gradients, and one forward alone) timed in the same rounds: the rate a step could
-   reach;
+   Tiramisu/DeepLabv3+ at 192 x 288), with every convolution of the same network timed alone
+   in the same rounds (forward, data and weight gradient, both types): the bf16 step's share
+   of its convolutions' rate and the ceiling (their float32 / bfloat16 time), each figure
+   next to its goal (3.0x, toy 1.5x, 70 %);
 8. ``--profile HxW``: where a paper network's training step goes, in float32 and (with native
    bfloat16) ``mixed_bfloat16``: oneDNN's primitives by kind, implementation and type from
    its verbose log (and primitives made during the step: cache misses), then TensorFlow's op
@@ -41,7 +42,13 @@ Prints:
    against the training step without it in the same run, float32 and mixed_bfloat16;
 10. ``--wgrad``: the bfloat16 weight gradient of the paper Tiramisu's dense-block
    convolutions, oneDNN's primitive against TensorFlow matmul formulations (per kernel tap;
-   im2col of the output gradient or of the input; NCHW), timed in turn, with their errors.
+   im2col of the output gradient or of the input; NCHW), timed in turn, with their errors;
+11. ``--ceiling``: the paper Tiramisu's 35 convolutions at 192 x 288 (and one at full size),
+   each direction alone, float32 and bfloat16 in turn, and oneDNN's kernels for them
+   (``ONEDNN_VERBOSE=1``): the most bfloat16 can give a step on this CPU;
+12. ``--overhead``: the toy step's fixed cost: steps of 1, 4 and 16 samples, the step's parts
+   alone (forward + gradients, the optimiser's update, the forward pass) and an empty
+   compiled call, float32 and bfloat16, timed in turn.
 
 Rows marked ``keras`` in the BN column are the step as it was before climnb's fused batch
 norm (Keras 3's unfused layer); ``fused`` is the default now.
@@ -58,6 +65,8 @@ Usage::
     python benchmarks/bench_models.py --profile 192x288 --models tiramisu [--precision ...]
     python benchmarks/bench_models.py --wgrad --batch 1 --steps 5
     python benchmarks/bench_models.py --levers --models tiramisu --knob-cases paper --steps 3
+    python benchmarks/bench_models.py --ceiling --steps 5 [--no-full]
+    python benchmarks/bench_models.py --overhead --models tiramisu --steps 9
 """
 
 from __future__ import annotations
@@ -1537,7 +1546,8 @@ def main(argv=None) -> None:
         "--speedup",
         action="store_true",
         help="instead: float32 vs mixed_bfloat16 steps per second (--knob-cases, --models) "
-        "with single convolutions' bf16 rates timed in the same rounds",
+        "with the network's own convolutions timed in the same rounds (the ceiling), each "
+        "figure next to its goal",
     )
     parser.add_argument(
         "--levers",
