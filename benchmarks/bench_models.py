@@ -29,9 +29,10 @@ Prints:
    oneDNN off and thread counts (a fresh process per setting, interleaved); and one
    convolution in NHWC (Keras', climnb's layout) vs NCHW;
 7. ``--speedup``: float32 vs ``mixed_bfloat16`` training steps per second (toy and paper
-   Tiramisu/DeepLabv3+ at 192 x 288), with single convolutions' bfloat16 rates (forward and
-   both gradients, and one forward alone) timed in the same rounds: the rate a step could
-   reach;
+   Tiramisu/DeepLabv3+ at 192 x 288), with every convolution of the same network timed alone
+   in the same rounds (forward, data and weight gradient, both types): the bf16 step's share
+   of its convolutions' rate and the ceiling (their float32 / bfloat16 time), each figure
+   next to its goal (3.0x, toy 1.5x, 70 %);
 8. ``--profile HxW``: where a paper network's training step goes, in float32 and (with native
    bfloat16) ``mixed_bfloat16``: oneDNN's primitives by kind, implementation and type from
    its verbose log (and primitives made during the step: cache misses), then TensorFlow's op
@@ -41,7 +42,13 @@ Prints:
    against the training step without it in the same run, float32 and mixed_bfloat16;
 10. ``--wgrad``: the bfloat16 weight gradient of the paper Tiramisu's dense-block
    convolutions, oneDNN's primitive against TensorFlow matmul formulations (per kernel tap;
-   im2col of the output gradient or of the input; NCHW), timed in turn, with their errors.
+   im2col of the output gradient or of the input; NCHW), timed in turn, with their errors;
+11. ``--ceiling``: the paper Tiramisu's 35 convolutions at 192 x 288 (and one at full size),
+   each direction alone, float32 and bfloat16 in turn, and oneDNN's kernels for them
+   (``ONEDNN_VERBOSE=1``): the most bfloat16 can give a step on this CPU;
+12. ``--overhead``: the toy step's fixed cost: steps of 1, 4 and 16 samples, the step's parts
+   alone (forward + gradients, the optimiser's update, the forward pass) and an empty
+   compiled call, float32 and bfloat16, timed in turn.
 
 Rows marked ``keras`` in the BN column are the step as it was before climnb's fused batch
 norm (Keras 3's unfused layer); ``fused`` is the default now.
@@ -58,6 +65,8 @@ Usage::
     python benchmarks/bench_models.py --profile 192x288 --models tiramisu [--precision ...]
     python benchmarks/bench_models.py --wgrad --batch 1 --steps 5
     python benchmarks/bench_models.py --levers --models tiramisu --knob-cases paper --steps 3
+    python benchmarks/bench_models.py --ceiling --steps 5 [--no-full]
+    python benchmarks/bench_models.py --overhead --models tiramisu --steps 9
 """
 
 from __future__ import annotations
@@ -253,7 +262,10 @@ def time_steps(model, batch: int, steps: int, *, forward: bool = True, loss_scal
             times.append(time.perf_counter() - t0)
         return float(np.median(times))
 
-    fwd = median(tf.function(lambda a: model(a, training=False)), x) if forward else None
+    # no AutoGraph (nothing to convert): it cannot find this lambda's source beside
+    # gemm_rate's and warns, naming both
+    forward_pass = tf.function(lambda a: model(a, training=False), autograph=False)
+    fwd = median(forward_pass, x) if forward else None
     return fwd, median(step, x, y)
 
 
@@ -695,51 +707,52 @@ def layout_micro(rounds: int) -> list[tuple[str, float, float]]:
     return rows
 
 
-#: Convolutions timed beside the bfloat16 steps (``--speedup``): (label, h, w, in, out, k, batch)
-CONVS = (
-    ("3x3 64->64 maps, 192x288, batch 4", 192, 288, 64, 64, 3, 4),
-    ("5x5 128->32 maps, 192x288, batch 1 (a dense-block layer)", 192, 288, 128, 32, 5, 1),
-)
+#: Goals of ``--speedup``: bfloat16 / float32 steps per second by case, and the bf16 step's
+#: FLOP rate as a share of its own convolutions' bf16 rate
+SPEEDUP_GOALS = {"paper": 3.0, "toy": 1.5}
+SHARE_GOAL = 0.70
 
 
-def conv_training(
-    dtype: str, h: int, w: int, cin: int, cout: int, k: int, batch: int, forward_only=False
-):
-    """One 'same' convolution's share of a training step (forward, then the data and weight
-    gradients: oneDNN's three primitives; or the forward alone) as ``(fn, args)`` and its
-    FLOP."""
+def _conv_variants(name: str, shape, preset: str, batch: int) -> tuple[dict, dict]:
+    """The network's own convolutions (:func:`network_convs`), each direction alone, float32
+    and bfloat16: ``(variants, FLOP)`` keyed ``(index, dtype, direction)``."""
+    variants, flop = {}, {}
+    for i, conv in enumerate(network_convs(name, shape, preset)):
+        for dtype in ("float32", "bfloat16"):
+            for direction, (fn_args, f) in conv_directions(dtype, conv, batch).items():
+                if i == 0 and direction == "data gradient":
+                    continue  # the input's gradient: not part of a training step
+                variants[(i, dtype, direction)], flop[(i, dtype, direction)] = fn_args, f
+    return variants, flop
+
+
+def _empty_call() -> tuple:
+    """A compiled function that does nothing but return one number: the fixed cost of a
+    ``tf.function`` call and its fetch, as ``(fn, args)``."""
     import tensorflow as tf
 
-    rng = np.random.default_rng(0)
-    x = tf.cast(rng.standard_normal((batch, h, w, cin), dtype=np.float32), dtype)
-    kernel = tf.cast(rng.standard_normal((k, k, cin, cout), dtype=np.float32) * 0.05, dtype)
-    dy = tf.cast(rng.standard_normal((batch, h, w, cout), dtype=np.float32), dtype)
+    return tf.function(lambda x: x, autograph=False), (tf.constant(0.0),)
 
-    @tf.function
-    def forward(x, kernel, dy):
-        return tf.cast(tf.nn.conv2d(x, kernel, 1, "SAME")[0, 0, 0, 0], tf.float32)
 
-    @tf.function
-    def fn(x, kernel, dy):
-        with tf.GradientTape() as tape:
-            tape.watch([x, kernel])
-            y = tf.nn.conv2d(x, kernel, 1, "SAME")
-        dx, dk = tape.gradient(y, [x, kernel], output_gradients=dy)
-        one = y[0, 0, 0, 0] + dx[0, 0, 0, 0] + dk[0, 0, 0, 0]  # one number: no big fetch
-        return tf.cast(one, tf.float32)
-
-    flop = 2.0 * batch * h * w * k * k * cin * cout
-    return ((forward, (x, kernel, dy)), flop) if forward_only else ((fn, (x, kernel, dy)), 3 * flop)
+def _verdict(value: float, goal: float) -> str:
+    return "met" if value >= goal else "not met"
 
 
 def print_speedup(args) -> None:
-    """``--speedup``: float32 and mixed_bfloat16 training steps, timed in turn in one process,
-    with the bfloat16 and float32 rates of single convolutions timed in the same rounds."""
+    """``--speedup``: float32 and mixed_bfloat16 training steps, timed in turn in one process
+    with every convolution of the same network in each direction and type alone (oneDNN's
+    primitives: the fastest the step's convolutions run here). Each figure beside its goal;
+    the ceiling is the convolutions' own float32 / bfloat16 time: a step whose time they are
+    cannot gain more from bfloat16."""
     from climnb.models.precision import cpu_bf16_flags
 
-    if not cpu_bf16_flags():
+    flags = cpu_bf16_flags()
+    if not flags:
         sys.exit("--speedup: this CPU has no native bfloat16 (AVX512_BF16 / AMX)")
-    print(f"# bfloat16 speed-up: load {os.getloadavg()[0]:.1f}; medians of {args.steps} rounds")
+    print(
+        f"# bfloat16 speed-up: load {os.getloadavg()[0]:.1f}; medians of {args.steps} rounds; "
+        f"CPU bfloat16: {', '.join(sorted(flags))}"
+    )
     for case in args.knob_cases.split(","):
         shape, preset, batch = KNOB_CASES[case]
         for name in _names(args):
@@ -747,34 +760,402 @@ def print_speedup(args) -> None:
             for precision in ("float32", "mixed_bfloat16"):
                 variants[precision] = _variant(name, shape, preset, batch, precision=precision)
                 flop[precision] = _flop(name, shape, preset) * batch
-            for label, *conv in CONVS:
-                for dtype in ("float32", "bfloat16"):
-                    variants[f"{dtype} {label}"], flop[f"{dtype} {label}"] = conv_training(
-                        dtype, *conv
-                    )
-            fwd = f"forward only, {CONVS[0][0]}"
-            variants[fwd], flop[fwd] = conv_training("bfloat16", *CONVS[0][1:], forward_only=True)
+            conv_variants, conv_flop = _conv_variants(name, shape, preset, batch)
+            n_convs = len({k[0] for k in conv_variants})
+            variants.update(conv_variants)
+            variants["empty"] = _empty_call()
             t = _interleaved(variants, args.steps)
-            rate = {k: flop[k] / t[k] for k in t}
+            # each convolution timed alone pays one compiled call's fixed cost, a step once
+            empty = t.pop("empty")
+            t.update({k: max(v - empty, 1e-9) for k, v in t.items() if isinstance(k, tuple)})
+            rate = {k: flop[k] / t[k] for k in ("float32", "mixed_bfloat16")}
+            conv_t = {
+                d: sum(v for k, v in t.items() if isinstance(k, tuple) and k[1] == d)
+                for d in ("float32", "bfloat16")
+            }
+            conv_f = {
+                d: sum(v for k, v in conv_flop.items() if k[1] == d)
+                for d in ("float32", "bfloat16")
+            }
+            direction_t = {
+                (d, r): sum(v for k, v in t.items() if isinstance(k, tuple) and k[1:] == (d, r))
+                for d in ("float32", "bfloat16")
+                for r in DIRECTIONS
+            }
             fp32, bf16 = t["float32"], t["mixed_bfloat16"]
+            speedup, ceiling_x = fp32 / bf16, conv_t["float32"] / conv_t["bfloat16"]
+            goal = SPEEDUP_GOALS.get(case, SPEEDUP_GOALS["paper"])
             print(f"\n## {name}, {preset} preset at {shape[0]}x{shape[1]}, batch {batch}")
-            for k in ("float32", "mixed_bfloat16"):
+            for k, d in (("float32", "float32"), ("mixed_bfloat16", "bfloat16")):
                 print(
                     f"  {k:15} {t[k] * 1e3:8.1f} ms/step {1 / t[k]:7.2f} steps/s "
-                    f"{rate[k] / 1e9:7.1f} GFLOP/s"
+                    f"{rate[k] / 1e9:7.1f} GFLOP/s; its {n_convs} "
+                    f"convolutions alone {conv_t[d] * 1e3:8.1f} ms "
+                    f"({conv_f[d] / conv_t[d] / 1e9:.1f} GFLOP/s): the step is "
+                    f"{100 * rate[k] / (conv_f[d] / conv_t[d]):.0f} % of their rate"
                 )
-            print(f"  bfloat16 / float32 steps per second: {fp32 / bf16:.2f}x")
-            for label, *_ in CONVS:
-                conv = rate[f"bfloat16 {label}"]
-                print(
-                    f"  conv {label}: bf16 {conv / 1e9:7.1f} GFLOP/s (fp32 "
-                    f"{rate[f'float32 {label}'] / 1e9:.1f}); the bf16 step is "
-                    f"{100 * rate['mixed_bfloat16'] / conv:.0f} % of it"
-                )
+            share = rate["mixed_bfloat16"] / (conv_f["bfloat16"] / conv_t["bfloat16"])
             print(
-                f"  conv {fwd}: bf16 {rate[fwd] / 1e9:7.1f} GFLOP/s; the bf16 step is "
-                f"{100 * rate['mixed_bfloat16'] / rate[fwd]:.0f} % of it"
+                f"  bfloat16 / float32 steps per second: {speedup:.2f}x (goal {goal:.1f}x: "
+                f"{_verdict(speedup, goal)}); the ceiling, its convolutions' float32 / bfloat16 "
+                f"time: {ceiling_x:.2f}x" + (" (the goal is above it)" if ceiling_x < goal else "")
             )
+            print(
+                f"  (convolutions net of a compiled call's fixed cost, {empty * 1e6:.0f} us a "
+                "call, timed in the same rounds)"
+            )
+            print(
+                "  by direction, float32 / bfloat16: "
+                + ", ".join(
+                    f"{r} {direction_t[('float32', r)] / direction_t[('bfloat16', r)]:.2f}x"
+                    for r in DIRECTIONS
+                )
+            )
+            print(
+                f"  the bf16 step at {100 * share:.0f} % of its bf16 convolutions' rate (goal "
+                f"{100 * SHARE_GOAL:.0f} %: {_verdict(share, SHARE_GOAL)})"
+            )
+    print(f"# load at the end {os.getloadavg()[0]:.1f}")
+
+
+# --- the ceiling: the network's own convolutions, float32 against bfloat16 ----------------------
+
+#: A full-size dense-block convolution timed beside the 192 x 288 network's (``--ceiling``)
+CEILING_FULL = ("Conv2D", 768, 1152, 96, 32, 5, 1, 1)
+DIRECTIONS = ("forward", "data gradient", "weight gradient")
+
+
+def network_convs(name: str, shape, preset: str = "paper") -> list[tuple]:
+    """The (transposed) convolutions of a network as ``(kind, h, w, in, out, k, stride,
+    dilation)`` (input size; all 'same'-padded), in the network's order; the first one's data
+    gradient is never computed."""
+    from climnb.models import build_model
+
+    out = []
+    for layer in build_model(name, shape, preset=preset).layers:
+        kind = type(layer).__name__
+        if kind in ("Conv2D", "Conv2DTranspose"):
+            _, h, w, cin = layer.input.shape
+            k, s, d = layer.kernel_size[0], layer.strides[0], layer.dilation_rate[0]
+            out.append((kind, h, w, cin, layer.filters, k, s, d))
+    return out
+
+
+def _conv_primitive(op: str, stride: int, dilation: int, kshape: tuple, a, b, kernel):
+    """One oneDNN convolution primitive by TensorFlow's op (``forward``: ``a`` * kernel;
+    ``backprop input``: ``b``'s gradient into ``a``'s shape; ``backprop filter``: from input
+    ``a`` and output gradient ``b``); one float32 number back, so no large fetch."""
+    import tensorflow as tf
+
+    common = dict(
+        strides=[1, stride, stride, 1], padding="SAME", dilations=[1, dilation, dilation, 1]
+    )
+    if op == "forward":
+        out = tf.raw_ops.Conv2D(input=a, filter=kernel, **common)
+    elif op == "backprop input":
+        out = tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=tf.shape(a), filter=kernel, out_backprop=b, **common
+        )
+    else:
+        out = tf.raw_ops.Conv2DBackpropFilter(
+            input=a, filter_sizes=kshape, out_backprop=b, **common
+        )
+    return tf.cast(out[0, 0, 0, 0], tf.float32)
+
+
+def conv_directions(dtype: str, conv: tuple, batch: int = 1) -> dict[str, tuple]:
+    """One convolution's three training primitives, each alone: direction -> ``((fn, args),
+    FLOP)``; a transposed convolution's forward is the data gradient of its strided twin
+    (which maps the transposed one's output to its input)."""
+    import tensorflow as tf
+
+    kind, h, w, cin, cout, k, s, d = conv
+    oh, ow = -(-h // s), -(-w // s)  # 'same' padding
+    rng = np.random.default_rng(0)
+
+    def tensor(shape, scale=1.0):
+        return tf.cast(rng.standard_normal(shape, dtype=np.float32) * scale, dtype)
+
+    if kind == "Conv2DTranspose":  # the twin: big (h*s x w*s, cout) -> small (h x w, cin)
+        big, small = tensor((batch, h * s, w * s, cout)), tensor((batch, h, w, cin))
+        kshape = (k, k, cout, cin)
+        ops = {  # direction: (op, its a, its b)
+            "forward": ("backprop input", big, small),
+            "data gradient": ("forward", big, None),
+            "weight gradient": ("backprop filter", big, small),
+        }
+        macs = batch * h * w * k * k * cin * cout
+    else:
+        x, y = tensor((batch, h, w, cin)), tensor((batch, oh, ow, cout))
+        kshape = (k, k, cin, cout)
+        ops = {
+            "forward": ("forward", x, None),
+            "data gradient": ("backprop input", x, y),
+            "weight gradient": ("backprop filter", x, y),
+        }
+        macs = batch * oh * ow * k * k * cin * cout
+    kernel = tensor(kshape, 0.05)
+    out = {}
+    for direction, (op, a, b) in ops.items():
+        # a partial, not a lambda: TensorFlow counts traces per function and warns of
+        # "retracing" when one lambda is traced for many shapes
+        fn = tf.function(functools.partial(_conv_primitive, op, s, d, kshape), autograph=False)
+        out[direction] = ((fn, (a, b if b is not None else a[:1, :1, :1, :1], kernel)), 2.0 * macs)
+    return out
+
+
+def ceiling(name: str, shape, rounds: int, full: bool = True) -> dict:
+    """Float32 and bfloat16 seconds of each convolution of the network at ``shape`` (batch 1)
+    in each direction (and of :data:`CEILING_FULL` with ``full``), all timed in turn round
+    after round, net of an empty compiled call timed with them (``"empty"``):
+    ``{"convs": [(conv, {(dtype, direction): (seconds, FLOP)})], "full": ..., "empty": s}``."""
+    convs = network_convs(name, shape)
+    variants, flop = {}, {}
+    keyed = [(i, c) for i, c in enumerate(convs)] + ([("full", CEILING_FULL)] if full else [])
+    for i, conv in keyed:
+        for dtype in ("float32", "bfloat16"):
+            for direction, (fn_args, f) in conv_directions(dtype, conv).items():
+                if i == 0 and direction == "data gradient":
+                    continue  # the input's gradient: not part of a training step
+                variants[(i, dtype, direction)], flop[(i, dtype, direction)] = fn_args, f
+    variants["empty"] = _empty_call()
+    t = _interleaved(variants, rounds)
+    empty = t.pop("empty")  # each primitive timed alone pays a compiled call's fixed cost
+    t = {k: max(v - empty, 1e-9) for k, v in t.items()}
+    out = {"convs": [], "full": None, "empty": empty}
+    for i, conv in keyed:
+        times = {(d, r): (t[(i, d, r)], flop[(i, d, r)]) for (j, d, r) in t if j == i}
+        if i == "full":
+            out["full"] = (conv, times)
+        else:
+            out["convs"].append((conv, times))
+    return out
+
+
+def _ceiling_one(name: str, height: int, width: int) -> None:
+    """Child of :func:`print_ceiling` (run with ``ONEDNN_VERBOSE=1``): every convolution of
+    the network once in each type and direction, after a warm-up, between two marks."""
+    convs = network_convs(name, (height, width, FULL[2]))
+    fns = [
+        fn_args
+        for conv in convs
+        for dtype in ("float32", "bfloat16")
+        for fn_args, _ in conv_directions(dtype, conv).values()
+    ]
+    for fn, a in fns:
+        np.asarray(fn(*a))
+    print(PROFILE_MARK, flush=True)
+    for fn, a in fns:
+        np.asarray(fn(*a))
+    print(PROFILE_MARK, flush=True)
+
+
+def onednn_kernels(name: str, height: int, width: int) -> dict[str, list[float]]:
+    """oneDNN's implementations of the network's convolutions (``ONEDNN_VERBOSE=1`` in a
+    child process): row of :func:`primitive_kind` -> [seconds, FLOP, calls]."""
+    env = {**os.environ, "ONEDNN_VERBOSE": "1"}
+    cmd = [sys.executable, __file__, "--ceiling-one", name, str(height), str(width)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode:
+        sys.exit(f"--ceiling: the oneDNN verbose run failed:\n{proc.stderr[-3000:]}")
+    lines = proc.stdout.splitlines()
+    start = lines.index(PROFILE_MARK)
+    kinds: dict[str, list[float]] = {}
+    for line in lines[start + 1 :]:
+        f = line.split(",")
+        if len(f) < 8 or f[:3] != ["onednn_verbose", "primitive", "exec"]:
+            continue
+        entry = kinds.setdefault(primitive_kind(f), [0.0, 0.0, 0])
+        entry[0] += float(f[-1]) / 1e3
+        entry[2] += 1
+        if f[4] in ("convolution", "deconvolution"):
+            entry[1] += _conv_flop(f[-2], f[4])
+    return kinds
+
+
+def summarise_ceiling(result: dict) -> dict:
+    """Totals of :func:`ceiling`: per type and direction (seconds, FLOP), per type (the
+    network's convolutions of one step), and the bfloat16 speed-up of each.
+
+    >>> conv = ("Conv2D", 4, 4, 8, 8, 3, 1, 1)
+    >>> times = {("float32", "forward"): (2.0, 10.0), ("bfloat16", "forward"): (1.0, 10.0),
+    ...          ("float32", "weight gradient"): (4.0, 10.0),
+    ...          ("bfloat16", "weight gradient"): (1.0, 10.0)}
+    >>> s = summarise_ceiling({"convs": [(conv, times)], "full": None})
+    >>> s["step"]["float32"], s["step"]["bfloat16"], s["speedup"]
+    (6.0, 2.0, 3.0)
+    >>> s["by_direction"]["weight gradient"]
+    4.0
+    """
+    per = {}
+    for _, times in result["convs"]:
+        for (dtype, direction), (sec, flop) in times.items():
+            entry = per.setdefault((dtype, direction), [0.0, 0.0])
+            entry[0] += sec
+            entry[1] += flop
+    step = {
+        dtype: sum(v[0] for (d, _), v in per.items() if d == dtype)
+        for dtype in ("float32", "bfloat16")
+    }
+    by_direction = {
+        direction: per[("float32", direction)][0] / per[("bfloat16", direction)][0]
+        for (dtype, direction) in per
+        if dtype == "float32" and ("bfloat16", direction) in per
+    }
+    return dict(
+        per=per, step=step, speedup=step["float32"] / step["bfloat16"], by_direction=by_direction
+    )
+
+
+def print_ceiling(args) -> dict:
+    """``--ceiling``: the paper Tiramisu's own convolutions at 192 x 288 (and one full-size
+    one), forward, data and weight gradient, float32 and bfloat16 timed in turn in one
+    process; their summed times are the fastest a step's convolutions can be here, and their
+    ratio the most bfloat16 can give a step whose time they are. Then oneDNN's kernels."""
+    from climnb.models.precision import cpu_bf16_flags
+
+    flags = cpu_bf16_flags()
+    if not flags:
+        sys.exit("--ceiling: this CPU has no native bfloat16 (AVX512_BF16 / AMX)")
+    h, w = 192, 288
+    print(
+        f"# the ceiling: paper Tiramisu's convolutions at {h}x{w}, batch 1, float32 and "
+        f"bfloat16 in turn; load {os.getloadavg()[0]:.1f}; medians of {args.steps} rounds; "
+        f"CPU bfloat16: {', '.join(sorted(flags))}"
+    )
+    result = ceiling("tiramisu", (h, w, FULL[2]), args.steps, full=not args.no_full)
+    s = summarise_ceiling(result)
+    print(
+        f"{'direction':16} {'fp32 ms':>8} {'GFLOP/s':>8} {'bf16 ms':>8} {'GFLOP/s':>8} "
+        f"{'bf16/fp32':>9}"
+    )
+    for direction in DIRECTIONS:
+        f32, b16 = s["per"][("float32", direction)], s["per"][("bfloat16", direction)]
+        print(
+            f"{direction:16} {f32[0] * 1e3:8.1f} {f32[1] / f32[0] / 1e9:8.1f} "
+            f"{b16[0] * 1e3:8.1f} {b16[1] / b16[0] / 1e9:8.1f} {f32[0] / b16[0]:8.2f}x"
+        )
+    f32, b16 = s["step"]["float32"], s["step"]["bfloat16"]
+    print(f"(each net of a compiled call's fixed cost, {result['empty'] * 1e6:.0f} us a call)")
+    print(
+        f"{'a step (all)':16} {f32 * 1e3:8.1f} {'':8} {b16 * 1e3:8.1f} {'':8} "
+        f"{s['speedup']:8.2f}x  <- the ceiling of a step's bf16 / fp32 (goal 3.0x: "
+        f"{'reachable' if s['speedup'] >= 3.0 else 'not reachable here'})"
+    )
+    groups: dict[str, list[float]] = {}
+    for conv, times in result["convs"]:
+        kind, *_, k, stride, _ = conv
+        label = f"{kind} {k}x{k}" + (f" stride {stride}" if stride > 1 else "")
+        g = groups.setdefault(label, [0.0, 0.0])
+        g[0] += sum(v[0] for (d, _), v in times.items() if d == "float32")
+        g[1] += sum(v[0] for (d, _), v in times.items() if d == "bfloat16")
+    for label, (a, b) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {label:24} fp32 {a * 1e3:7.1f} ms, bf16 {b * 1e3:7.1f} ms: {a / b:5.2f}x")
+    if result["full"] is not None:
+        conv, times = result["full"]
+        _, hh, ww, cin, cout, k, *_ = conv
+        cells = []
+        for direction in DIRECTIONS:
+            a, flop = times[("float32", direction)]
+            b, _ = times[("bfloat16", direction)]
+            cells.append(
+                f"{direction} {flop / a / 1e9:.0f} -> {flop / b / 1e9:.0f} GFLOP/s ({a / b:.2f}x)"
+            )
+        print(f"  full size, {k}x{k} {cin}->{cout} maps at {hh}x{ww}: " + "; ".join(cells))
+    kinds = onednn_kernels("tiramisu", h, w)
+    print("  oneDNN's kernels (ONEDNN_VERBOSE=1, one call each, a child process):")
+    for kind, (sec, flop, calls) in sorted(kinds.items(), key=lambda kv: -kv[1][0]):
+        if not kind.startswith(("convol", "deconv")):
+            continue
+        print(f"    {kind:58} {calls:4d} calls {sec * 1e3:8.1f} ms {flop / sec / 1e9:7.1f} GFLOP/s")
+    amx = any("amx" in k for k in kinds)
+    print(f"    AMX kernels: {'yes' if amx else 'none'}")
+    print(f"# load at the end {os.getloadavg()[0]:.1f}")
+    return s
+
+
+# --- the toy step's fixed cost ----------------------------------------------------------------
+
+
+def step_parts(name: str, shape, preset: str, batch: int, precision: str) -> dict[str, tuple]:
+    """A training step and its parts, each compiled alone, as ``(fn, args)``: the whole step;
+    forward, loss and gradients without the update (``gradients``); the optimiser's update
+    alone with fixed gradients (``update``); the forward pass alone (``forward``)."""
+    import tensorflow as tf
+
+    from climnb.models import build_model
+    from climnb.models.losses import WeightedCrossEntropy
+    from climnb.train.optim import OptimizerConfig, make_optimizer
+
+    model = build_model(name, shape, preset=preset, mixed_precision=precision)
+    step, x, y = training_step(model, batch)
+    loss_fn = WeightedCrossEntropy()
+    variables = model.trainable_variables
+    optimizer = make_optimizer(OptimizerConfig(larc=True, gradient_lag=True))
+    optimizer.build(variables)
+    rng = np.random.default_rng(1)
+    grads = [tf.constant(rng.standard_normal(v.shape).astype(np.float32) * 1e-3) for v in variables]
+
+    def gradients(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        return loss + tf.add_n([tf.reduce_sum(g[..., :1]) for g in tape.gradient(loss, variables)])
+
+    def update(*grads):
+        optimizer.apply(list(grads), variables)
+        return optimizer.iterations
+
+    return {
+        "step": (step, (x, y)),
+        "gradients": (tf.function(gradients, autograph=False), (x, y)),
+        "update": (tf.function(update, autograph=False), tuple(grads)),
+        "forward": (
+            tf.function(lambda x: model(x, training=False)[0, 0, 0, 0], autograph=False),
+            (x,),
+        ),
+    }
+
+
+def print_overhead(args) -> None:
+    """``--overhead``: the toy step's fixed cost. Steps of 1, 4 and 16 samples (the time at
+    0 samples, a straight line's intercept, is what does not grow with the batch), the step's
+    parts alone and an empty compiled call, float32 and bfloat16, all timed in turn."""
+    from climnb.models.precision import cpu_bf16_flags
+
+    shape, preset, _ = KNOB_CASES["toy"]
+    precisions = ["float32", "mixed_bfloat16"] if cpu_bf16_flags() else ["float32"]
+    batches = (1, 4, 16)
+    print(
+        f"# the toy step's fixed cost: load {os.getloadavg()[0]:.1f}; medians of {args.steps} "
+        "rounds, all timed in turn"
+    )
+    for name in _names(args):
+        variants = {"empty": _empty_call()}
+        for precision in precisions:
+            for b in batches:
+                for part, fn_args in step_parts(name, shape, preset, b, precision).items():
+                    if part == "step" or b == 4:
+                        variants[(precision, part, b)] = fn_args
+        t = _interleaved(variants, args.steps)
+        n_vars = len(variants[(precisions[0], "update", 4)][1])
+        print(
+            f"\n## {name}, {preset} preset at {shape[0]}x{shape[1]}; {n_vars} trainable variables"
+        )
+        print(f"  an empty compiled call: {t['empty'] * 1e3:.2f} ms")
+        for precision in precisions:
+            steps = [t[(precision, "step", b)] for b in batches]
+            slope, intercept = np.polyfit(batches, steps, 1)
+            cells = ", ".join(f"{b}: {s * 1e3:.1f}" for b, s in zip(batches, steps, strict=True))
+            print(
+                f"  {precision:15} ms a step by samples {cells}; a line through them: "
+                f"{intercept * 1e3:.1f} ms + {slope * 1e3:.1f} ms a sample, so at 4 samples "
+                f"{100 * intercept / t[(precision, 'step', 4)]:.0f} % is fixed cost"
+            )
+            parts = ", ".join(
+                f"{part} {t[(precision, part, 4)] * 1e3:.1f} ms"
+                for part in ("gradients", "update", "forward")
+            )
+            print(f"  {'':15} at 4 samples, alone: {parts}")
     print(f"# load at the end {os.getloadavg()[0]:.1f}")
 
 
@@ -950,6 +1331,13 @@ def wgrad_methods():
     }
 
 
+def _wgrad_sum(method, k: int, x, dy):
+    """The sum of a weight gradient by ``method`` (:func:`wgrad_methods`), as float32."""
+    import tensorflow as tf
+
+    return tf.reduce_sum(tf.cast(method(x, dy, k), tf.float32))
+
+
 def print_wgrad(args) -> None:
     """``--wgrad``: bfloat16 weight gradients of the paper Tiramisu's convolutions, oneDNN's
     primitive against matmul formulations (and the same shape's forward convolution), timed
@@ -970,20 +1358,14 @@ def print_wgrad(args) -> None:
         kernel = tf.cast(tf.fill([k, k, cin, cout], 0.01), tf.bfloat16)
         variants = {
             "forward": (
-                tf.function(
-                    lambda x, kr: tf.cast(tf.nn.conv2d(x, kr, 1, "SAME")[0, 0, 0, 0], "float32")
-                ),
-                (x, kernel),
+                tf.function(functools.partial(_conv_primitive, "forward", 1, 1, None)),
+                (x, None, kernel),
             )
         }
         for name, fn in methods.items():
-            # the timed function returns one float32 number (the sum): no large fetch
-            variants[name] = (
-                tf.function(
-                    lambda x, dy, fn=fn, k=k: tf.reduce_sum(tf.cast(fn(x, dy, k), "float32"))
-                ),
-                (x, dy),
-            )
+            # the timed function returns one float32 number (the sum): no large fetch; a
+            # partial, not a lambda, so that TensorFlow does not warn of retracing
+            variants[name] = (tf.function(functools.partial(_wgrad_sum, fn, k)), (x, dy))
         t = _interleaved(variants, rounds)
         flop = 2.0 * args.batch * h * w * k * k * cin * cout
         cells = [f"{flop / t['forward'] / 1e9:6.0f}"]
@@ -1163,7 +1545,8 @@ def main(argv=None) -> None:
         "--speedup",
         action="store_true",
         help="instead: float32 vs mixed_bfloat16 steps per second (--knob-cases, --models) "
-        "with single convolutions' bf16 rates timed in the same rounds",
+        "with the network's own convolutions timed in the same rounds (the ceiling), each "
+        "figure next to its goal",
     )
     parser.add_argument(
         "--levers",
@@ -1194,7 +1577,30 @@ def main(argv=None) -> None:
     parser.add_argument("--lever-xla", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # name precision width bn
     parser.add_argument("--profile-one", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="instead: the paper Tiramisu's own convolutions at 192x288 (and one full-size), "
+        "each direction, float32 and bfloat16 in turn: the most bfloat16 can give a step here",
+    )
+    parser.add_argument(
+        "--no-full", action="store_true", help="--ceiling: without the full-size convolution"
+    )
+    parser.add_argument("--ceiling-one", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--overhead",
+        action="store_true",
+        help="instead: the toy step's fixed cost (steps of 1, 4, 16 samples, the step's parts "
+        "alone, an empty compiled call; --models, --steps)",
+    )
     args = parser.parse_args(argv)
+    if args.ceiling_one:
+        name, h, w = args.ceiling_one
+        return _ceiling_one(name, int(h), int(w))
+    if args.ceiling:
+        return print_ceiling(args)
+    if args.overhead:
+        return print_overhead(args)
     if args.one:
         return _one(args.one[0], args.one[1], int(args.one[2]), args.one[3])
     if args.profile_one:
@@ -1269,7 +1675,7 @@ def main(argv=None) -> None:
             print(
                 f"measured BF16 GEMM {n}^3: {bf16_gemm / 1e9:.1f} GFLOP/s = "
                 f"{bf16_gemm / fp32_gemm:.1f}x FP32 GEMM, {100 * bf16_gemm / peak['bf16']:.0f} % "
-                "of theoretical BF16 (AMX)"
+                f"of theoretical BF16 ({peak['bf16_unit'].split(':')[0]})"
             )
 
     print("\n## Paper presets at 768x1152x16, counted (never run)")
