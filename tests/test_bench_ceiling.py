@@ -2,6 +2,7 @@
 timed primitive computes what the network's training step computes for that layer."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench_models():
+    if str(ROOT / "benchmarks") not in sys.path:  # as a script has it: its _quiet beside it
+        sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location(
         "bench_models", ROOT / "benchmarks/bench_models.py"
     )
