@@ -73,11 +73,11 @@ import pandas as pd
 from scipy import ndimage
 
 from climnb.labels.components import (
+    _label,
+    _split,
     label_components,
     label_max,
-    label_pixels,
     measure,
-    split_at_saddles,
 )
 from climnb.labels.config import ARConfig
 from climnb.labels.sphere import EARTH_RADIUS_KM
@@ -139,22 +139,19 @@ def transport_rivers(
     percentile) defaults to ``config.ivt_threshold``, or ``config.proxy_threshold`` when the
     fields hold no IVT and the proxy is used. Returns what :func:`detect_rivers` does.
     """
-    ivt = ivt_magnitude(fields)
-    if ivt is None:
-        raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
     if threshold is None:
         true_ivt = "IVT" in fields or {"IVTU", "IVTV"} <= set(fields)
         threshold = config.ivt_threshold if true_ivt else config.proxy_threshold
-    above = ivt >= threshold
+    ivt, above = _ivt_above(fields, threshold)
     above[np.abs(np.asarray(lat, dtype=float)) < config.exclude_tropics_deg] = False
     if exclude is not None:
         above &= ~exclude
-    rivers, table = river_rules(above, fields, lat, lon, config, periodic=periodic, strength=ivt)
+    rivers, table, (where, idx) = _river_rules(
+        above, fields, lat, lon, config, periodic=periodic, strength=ivt
+    )
     mask = rivers > 0
     if len(table) == 0:
         return mask, _describe(rivers, 0, lat, lon, fields)
-    where = np.flatnonzero(mask)
-    idx = rivers.ravel()[where]
     return mask, table.assign(
         max_ivt=_max_at(ivt.ravel()[where], idx, len(table)),
         max_wind=_max_at(
@@ -165,6 +162,44 @@ def transport_rivers(
         if "U850" in fields and "V850" in fields
         else np.nan,
     )
+
+
+def _ivt_above(fields: Mapping[str, np.ndarray], threshold) -> tuple[np.ndarray, np.ndarray]:
+    """The IVT (:func:`ivt_magnitude`) and where it reaches ``threshold`` (a number or a
+    (lat, lon) field); the IVT is right only where it does (0 elsewhere) when it comes from
+    its components or the proxy.
+
+    The square of the transport, a few multiplications, rules out nearly all the grid
+    (rivers are a few per cent of it) with a margin of one per cent; :func:`numpy.hypot` runs
+    only on the rest, which gives each grid point what it gives on the whole grid.
+    """
+    if "IVT" in fields or not ({"IVTU", "IVTV"} <= set(fields) or "TMQ" in fields):
+        ivt = ivt_magnitude(fields)
+        if ivt is None:
+            raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
+        return ivt, ivt >= threshold
+    proxy = not {"IVTU", "IVTV"} <= set(fields)
+    if proxy and not {"U850", "V850"} <= set(fields):
+        raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
+    u, v = (fields["U850"], fields["V850"]) if proxy else (fields["IVTU"], fields["IVTV"])
+    square = u * u
+    square += v * v
+    if proxy:
+        square *= fields["TMQ"]
+        square *= fields["TMQ"]
+    near = np.square(np.maximum(threshold, 0.0) * 0.99)
+    # NaN (and inf - inf) are kept for the exact test
+    where = np.flatnonzero(~(square < near))
+    hyp = np.hypot(u.ravel()[where], v.ravel()[where])
+    value = fields["TMQ"].ravel()[where] * hyp if proxy else hyp
+    ivt = np.zeros(np.shape(u), value.dtype)
+    ivt.ravel()[where] = value
+    above = np.zeros(ivt.shape, bool)
+    limit = threshold
+    if np.ndim(threshold):
+        limit = np.broadcast_to(threshold, ivt.shape).ravel()[where]
+    above.ravel()[where[value >= limit]] = True
+    return ivt, above
 
 
 def river_rules(
@@ -226,26 +261,38 @@ def river_rules(
     >>> table.length_km.round(-2).tolist()
     [2300.0]
     """
-    labels, n = label_components(mask, periodic=periodic, connectivity=config.connectivity)
+    rivers, table, _ = _river_rules(
+        mask, fields, lat, lon, config, periodic=periodic, strength=strength
+    )
+    return rivers, table
+
+
+def _river_rules(mask, fields, lat, lon, config: ARConfig, *, periodic, strength):
+    """:func:`river_rules`, and the rivers' pixels (flat indices and labels)."""
+    labels, n, pixels = _label(mask, periodic, config.connectivity, pixels=True)
     if strength is not None and config.split_ratio is not None:
-        labels, n = _parted(labels, n, mask, strength, fields, lat, lon, config, periodic)
-    shapes, keep, where, idx = _rules(labels, n, fields, lat, lon, config)
+        labels, n, pixels = _parted(
+            labels, n, pixels, mask, strength, fields, lat, lon, config, periodic
+        )
+    shapes, keep, where, idx = _rules(labels, n, fields, lat, lon, config, pixels)
     candidates = shapes.label.to_numpy().astype(int)
     kept = candidates[keep]
     lut = np.zeros(n + 1, np.int32)
     lut[kept] = np.arange(1, kept.size + 1)
     rivers = np.zeros(labels.shape, np.int32)
-    rivers.ravel()[where] = lut[idx]
+    value = lut[idx]
+    rivers.ravel()[where] = value
     log.debug("%d objects, %d rivers", len(shapes), kept.size)
     table = shapes[keep].assign(label=np.arange(1, kept.size + 1)).reset_index(drop=True)
-    return rivers, table
+    river = value > 0
+    return rivers, table, (where[river], value[river])
 
 
-def _rules(labels, n, fields, lat, lon, config: ARConfig):
+def _rules(labels, n, fields, lat, lon, config: ARConfig, pixels):
     """The objects' shapes (those of ``min_area_km2`` or more), which of them pass the rules,
-    and the labelled pixels (flat indices and labels)."""
+    and the labelled pixels (``pixels``: flat indices and labels)."""
     # every step touches only the labelled pixels, not the whole grid
-    where, idx = label_pixels(labels)
+    where, idx = pixels
     shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
     lo, hi = config.ivt_lat_band
     keep = (
@@ -262,11 +309,12 @@ def _rules(labels, n, fields, lat, lon, config: ARConfig):
     return shapes, keep, where, idx
 
 
-def _parted(whole, n_whole, mask, strength, fields, lat, lon, config: ARConfig, periodic):
-    """The objects ``whole`` with those parted at deep saddles of ``strength`` whose parts
-    hold two or more of a river's shape (length, length / width and latitude, as in
-    :func:`_rules`); an object with fewer is left whole."""
-    parts, n_parts = split_at_saddles(
+def _parted(whole, n_whole, pixels, mask, strength, fields, lat, lon, config: ARConfig, periodic):
+    """The objects ``whole`` (their ``pixels``) with those parted at deep saddles of
+    ``strength`` whose parts hold two or more of a river's shape (length, length / width and
+    latitude, as in :func:`_rules`); an object with fewer is left whole. Returns the labels,
+    their number and their pixels."""
+    parts, n_parts, (where, idx) = _split(
         mask,
         strength,
         lat,
@@ -277,10 +325,10 @@ def _parted(whole, n_whole, mask, strength, fields, lat, lon, config: ARConfig, 
         periodic=periodic,
         connectivity=config.connectivity,
         components=(whole, n_whole),
+        pixels=pixels,
     )
     if n_parts <= n_whole:
-        return whole, n_whole
-    where, idx = label_pixels(parts)
+        return whole, n_whole, pixels
     parent = np.zeros(n_parts + 1, np.int64)
     parent[idx] = whole.ravel()[where]
     cut = np.bincount(parent[1:], minlength=n_whole + 1) >= 2  # the objects cut in pieces
@@ -297,20 +345,24 @@ def _parted(whole, n_whole, mask, strength, fields, lat, lon, config: ARConfig, 
     rivers = np.bincount(parent[shapes.label.to_numpy().astype(int)[shaped]], minlength=n_whole + 1)
     parted = rivers >= 2
     if not parted.any():
-        return whole, n_whole
+        return whole, n_whole, pixels
     log.debug("%d objects parted into %s rivers", parted.sum(), rivers[parted].tolist())
-    # the objects kept whole, then the parts of those parted, numbered in that order
+    # the objects kept whole, then the parts of those parted, numbered in that order; only
+    # the objects' pixels are touched (the parts' pixels are among them)
     lut = np.where(parted, 0, np.arange(n_whole + 1))
-    out = lut[whole]
     pick = parted[parent[idx]]
-    out.ravel()[where[pick]] = idx[pick] + n_whole
     present = np.zeros(n_whole + n_parts + 1, bool)
     present[lut[1:]] = True
     present[idx[pick] + n_whole] = True
     present[0] = False
     number = np.zeros(present.size, np.int32)
     number[present] = np.arange(1, int(present.sum()) + 1)
-    return number[out], int(present.sum())
+    out = np.zeros(whole.shape, np.int32)
+    w_whole, i_whole = pixels
+    out.ravel()[w_whole] = number[lut[i_whole]]
+    out.ravel()[where[pick]] = number[idx[pick] + n_whole]
+    value = out.ravel()[w_whole]
+    return out, int(present.sum()), (w_whole[value > 0], value[value > 0])
 
 
 def rule_variables(available, config: ARConfig) -> tuple[str, ...]:

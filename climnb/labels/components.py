@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import ndimage
+from scipy import ndimage, sparse
+from scipy.sparse import csgraph
 
 from climnb.labels.sphere import cell_area_km2, great_circle_km
 
@@ -83,14 +84,92 @@ def label_components(
     labels : int32 array, 0 for background and 1..n for the components.
     n : number of components.
     """
+    labels, n, _ = _label(mask, periodic, connectivity)
+    return labels, n
+
+
+def _label(mask, periodic: bool, connectivity: int, pixels: bool = False):
+    """:func:`label_components`, and the labelled pixels (:func:`label_pixels`) when
+    ``pixels`` (else None): from the runs of a large mask, they come at no cost."""
     if connectivity not in _STRUCTURES:
         raise ValueError(f"connectivity must be 4 or 8, got {connectivity!r}")
     if np.ndim(mask) != 2:
         raise ValueError(f"mask must be 2-D (lat, lon), got shape {np.shape(mask)}")
+    if np.size(mask) >= _RUNS_FROM:
+        out = _label_runs(mask, periodic, connectivity == 8)
+        if out is not None:
+            return out
     labels, n = ndimage.label(mask, structure=_STRUCTURES[connectivity], output=np.int32)
     if periodic and n > 1:
         labels, n = _join_seam(labels, n, diagonal=connectivity == 8)
-    return labels, n
+    if not pixels:
+        return labels, n, None
+    where = np.flatnonzero(mask)  # the labelled pixels: faster than those of the labels
+    return labels, n, (where, labels.ravel()[where])
+
+
+#: The grid size from which :func:`_label_runs` labels a mask (below it,
+#: :func:`scipy.ndimage.label`, whose cost per grid point is larger but whose cost per call
+#: is smaller), and the most runs per grid point it takes on (a mask more broken than that
+#: goes to :func:`scipy.ndimage.label`).
+_RUNS_FROM, _RUNS_AT_MOST = 1 << 16, 1 / 32
+
+
+def _label_runs(mask, periodic: bool, diagonal: bool):
+    """What :func:`_label` gives, from the mask's runs (the pieces of a row that are all
+    True) rather than from every grid point, or None for a mask of many short runs: runs in
+    neighbouring rows that overlap (or touch diagonally, for 8-connectivity), and across the
+    seam when ``periodic``, are joined by :func:`scipy.sparse.csgraph.connected_components`,
+    and the components are numbered in the order of their first pixel, as
+    :func:`scipy.ndimage.label` numbers them and as :func:`_join_seam` keeps them. Its cost
+    grows with the mask's pixels, not the grid's."""
+    mask = np.asarray(mask)
+    nrow, ncol = mask.shape
+    flat = np.flatnonzero(mask)  # raster order
+    labels = np.zeros(mask.shape, np.int32)
+    if flat.size == 0:
+        return labels, 0, (flat, labels.ravel()[flat])
+    row = flat // ncol
+    col = flat - row * ncol
+    start = np.ones(flat.size, bool)
+    start[1:] = (flat[1:] != flat[:-1] + 1) | (col[1:] == 0)
+    first = np.flatnonzero(start)
+    if first.size > _RUNS_AT_MOST * mask.size:
+        return None
+    last = np.append(first[1:] - 1, flat.size - 1)
+    r, c0, c1 = row[first], col[first], col[last]
+    d = int(diagonal)
+    # the runs of the next row that meet run k lie between lo[k] and hi[k] (runs are in
+    # raster order, their starts and ends both increasing); a row's key leaves room for -1
+    # and ncol
+    width = ncol + 2
+    k0, k1 = r * width + c0, r * width + c1
+    lo = np.searchsorted(k1, (r + 1) * width + c0 - d, "left")
+    hi = np.searchsorted(k0, (r + 1) * width + c1 + d, "right")
+    count = np.maximum(hi - lo, 0)
+    a = np.repeat(np.arange(first.size), count)
+    b = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(a.size)
+    if periodic:
+        ends = np.full(nrow + 2, -1)  # the run ending in the last column of each row
+        starts = np.full(nrow + 2, -1)  # ... and starting in the first (rows shifted by one)
+        ends[r[c1 == ncol - 1] + 1] = np.flatnonzero(c1 == ncol - 1)
+        starts[r[c0 == 0] + 1] = np.flatnonzero(c0 == 0)
+        for dr in range(-d, d + 1):
+            e = ends[max(-dr, 0) + 1 : nrow + 1 - max(dr, 0)]
+            s = starts[max(dr, 0) + 1 : nrow + 1 - max(-dr, 0)]
+            both = (e >= 0) & (s >= 0)
+            a, b = np.append(a, e[both]), np.append(b, s[both])
+    graph = sparse.coo_matrix(
+        (np.ones(a.size, bool), (a, b)), shape=(first.size, first.size)
+    ).tocsr()
+    n, component = csgraph.connected_components(graph, directed=False)
+    # number the components in the order of their first run (raster order)
+    _, head = np.unique(component, return_index=True)
+    number = np.empty(n, np.int32)
+    number[np.argsort(head, kind="stable")] = np.arange(1, n + 1, dtype=np.int32)
+    idx = number[component][np.cumsum(start) - 1]
+    labels.ravel()[flat] = idx
+    return labels, n, (flat, idx)
 
 
 def _join_seam(labels: np.ndarray, n: int, diagonal: bool) -> tuple[np.ndarray, int]:
@@ -171,15 +250,49 @@ def split_at_saddles(
     >>> split_at_saddles(values > 250, values, lat, lon, min_ratio=0.6)[1]
     1
     """
+    labels, n, _ = _split(
+        mask,
+        values,
+        lat,
+        lon,
+        min_ratio=min_ratio,
+        min_area_km2=min_area_km2,
+        levels=levels,
+        periodic=periodic,
+        connectivity=connectivity,
+        components=components,
+    )
+    return labels, n
+
+
+def _split(
+    mask,
+    values,
+    lat,
+    lon,
+    *,
+    min_ratio,
+    min_area_km2,
+    levels,
+    periodic,
+    connectivity,
+    components=None,
+    pixels=None,
+):
+    """:func:`split_at_saddles`, and the labelled pixels of what it returns (``pixels``: those
+    of ``components``, where the caller has them)."""
     if components is None:
-        components = label_components(mask, periodic=periodic, connectivity=connectivity)
-    labels, n = components
+        labels, n, pixels = _label(mask, periodic, connectivity, pixels=True)
+    else:
+        labels, n = components
+    if pixels is None:
+        pixels = label_pixels(labels)
     if n == 0:
-        return labels, n
+        return labels, n, pixels
     values = np.asarray(values)
     structure = _STRUCTURES[connectivity]
     area = cell_area_km2(np.asarray(lat, float), np.asarray(lon, float))
-    where, idx = label_pixels(labels)
+    where, idx = pixels
     size = np.bincount(idx, weights=area[where // mask.shape[1]], minlength=n + 1)
     # two independent maxima need twice min_area_km2 above their saddles
     several = np.flatnonzero(size >= 2 * min_area_km2)
@@ -196,8 +309,8 @@ def split_at_saddles(
         if basins is not None:
             cut[box] |= _cuts(basins, v, wraps, structure)
     if not cut.any():
-        return labels, n
-    return label_components(mask & ~cut, periodic=periodic, connectivity=connectivity)
+        return labels, n, pixels
+    return _label(mask & ~cut, periodic, connectivity, pixels=True)
 
 
 def _columns(band: np.ndarray, periodic: bool) -> tuple[np.ndarray, bool]:
