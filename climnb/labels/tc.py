@@ -32,7 +32,7 @@ from scipy import ndimage
 
 from climnb.labels.components import label_components
 from climnb.labels.config import TCConfig
-from climnb.labels.dynamics import vorticity
+from climnb.labels.dynamics import vorticity_rows
 from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2, great_circle_km
 
 __all__ = [
@@ -130,14 +130,24 @@ def find_centres(
 def cyclonic_vorticity(fields: Mapping[str, np.ndarray], lat, lon) -> np.ndarray:
     """850 hPa relative vorticity, sign flipped in the southern hemisphere (cyclones positive),
     NaN made 0: ``VORT850`` when given, else computed from ``U850`` and ``V850``."""
+    return _cyclonic(fields, lat, lon, 0, np.size(lat))
+
+
+def _cyclonic(fields, lat, lon, lo: int, hi: int) -> np.ndarray:
+    """:func:`cyclonic_vorticity` in the rows ``lo`` to ``hi - 1`` (0 in the others)."""
+    sign = np.where(np.asarray(lat)[lo:hi] < 0, -1.0, 1.0)
     if "VORT850" in fields:
-        zeta = np.array(fields["VORT850"], dtype=np.float32)
+        part = np.array(np.asarray(fields["VORT850"])[lo:hi], dtype=np.float32)
     else:
-        zeta = vorticity(fields["U850"], fields["V850"], lat, lon)
-    zeta *= np.where(np.asarray(lat) < 0, -1.0, 1.0).astype(zeta.dtype)[:, None]
-    bad = ~np.isfinite(zeta).all(axis=1)  # NaN in the rows at the poles
+        part = vorticity_rows(fields["U850"], fields["V850"], lat, lon, lo, hi)
+    part *= sign.astype(part.dtype)[:, None]
+    bad = ~np.isfinite(part).all(axis=1)  # NaN in the rows at the poles
     if bad.any():
-        zeta[bad] = np.nan_to_num(zeta[bad], nan=0.0)
+        part[bad] = np.nan_to_num(part[bad], nan=0.0)
+    if (lo, hi) == (0, np.size(lat)):
+        return part
+    zeta = np.zeros((np.size(lat), part.shape[1]), part.dtype)
+    zeta[lo:hi] = part
     return zeta
 
 
@@ -175,7 +185,11 @@ def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig, max_abs_lat: float | 
     hr, hc = grid.cells(config.vorticity_window_deg / 2)
     n_row, n_col = zeta.shape
     near = np.abs(grid.lat) <= (config.max_abs_lat if max_abs_lat is None else max_abs_lat)
-    rows, cols = np.nonzero(zeta >= config.min_vorticity)
+    # only the rows from the first to the last within the latitude limit are looked at
+    band = np.flatnonzero(near)
+    lo, hi = (int(band[0]), int(band[-1]) + 1) if band.size else (0, 0)
+    rows, cols = np.nonzero(zeta[lo:hi] >= config.min_vorticity)
+    rows += lo
     keep = near[rows]
     rows, cols = rows[keep], cols[keep]
     values = zeta[rows, cols]
@@ -185,14 +199,12 @@ def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig, max_abs_lat: float | 
             c = (cols + dc) % n_col if grid.periodic else np.clip(cols + dc, 0, n_col - 1)
             keep = values >= zeta[r, c]
             rows, cols, values = rows[keep], cols[keep], values[keep]
-    keep = np.zeros(rows.size, bool)
-    for k, (i, j) in enumerate(zip(rows, cols, strict=True)):  # and of their window
-        band = zeta[max(i - hr, 0) : i + hr + 1]
-        if grid.periodic:
-            window = np.take(band, np.arange(j - hc, j + hc + 1), axis=1, mode="wrap")
-        else:
-            window = band[:, max(j - hc, 0) : j + hc + 1]
-        keep[k] = values[k] >= window.max()
+    # and of their window, all windows gathered at once (rows clipped at the poles repeat a
+    # row of the window, which leaves its maximum as it is; so do clipped columns)
+    r = np.clip(rows[:, None] + np.arange(-hr, hr + 1), 0, n_row - 1)
+    c = cols[:, None] + np.arange(-hc, hc + 1)
+    c = c % n_col if grid.periodic else np.clip(c, 0, n_col - 1)
+    keep = values >= zeta[r[:, :, None], c[:, None, :]].max(axis=(1, 2), initial=-np.inf)
     rows, cols = rows[keep], cols[keep]  # row-major order, as np.nonzero gives
     order = np.argsort(-zeta[rows, cols])
     return rows[order], cols[order]
@@ -246,15 +258,21 @@ class _ZonalAnomaly:
     """
 
     def __init__(self, field):
-        self.field, self.median = field, {}
+        self.field, self.median, self.known = field, None, None
 
     def __getitem__(self, key):
         rows = np.broadcast_to(np.asarray(key[0]), np.broadcast_shapes(*map(np.shape, key)))
-        for r in np.unique(rows):
-            if r not in self.median:
-                self.median[r] = np.median(self.field(int(r)))
         values = self.field(key)
-        return values - np.vectorize(self.median.__getitem__, otypes=[values.dtype])(rows)
+        if self.median is None:
+            n_row = int(np.shape(self.field(np.s_[:, 0]))[0])
+            self.median = np.zeros(n_row, values.dtype)
+            self.known = np.zeros(n_row, bool)
+        new = np.unique(rows)
+        new = new[~self.known[new]]
+        if new.size:  # the medians of the rows not seen yet, at once
+            self.median[new] = np.median(self.field(new), axis=1)
+            self.known[new] = True
+        return values - self.median[rows]
 
 
 def _pressure_minimum(psl, grid: _Grid, i: int, j: int, deg: float) -> tuple[int, int]:
@@ -390,7 +408,10 @@ def detect_storms(
         winds, in its mask; NaN without winds), ``vorticity``.
     """
     grid = _Grid(lat, lon, periodic)
-    cyclonic = cyclonic_vorticity(fields, lat, lon)
+    if "vorticity" in config.mask_fields:
+        cyclonic = cyclonic_vorticity(fields, lat, lon)
+    else:  # only the rows the centres are looked for in, and their windows, are read
+        cyclonic = _cyclonic(fields, lat, lon, *_searched_rows(fields, grid, config))
     fields = {**fields, "vorticity": cyclonic}
     storms = []
     for r, c, zeta, psl in find_centres(fields, lat, lon, config, periodic=periodic, zeta=cyclonic):
@@ -401,6 +422,19 @@ def detect_storms(
             Storm(float(grid.lat[r]), float(grid.lon[c]) % 360.0, r, c, zeta, psl, rows, cols)
         )
     return storms, _table(storms, fields, grid)
+
+
+def _searched_rows(fields, grid: _Grid, config: TCConfig) -> tuple[int, int]:
+    """The rows :func:`_vorticity_maxima` reads: those within the latitude limit of the
+    checks (:class:`_Checks`) and a window's half height (and one) beyond."""
+    limit = config.max_abs_lat
+    if not ("T200" in fields and "T500" in fields):
+        limit = min(config.max_abs_lat, config.max_abs_lat_no_warm_core)
+    near = np.flatnonzero(np.abs(grid.lat) <= limit)
+    if not near.size:
+        return 0, 0
+    hr = grid.cells(config.vorticity_window_deg / 2)[0] + 1
+    return max(int(near[0]) - hr, 0), min(int(near[-1]) + hr + 1, grid.shape[0])
 
 
 def _table(storms, fields, grid: _Grid) -> pd.DataFrame:
