@@ -294,12 +294,7 @@ def _rules(labels, n, fields, lat, lon, config: ARConfig, pixels):
     # every step touches only the labelled pixels, not the whole grid
     where, idx = pixels
     shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
-    lo, hi = config.ivt_lat_band
-    keep = (
-        (shapes.length_km >= config.ivt_min_length_km)
-        & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
-        & shapes.lat.abs().between(lo, hi)
-    ).to_numpy()
+    keep = _shaped(shapes, config)
     if config.ivt_min_poleward is not None and keep.any():
         transport = _poleward_at(fields, lat, where, labels.shape[1])
         if transport is not None:
@@ -307,6 +302,19 @@ def _rules(labels, n, fields, lat, lon, config: ARConfig, pixels):
             mean = total / np.maximum(np.bincount(idx, minlength=n + 1), 1)
             keep = keep & (mean[shapes.label.to_numpy().astype(int)] >= config.ivt_min_poleward)
     return shapes, keep, where, idx
+
+
+def _shaped(shapes: pd.DataFrame, config: ARConfig) -> np.ndarray:
+    """Which objects have a river's shape: length, length / width and latitude."""
+    lo, hi = config.ivt_lat_band
+    length, width = shapes.length_km.to_numpy(), shapes.width_km.to_numpy()
+    lat = np.abs(shapes.lat.to_numpy())
+    return (
+        (length >= config.ivt_min_length_km)
+        & (length >= config.ivt_min_aspect * width)
+        & (lat >= lo)
+        & (lat <= hi)
+    )
 
 
 def _parted(whole, n_whole, pixels, mask, strength, fields, lat, lon, config: ARConfig, periodic):
@@ -336,12 +344,7 @@ def _parted(whole, n_whole, pixels, mask, strength, fields, lat, lon, config: AR
     shapes = measure(
         parts, n_parts, lat, lon, min_area_km2=config.min_area_km2, pixels=(where[sel], idx[sel])
     )
-    lo, hi = config.ivt_lat_band
-    shaped = (
-        (shapes.length_km >= config.ivt_min_length_km)
-        & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
-        & shapes.lat.abs().between(lo, hi)
-    ).to_numpy()
+    shaped = _shaped(shapes, config)
     rivers = np.bincount(parent[shapes.label.to_numpy().astype(int)[shaped]], minlength=n_whole + 1)
     parted = rivers >= 2
     if not parted.any():

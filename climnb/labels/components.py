@@ -299,9 +299,9 @@ def _split(
     several = several[several > 0]
     cut = np.zeros(mask.shape, bool)
     for k in several:
-        inside = where[idx == k] // mask.shape[1]
-        r = np.arange(inside.min(), inside.max() + 1)
-        c, wraps = _columns(labels[r] == k, periodic)
+        inside = where[idx == k]
+        r = np.arange(inside.min() // mask.shape[1], inside.max() // mask.shape[1] + 1)
+        c, wraps = _columns(np.unique(inside % mask.shape[1]), mask.shape[1], periodic)
         box = np.ix_(r, c)
         band = labels[box] == k
         v = np.where(band, values[box].astype(float), -np.inf)
@@ -313,12 +313,10 @@ def _split(
     return _label(mask & ~cut, periodic, connectivity, pixels=True)
 
 
-def _columns(band: np.ndarray, periodic: bool) -> tuple[np.ndarray, bool]:
-    """The columns of the smallest box that holds the object ``band`` (rows, all columns),
-    in order, across the seam if it is shorter that way, and whether the box still wraps
-    (an object all round the globe)."""
-    ncol = band.shape[1]
-    cols = np.flatnonzero(band.any(axis=0))
+def _columns(cols: np.ndarray, ncol: int, periodic: bool) -> tuple[np.ndarray, bool]:
+    """The columns of the smallest box that holds an object whose pixels lie in the columns
+    ``cols`` (ascending, of ``ncol``), in order, across the seam if it is shorter that way,
+    and whether the box still wraps (an object all round the globe)."""
     if not periodic or cols.size == ncol:
         return np.arange(ncol), periodic
     gaps = np.diff(np.concatenate([cols, [cols[0] + ncol]]))

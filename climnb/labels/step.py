@@ -87,7 +87,9 @@ def label_step(
             )
         else:
             river_mask, rivers = detect_rivers(fields, lat, lon, config.ar, **kwargs)
-    labels = np.where(storm_mask, np.uint8(1), np.where(river_mask, np.uint8(2), np.uint8(0)))
+    labels = np.multiply(river_mask, 2, dtype=np.uint8)
+    for s in storms:  # a cyclone wins where both are found
+        labels[s.rows, s.cols] = 1
     if missing is not None:
         labels[missing] = 0
     parts = [

@@ -440,25 +440,6 @@ def _searched_rows(fields, grid: _Grid, config: TCConfig) -> tuple[int, int]:
 def _table(storms, fields, grid: _Grid) -> pd.DataFrame:
     area_row = cell_area_km2(grid.lat, grid.lon)
     winds = wind_fields(fields)
-    rows = []
-    for s in storms:
-        area = float(area_row[s.rows].sum())
-        if winds is None:
-            wind = np.empty(0)
-        else:
-            wind = np.hypot(fields[winds[0]][s.rows, s.cols], fields[winds[1]][s.rows, s.cols])
-        rows.append(
-            {
-                "lat": s.lat,
-                "lon": s.lon,
-                "n_pixels": s.rows.size,
-                "area_km2": area,
-                "radius_km": np.sqrt(area / np.pi),
-                "min_psl": s.min_psl,
-                "max_wind": float(wind.max()) if wind.size else np.nan,
-                "vorticity": s.vorticity,
-            }
-        )
     columns = [
         "lat",
         "lon",
@@ -469,4 +450,24 @@ def _table(storms, fields, grid: _Grid) -> pd.DataFrame:
         "max_wind",
         "vorticity",
     ]
+    if not storms:
+        return pd.DataFrame([], columns=columns)
+    rows = {c: [] for c in columns}
+    for s in storms:
+        area = float(area_row[s.rows].sum())
+        if winds is None:
+            wind = np.empty(0)
+        else:
+            wind = np.hypot(fields[winds[0]][s.rows, s.cols], fields[winds[1]][s.rows, s.cols])
+        for c, value in (
+            ("lat", s.lat),
+            ("lon", s.lon),
+            ("n_pixels", s.rows.size),
+            ("area_km2", area),
+            ("radius_km", np.sqrt(area / np.pi)),
+            ("min_psl", s.min_psl),
+            ("max_wind", float(wind.max()) if wind.size else np.nan),
+            ("vorticity", s.vorticity),
+        ):
+            rows[c].append(value)
     return pd.DataFrame(rows, columns=columns)
