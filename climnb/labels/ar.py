@@ -76,7 +76,7 @@ from climnb.labels.components import (
     _label,
     _split,
     label_components,
-    label_max,
+    label_pixels,
     measure,
 )
 from climnb.labels.config import ARConfig
@@ -523,27 +523,30 @@ def detect_rivers(
     exclude = tropics if exclude is None else exclude | tropics
     threshold = np.percentile(strength, config.percentile)
     above = (strength > threshold) & ~exclude
-    labels, n = label_components(above, periodic=periodic, connectivity=config.connectivity)
-    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2)
+    labels, n, pixels = _label(above, periodic, config.connectivity, pixels=True)
+    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=pixels)
     candidates = shapes.label.to_numpy().astype(int)
     keep = np.ones(len(shapes), bool)
     if config.edge == "half_max":
         anomaly = tmq_anomaly(fields["TMQ"], lat, config)
-        labels, n = _half_max(labels, candidates, anomaly, lat, lon, config, periodic, exclude)
-        shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2)
-        mean = _label_mean(anomaly, labels, n)
+        labels, n, pixels = _half_max(
+            labels, candidates, anomaly, lat, lon, config, periodic, exclude
+        )
+        shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=pixels)
+        mean = _label_mean(anomaly, pixels, n)
         keep = mean[shapes.label.to_numpy().astype(int)] >= config.min_anomaly
     kept = shapes.label.to_numpy().astype(int)[keep & _river_like(shapes, config)]
     log.debug("%d objects above %.3g, %d river-like", candidates.size, threshold, kept.size)
-    labels, n = _relabel(labels, kept)
-    return labels > 0, _describe(labels, n, lat, lon, fields)
+    labels, n, pixels = _relabel(labels, n, kept, pixels)
+    return labels > 0, _describe(labels, n, lat, lon, fields, pixels)
 
 
-def _label_mean(values: np.ndarray, labels: np.ndarray, n: int) -> np.ndarray:
-    """Mean of ``values`` over each label 0..n (0 for an empty label)."""
-    flat = labels.ravel()
-    total = np.bincount(flat, weights=values.ravel(), minlength=n + 1)
-    return total / np.maximum(np.bincount(flat, minlength=n + 1), 1)
+def _label_mean(values: np.ndarray, pixels, n: int) -> np.ndarray:
+    """Mean of ``values`` over each label 1..n of the labelled ``pixels`` (flat indices and
+    labels; 0 for an empty label, and for the background, label 0)."""
+    where, idx = pixels
+    total = np.bincount(idx, weights=values.ravel()[where], minlength=n + 1)
+    return total / np.maximum(np.bincount(idx, minlength=n + 1), 1)
 
 
 def _river_like(shapes: pd.DataFrame, config: ARConfig) -> np.ndarray:
@@ -556,10 +559,15 @@ def _river_like(shapes: pd.DataFrame, config: ARConfig) -> np.ndarray:
     ).to_numpy()
 
 
-def _relabel(labels: np.ndarray, kept: np.ndarray) -> tuple[np.ndarray, int]:
-    lut = np.zeros(int(labels.max()) + 1, np.int32)
+def _relabel(labels: np.ndarray, n: int, kept: np.ndarray, pixels):
+    """The labels ``kept`` numbered 1.., the others made background, and their pixels."""
+    lut = np.zeros(n + 1, np.int32)
     lut[kept] = np.arange(1, kept.size + 1)
-    return lut[labels], int(kept.size)
+    where, idx = pixels
+    value = lut[idx]
+    out = np.zeros(labels.shape, np.int32)
+    out.ravel()[where] = value
+    return out, int(kept.size), (where[value > 0], value[value > 0])
 
 
 def tmq_anomaly(tmq: np.ndarray, lat: np.ndarray, config: ARConfig) -> np.ndarray:
@@ -611,7 +619,7 @@ def _half_max(labels, candidates, anomaly, lat, lon, config: ARConfig, periodic,
         hit = np.unique(grown[seed])
         out[win] |= np.isin(grown, hit[hit > 0])
     # every connected piece is an object of its own, measured and filtered alone
-    return label_components(out, periodic=periodic, connectivity=config.connectivity)
+    return _label(out, periodic, config.connectivity, pixels=True)
 
 
 def _window(lat, lon, config: ARConfig) -> tuple[int, int]:
@@ -625,17 +633,35 @@ def _window(lat, lon, config: ARConfig) -> tuple[int, int]:
     )
 
 
-def _describe(labels, n, lat, lon, fields) -> pd.DataFrame:
-    shapes = measure(labels, n, lat, lon)
+def _describe(labels, n, lat, lon, fields, pixels=None) -> pd.DataFrame:
+    """The rivers' shapes, and their IVT and 850 hPa wind maxima, read at their ``pixels``
+    (those of ``labels`` when not given) only."""
     if n == 0:
+        shapes = measure(labels, n, lat, lon)
         return shapes.assign(max_ivt=pd.Series(dtype=float), max_wind=pd.Series(dtype=float))
+    if pixels is None:
+        pixels = label_pixels(labels)
+    where, idx = pixels
+    shapes = measure(labels, n, lat, lon, pixels=pixels)
     index = shapes.label.to_numpy().astype(int)
     nan = np.full(index.size, np.nan)
-    ivt = ivt_magnitude(fields)
+    at = {k: np.asarray(fields[k]).ravel()[where] for k in _TRANSPORT if k in fields}
+    ivt = ivt_magnitude(at)
     winds = "U850" in fields and "V850" in fields
     return shapes.assign(
-        max_ivt=nan if ivt is None else label_max(ivt, labels, index),
-        max_wind=label_max(np.hypot(fields["U850"], fields["V850"]), labels, index)
-        if winds
-        else nan,
+        max_ivt=nan if ivt is None else _label_max(ivt, idx, index),
+        max_wind=_label_max(np.hypot(at["U850"], at["V850"]), idx, index) if winds else nan,
     )
+
+
+#: The fields :func:`ivt_magnitude` and the wind maximum read.
+_TRANSPORT = ("IVT", "IVTU", "IVTV", "TMQ", "U850", "V850")
+
+
+def _label_max(values: np.ndarray, idx: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """:func:`climnb.labels.components.label_max` from the labelled pixels' ``values`` and
+    labels ``idx``."""
+    out = np.full(int(idx.max(initial=0)) + 1, -np.inf)
+    np.maximum.at(out, idx, values.astype(float))
+    out[~np.isfinite(out)] = np.nan
+    return out[np.asarray(index, dtype=int)]
