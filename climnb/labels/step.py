@@ -92,6 +92,9 @@ def label_step(
         labels[s.rows, s.cols] = 1
     if missing is not None:
         labels[missing] = 0
+    events = _events([(storm_table, 1), (rivers, 2)])
+    if events is not None:
+        return labels, events
     parts = [
         t
         for t in (storm_table.assign(class_id=1), rivers.drop(columns="label").assign(class_id=2))
@@ -107,6 +110,30 @@ def label_step(
         events["storm_track"] = -1
     events["storm_track"] = events.storm_track.fillna(-1).astype(np.int64)
     return labels, events.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
+
+
+def _events(tables) -> pd.DataFrame | None:
+    """The event table of ``tables`` ((table, class id) pairs), built from their columns at
+    once: what concatenating them and filling ``class_name`` and ``storm_track`` gives, when
+    all are numeric (int64 or float64) and one has rows; else None."""
+    tables = [(t, k) for t, k in tables if len(t)]
+    names = [c for c in EVENT_COLUMNS if c not in ("time", "class_id", "class_name")]
+    if not tables or any(
+        t[c].dtype not in (np.int64, np.float64) for t, _ in tables for c in names if c in t
+    ):
+        return None
+    columns = {}
+    for c in names:
+        parts = [
+            t[c].to_numpy() if c in t else np.full(len(t), -1 if c == "storm_track" else np.nan)
+            for t, _ in tables
+        ]
+        columns[c] = np.concatenate(parts)
+    track = columns["storm_track"]
+    columns["storm_track"] = np.where(np.isnan(track), -1, track).astype(np.int64)
+    class_id = np.concatenate([np.full(len(t), k, np.int64) for t, k in tables])
+    frame = {"class_id": class_id, "class_name": [CLASS_NAMES[c] for c in class_id], **columns}
+    return pd.DataFrame({c: frame[c] for c in EVENT_COLUMNS if c != "time"})
 
 
 _EMPTY_STORMS = pd.DataFrame(
