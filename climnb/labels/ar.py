@@ -142,10 +142,8 @@ def transport_rivers(
     if threshold is None:
         true_ivt = "IVT" in fields or {"IVTU", "IVTV"} <= set(fields)
         threshold = config.ivt_threshold if true_ivt else config.proxy_threshold
-    ivt, above = _ivt_above(fields, threshold)
-    above[np.abs(np.asarray(lat, dtype=float)) < config.exclude_tropics_deg] = False
-    if exclude is not None:
-        above &= ~exclude
+    tropics = np.abs(np.asarray(lat, dtype=float)) < config.exclude_tropics_deg
+    ivt, above = _ivt_above(fields, threshold, tropics, exclude)
     rivers, table, (where, idx) = _river_rules(
         above, fields, lat, lon, config, periodic=periodic, strength=ivt
     )
@@ -164,10 +162,13 @@ def transport_rivers(
     )
 
 
-def _ivt_above(fields: Mapping[str, np.ndarray], threshold) -> tuple[np.ndarray, np.ndarray]:
+def _ivt_above(
+    fields: Mapping[str, np.ndarray], threshold, rows=None, exclude=None
+) -> tuple[np.ndarray, np.ndarray]:
     """The IVT (:func:`ivt_magnitude`) and where it reaches ``threshold`` (a number or a
-    (lat, lon) field); the IVT is right only where it does (0 elsewhere) when it comes from
-    its components or the proxy.
+    (lat, lon) field) outside the latitude ``rows`` (boolean) and the pixels ``exclude``
+    (boolean (lat, lon)) left out; the IVT is right only there (0 elsewhere) when it comes
+    from its components or the proxy.
 
     The square of the transport, a few multiplications, rules out nearly all the grid
     (rivers are a few per cent of it) with a margin of one per cent; :func:`numpy.hypot` runs
@@ -177,7 +178,12 @@ def _ivt_above(fields: Mapping[str, np.ndarray], threshold) -> tuple[np.ndarray,
         ivt = ivt_magnitude(fields)
         if ivt is None:
             raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
-        return ivt, ivt >= threshold
+        above = ivt >= threshold
+        if rows is not None:
+            above[rows] = False
+        if exclude is not None:
+            above &= ~exclude
+        return ivt, above
     proxy = not {"IVTU", "IVTV"} <= set(fields)
     if proxy and not {"U850", "V850"} <= set(fields):
         raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
@@ -190,6 +196,10 @@ def _ivt_above(fields: Mapping[str, np.ndarray], threshold) -> tuple[np.ndarray,
     near = np.square(np.maximum(threshold, 0.0) * 0.99)
     # NaN (and inf - inf) are kept for the exact test
     where = np.flatnonzero(~(square < near))
+    if rows is not None:
+        where = where[~rows[where // square.shape[-1]]]
+    if exclude is not None:
+        where = where[~exclude.ravel()[where]]
     hyp = np.hypot(u.ravel()[where], v.ravel()[where])
     value = fields["TMQ"].ravel()[where] * hyp if proxy else hyp
     ivt = np.zeros(np.shape(u), value.dtype)

@@ -301,7 +301,8 @@ def _split(
     for k in several:
         inside = where[idx == k]
         r = np.arange(inside.min() // mask.shape[1], inside.max() // mask.shape[1] + 1)
-        c, wraps = _columns(np.unique(inside % mask.shape[1]), mask.shape[1], periodic)
+        present = np.bincount(inside % mask.shape[1], minlength=mask.shape[1])
+        c, wraps = _columns(np.flatnonzero(present), mask.shape[1], periodic)
         box = np.ix_(r, c)
         band = labels[box] == k
         v = np.where(band, values[box].astype(float), -np.inf)
@@ -346,14 +347,19 @@ def _basins(band, values, area, min_ratio, min_area_km2, levels, periodic, struc
     mode = ("constant", "wrap" if periodic else "constant")
     connectivity = 8 if structure.all() else 4
     for j in range(levels - 1, -1, -1):
-        region, n = label_components(
-            band & (values >= base + (top - base) * j / levels),
-            periodic=periodic,
-            connectivity=connectivity,
-        )
+        if j == 0:  # the whole component, one region
+            region, n = band.astype(np.int32), 1
+        else:
+            region, n = label_components(
+                band & (values >= base + (top - base) * j / levels),
+                periodic=periodic,
+                connectivity=connectivity,
+            )
         owner = np.zeros(n + 1, np.int64)  # the one basin a region meets; -1: several
         seen = basins > 0
-        pairs = np.unique(np.stack([region[seen], basins[seen]]), axis=1)
+        # the (region, basin) pairs met, in order (one key per pair: faster than axis=1)
+        key = np.unique(region[seen].astype(np.int64) * (len(seeds) + 1) + basins[seen])
+        pairs = np.stack([key // (len(seeds) + 1), key % (len(seeds) + 1)])
         pairs = pairs[:, pairs[0] > 0]  # a lower seed is not in this level's regions yet
         counts = np.bincount(pairs[0], minlength=n + 1)
         owner[pairs[0]] = pairs[1]
@@ -387,14 +393,19 @@ def _independent_maxima(
     # a maximum joined above base + (1 - min_ratio) * height is not independent: start there
     for j in range(min(levels - 1, int(np.floor((1.0 - min_ratio) * levels))), -1, -1):
         level = base + height * j / levels
-        above, n = label_components(
-            band & (values >= level), periodic=periodic, connectivity=8 if structure.all() else 4
-        )
+        if j == 0:  # the whole component, one region (every pixel is at least its base)
+            above, n = band.astype(np.int32), 1
+        else:
+            above, n = label_components(
+                band & (values >= level),
+                periodic=periodic,
+                connectivity=8 if structure.all() else 4,
+            )
         groups: dict[int, list] = {}
         for rc, peak in alive.items():
             groups.setdefault(int(above[rc]), []).append((peak, rc))
         has = np.zeros(n + 1, bool)
-        has[list(groups)] = True
+        has[np.fromiter(groups, np.int64, len(groups))] = True
         new = np.flatnonzero(~has[1:]) + 1
         if new.size:
             first = np.zeros(n + 1, np.int64)  # each region's highest pixel: the first met

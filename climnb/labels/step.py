@@ -119,7 +119,10 @@ def _events(tables) -> pd.DataFrame | None:
     tables = [(t, k) for t, k in tables if len(t)]
     names = [c for c in EVENT_COLUMNS if c not in ("time", "class_id", "class_name")]
     if not tables or any(
-        t[c].dtype not in (np.int64, np.float64) for t, _ in tables for c in names if c in t
+        dtype not in (np.int64, np.float64)
+        for t, _ in tables
+        for c, dtype in t.dtypes.items()
+        if c in names
     ):
         return None
     columns = {}

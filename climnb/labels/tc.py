@@ -188,7 +188,7 @@ def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig, max_abs_lat: float | 
     # only the rows from the first to the last within the latitude limit are looked at
     band = np.flatnonzero(near)
     lo, hi = (int(band[0]), int(band[-1]) + 1) if band.size else (0, 0)
-    rows, cols = np.nonzero(zeta[lo:hi] >= config.min_vorticity)
+    rows, cols = np.divmod(np.flatnonzero(zeta[lo:hi] >= config.min_vorticity), n_col)
     rows += lo
     keep = near[rows]
     rows, cols = rows[keep], cols[keep]
