@@ -493,8 +493,9 @@ def measure(
     clon = np.degrees(np.arctan2(centre[:, 1], centre[:, 0])) % 360.0
     order = np.argsort(idx, kind="stable")
     bounds = np.searchsorted(idx[order], np.arange(n + 2))
+    xyz = xyz[order]  # each component's pixels together, in their order
     length = np.array(
-        [_diameter(xyz[order[bounds[k] : bounds[k + 1]]], centre[k]) for k in keep], dtype=float
+        [_diameter(xyz[bounds[k] : bounds[k + 1]], centre[k]) for k in keep], dtype=float
     )
     length_safe = np.maximum(length, np.sqrt(area[keep]))  # a single pixel is as long as wide
     return pd.DataFrame(

@@ -470,4 +470,4 @@ def _table(storms, fields, grid: _Grid) -> pd.DataFrame:
             ("vorticity", s.vorticity),
         ):
             rows[c].append(value)
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame({c: np.array(rows[c]) for c in columns})
