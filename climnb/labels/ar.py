@@ -73,7 +73,9 @@ import pandas as pd
 from scipy import ndimage
 
 from climnb.labels.components import (
+    MEASURE_COLUMNS,
     _label,
+    _measure,
     _split,
     label_components,
     label_pixels,
@@ -148,18 +150,16 @@ def transport_rivers(
         above, fields, lat, lon, config, periodic=periodic, strength=ivt
     )
     mask = rivers > 0
-    if len(table) == 0:
+    n = len(table["label"])
+    if n == 0:
         return mask, _describe(rivers, 0, lat, lon, fields)
-    return mask, table.assign(
-        max_ivt=_max_at(ivt.ravel()[where], idx, len(table)),
-        max_wind=_max_at(
-            np.hypot(fields["U850"].ravel()[where], fields["V850"].ravel()[where]),
-            idx,
-            len(table),
-        )
+    table["max_ivt"] = _max_at(ivt.ravel()[where], idx, n)
+    table["max_wind"] = (
+        _max_at(np.hypot(fields["U850"].ravel()[where], fields["V850"].ravel()[where]), idx, n)
         if "U850" in fields and "V850" in fields
-        else np.nan,
+        else np.full(n, np.nan)
     )
+    return mask, pd.DataFrame(table)
 
 
 def _ivt_above(
@@ -274,26 +274,28 @@ def river_rules(
     rivers, table, _ = _river_rules(
         mask, fields, lat, lon, config, periodic=periodic, strength=strength
     )
-    return rivers, table
+    return rivers, pd.DataFrame(table)
 
 
 def _river_rules(mask, fields, lat, lon, config: ARConfig, *, periodic, strength):
-    """:func:`river_rules`, and the rivers' pixels (flat indices and labels)."""
+    """:func:`river_rules` (the table's columns as arrays), and the rivers' pixels (flat
+    indices and labels)."""
     labels, n, pixels = _label(mask, periodic, config.connectivity, pixels=True)
     if strength is not None and config.split_ratio is not None:
         labels, n, pixels = _parted(
             labels, n, pixels, mask, strength, fields, lat, lon, config, periodic
         )
     shapes, keep, where, idx = _rules(labels, n, fields, lat, lon, config, pixels)
-    candidates = shapes.label.to_numpy().astype(int)
+    candidates = shapes["label"].astype(int)
     kept = candidates[keep]
     lut = np.zeros(n + 1, np.int32)
     lut[kept] = np.arange(1, kept.size + 1)
     rivers = np.zeros(labels.shape, np.int32)
     value = lut[idx]
     rivers.ravel()[where] = value
-    log.debug("%d objects, %d rivers", len(shapes), kept.size)
-    table = shapes[keep].assign(label=np.arange(1, kept.size + 1)).reset_index(drop=True)
+    log.debug("%d objects, %d rivers", candidates.size, kept.size)
+    table = {c: shapes[c][keep] for c in MEASURE_COLUMNS}
+    table["label"] = np.arange(1, kept.size + 1)
     river = value > 0
     return rivers, table, (where[river], value[river])
 
@@ -303,22 +305,23 @@ def _rules(labels, n, fields, lat, lon, config: ARConfig, pixels):
     and the labelled pixels (``pixels``: flat indices and labels)."""
     # every step touches only the labelled pixels, not the whole grid
     where, idx = pixels
-    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
+    shapes = _measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
     keep = _shaped(shapes, config)
     if config.ivt_min_poleward is not None and keep.any():
         transport = _poleward_at(fields, lat, where, labels.shape[1])
         if transport is not None:
             total = np.bincount(idx, weights=transport, minlength=n + 1)
             mean = total / np.maximum(np.bincount(idx, minlength=n + 1), 1)
-            keep = keep & (mean[shapes.label.to_numpy().astype(int)] >= config.ivt_min_poleward)
+            keep = keep & (mean[shapes["label"].astype(int)] >= config.ivt_min_poleward)
     return shapes, keep, where, idx
 
 
-def _shaped(shapes: pd.DataFrame, config: ARConfig) -> np.ndarray:
-    """Which objects have a river's shape: length, length / width and latitude."""
+def _shaped(shapes: dict, config: ARConfig) -> np.ndarray:
+    """Which objects (:func:`climnb.labels.components._measure`) have a river's shape:
+    length, length / width and latitude."""
     lo, hi = config.ivt_lat_band
-    length, width = shapes.length_km.to_numpy(), shapes.width_km.to_numpy()
-    lat = np.abs(shapes.lat.to_numpy())
+    length, width = shapes["length_km"], shapes["width_km"]
+    lat = np.abs(shapes["lat"])
     return (
         (length >= config.ivt_min_length_km)
         & (length >= config.ivt_min_aspect * width)
@@ -351,11 +354,11 @@ def _parted(whole, n_whole, pixels, mask, strength, fields, lat, lon, config: AR
     parent[idx] = whole.ravel()[where]
     cut = np.bincount(parent[1:], minlength=n_whole + 1) >= 2  # the objects cut in pieces
     sel = cut[parent[idx]]  # only their parts are measured
-    shapes = measure(
+    shapes = _measure(
         parts, n_parts, lat, lon, min_area_km2=config.min_area_km2, pixels=(where[sel], idx[sel])
     )
     shaped = _shaped(shapes, config)
-    rivers = np.bincount(parent[shapes.label.to_numpy().astype(int)[shaped]], minlength=n_whole + 1)
+    rivers = np.bincount(parent[shapes["label"].astype(int)[shaped]], minlength=n_whole + 1)
     parted = rivers >= 2
     if not parted.any():
         return whole, n_whole, pixels

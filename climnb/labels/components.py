@@ -465,6 +465,13 @@ def measure(
     """
     if n == 0:
         return pd.DataFrame({c: pd.Series(dtype=float) for c in MEASURE_COLUMNS})
+    return pd.DataFrame(_measure(labels, n, lat, lon, min_area_km2=min_area_km2, pixels=pixels))
+
+
+def _measure(labels, n, lat, lon, *, min_area_km2=0.0, pixels=None) -> dict[str, np.ndarray]:
+    """:func:`measure`'s columns, as arrays (empty float arrays when ``n`` is 0)."""
+    if n == 0:
+        return {c: np.empty(0) for c in MEASURE_COLUMNS}
     lat = np.asarray(lat, dtype=float)
     lon = np.asarray(lon, dtype=float)
     where, idx = pixels if pixels is not None else label_pixels(labels)
@@ -498,17 +505,15 @@ def measure(
         [_diameter(xyz[bounds[k] : bounds[k + 1]], centre[k]) for k in keep], dtype=float
     )
     length_safe = np.maximum(length, np.sqrt(area[keep]))  # a single pixel is as long as wide
-    return pd.DataFrame(
-        {
-            "label": keep,
-            "n_pixels": count[keep],
-            "area_km2": area[keep],
-            "lat": clat[keep],
-            "lon": clon[keep],
-            "length_km": length_safe,
-            "width_km": area[keep] / length_safe,
-        }
-    )
+    return {
+        "label": keep,
+        "n_pixels": count[keep],
+        "area_km2": area[keep],
+        "lat": clat[keep],
+        "lon": clon[keep],
+        "length_km": length_safe,
+        "width_km": area[keep] / length_safe,
+    }
 
 
 def label_pixels(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
