@@ -43,22 +43,39 @@ def vorticity(u: np.ndarray, v: np.ndarray, lat: np.ndarray, lon: np.ndarray) ->
 def vorticity_rows(u, v, lat, lon, lo: int, hi: int) -> np.ndarray:
     """:func:`vorticity` of the latitude rows ``lo`` to ``hi - 1`` only: the same values, from
     those rows and their neighbours (on evenly spaced latitudes; otherwise computed whole)."""
+    return _vorticity_rows(u, v, lat, lon, lo, hi)
+
+
+def _vorticity_rows(u, v, lat, lon, lo, hi, *, flip=None, out=None) -> np.ndarray:
+    """:func:`vorticity_rows`, with the sign of the rows ``flip`` (boolean, one per row of
+    the grid) changed and written to ``out`` (rows ``lo`` to ``hi - 1``) when given: the
+    divisor's sign is changed, which changes the quotient's sign exactly."""
     u, v = np.asarray(u), np.asarray(v)
     phi = np.radians(np.asarray(lat, dtype=np.float64))
     lam = np.radians(np.asarray(lon, dtype=np.float64))
     dtype = np.result_type(u, v, np.float32)
     cos = np.cos(phi).astype(dtype)[:, None]
     n = phi.size
-    if (lo, hi) != (0, n) and not _even(phi):
-        return vorticity(u, v, lat, lon)[..., lo:hi, :]
+    if (lo, hi) != (0, n) and not _even(phi) or (flip is not None and u.ndim != 2):
+        zeta = vorticity(u, v, lat, lon)[..., lo:hi, :]
+        if flip is not None:
+            zeta *= np.where(flip[lo:hi], -1.0, 1.0).astype(zeta.dtype)[:, None]
+        if out is None:
+            return zeta
+        out[...] = zeta
+        return out
     zeta = _ddlon(np.asarray(v[..., lo:hi, :], dtype), lam)
     a, b = max(lo - 1, 0), min(hi + 1, n)  # the rows the latitude derivative reads
     ducos_dphi = _ddlat(np.asarray(u[..., a:b, :], dtype) * cos[a:b], phi, a)[..., lo - a :, :]
+    divisor = (dtype.type(_R_M) * cos)[lo:hi]
+    if flip is not None:
+        divisor[flip[lo:hi]] *= -1
+    out = zeta if out is None else out
     with np.errstate(divide="ignore", invalid="ignore"):
         np.subtract(zeta, ducos_dphi[..., : hi - lo, :], out=zeta)
-        np.divide(zeta, (dtype.type(_R_M) * cos)[lo:hi], out=zeta)
-    zeta[..., np.abs(cos[lo:hi, 0]) < 1e-6, :] = np.nan
-    return zeta
+        np.divide(zeta, divisor, out=out)
+    out[..., np.abs(cos[lo:hi, 0]) < 1e-6, :] = np.nan
+    return out
 
 
 def _even(phi: np.ndarray) -> bool:

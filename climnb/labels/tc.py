@@ -32,7 +32,7 @@ from scipy import ndimage
 
 from climnb.labels.components import label_components
 from climnb.labels.config import TCConfig
-from climnb.labels.dynamics import vorticity_rows
+from climnb.labels.dynamics import _vorticity_rows
 from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2, great_circle_km
 
 __all__ = [
@@ -135,19 +135,24 @@ def cyclonic_vorticity(fields: Mapping[str, np.ndarray], lat, lon) -> np.ndarray
 
 def _cyclonic(fields, lat, lon, lo: int, hi: int) -> np.ndarray:
     """:func:`cyclonic_vorticity` in the rows ``lo`` to ``hi - 1`` (0 in the others)."""
-    sign = np.where(np.asarray(lat)[lo:hi] < 0, -1.0, 1.0)
+    south = np.asarray(lat) < 0
     if "VORT850" in fields:
         part = np.array(np.asarray(fields["VORT850"])[lo:hi], dtype=np.float32)
-    else:
-        part = vorticity_rows(fields["U850"], fields["V850"], lat, lon, lo, hi)
-    part *= sign.astype(part.dtype)[:, None]
+        part *= np.where(south[lo:hi], -1.0, 1.0).astype(part.dtype)[:, None]
+        if (lo, hi) != (0, np.size(lat)):
+            zeta = np.zeros((np.size(lat), part.shape[1]), part.dtype)
+            zeta[lo:hi] = part
+            part = zeta[lo:hi]
+        else:
+            zeta = part
+    else:  # computed into its rows, the sign changed with the divisor's
+        u, v = fields["U850"], fields["V850"]
+        dtype = np.result_type(u, v, np.float32)
+        zeta = np.zeros(np.shape(u), dtype)
+        part = _vorticity_rows(u, v, lat, lon, lo, hi, flip=south, out=zeta[lo:hi])
     bad = ~np.isfinite(part).all(axis=1)  # NaN in the rows at the poles
     if bad.any():
         part[bad] = np.nan_to_num(part[bad], nan=0.0)
-    if (lo, hi) == (0, np.size(lat)):
-        return part
-    zeta = np.zeros((np.size(lat), part.shape[1]), part.dtype)
-    zeta[lo:hi] = part
     return zeta
 
 
