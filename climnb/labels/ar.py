@@ -541,9 +541,8 @@ def detect_rivers(
     candidates = shapes.label.to_numpy().astype(int)
     keep = np.ones(len(shapes), bool)
     if config.edge == "half_max":
-        anomaly = tmq_anomaly(fields["TMQ"], lat, config)
-        labels, n, pixels = _half_max(
-            labels, candidates, anomaly, lat, lon, config, periodic, exclude
+        labels, n, pixels, anomaly = _half_max(
+            labels, candidates, fields["TMQ"], lat, lon, config, periodic, exclude, pixels
         )
         shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=pixels)
         mean = _label_mean(anomaly, pixels, n)
@@ -593,8 +592,10 @@ def tmq_anomaly(tmq: np.ndarray, lat: np.ndarray, config: ARConfig) -> np.ndarra
     )
 
 
-def _half_max(labels, candidates, anomaly, lat, lon, config: ARConfig, periodic, exclude):
-    """Redraw each candidate's edge at ``edge_fraction`` of its local peak TMQ anomaly.
+def _half_max(labels, candidates, tmq, lat, lon, config: ARConfig, periodic, exclude, pixels):
+    """Redraw each candidate's edge at ``edge_fraction`` of its local peak TMQ anomaly;
+    returns :func:`_label` of the redrawn objects and the anomaly (right in the candidates'
+    rows, 0 elsewhere).
 
     The anomaly is :func:`tmq_anomaly`, damped in the tropics like the strength field. The
     peak is local: the largest anomaly within ``edge_window_km`` (so that where two rivers
@@ -603,18 +604,39 @@ def _half_max(labels, candidates, anomaly, lat, lon, config: ARConfig, periodic,
     itself). A candidate whose 90th percentile is below ``min_anomaly`` is dropped. The redrawn
     object may not reach beyond ``grow_pixels`` of the candidate, so that it cannot run along
     unrelated moist air.
+
+    The anomaly and its local maximum are computed only in the rows the candidates' windows
+    read (and, for the maximum, the filter's reach beyond them), which gives the same values
+    there as over the whole grid.
     """
-    local = ndimage.maximum_filter(
-        anomaly,
-        size=_window(lat, lon, config),
-        mode=("nearest", "wrap" if periodic else "nearest"),
-    )
-    out = np.zeros(labels.shape, bool)
-    objects = ndimage.find_objects(labels)
+    nrow = labels.shape[0]
+    size = _window(lat, lon, config)
     grow = config.grow_pixels
+    # each candidate's first and last row, from its pixels (raster order within a label)
+    where, idx = pixels
+    order = np.argsort(idx, kind="stable")
+    bounds = np.searchsorted(idx[order], np.arange(int(idx.max(initial=0)) + 2))
+    row = where // labels.shape[1]
+    windows = {}
     for lab in candidates:
-        rows = objects[lab - 1][0]
-        win = slice(max(rows.start - grow, 0), min(rows.stop + grow, labels.shape[0]))
+        first, last = row[order[bounds[lab]]], row[order[bounds[lab + 1] - 1]]
+        windows[lab] = slice(max(int(first) - grow, 0), min(int(last) + 1 + grow, nrow))
+    reach_rows = np.zeros(nrow + 1, np.int64)  # the rows within the filter's reach, as runs
+    for win in windows.values():
+        reach_rows[max(win.start - size[0] // 2, 0)] += 1
+        reach_rows[min(win.stop + size[0] // 2, nrow)] -= 1
+    needed = np.cumsum(reach_rows[:nrow]) > 0
+    dtype = tmq_anomaly(tmq[:1, :1], np.asarray(lat)[:1], config).dtype
+    anomaly, local = np.zeros(labels.shape, dtype), np.zeros(labels.shape, dtype)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], needed.astype(np.int8), [0]])))
+    for a, b in zip(edges[::2], edges[1::2], strict=True):
+        anomaly[a:b] = tmq_anomaly(tmq[a:b], np.asarray(lat)[a:b], config)
+        local[a:b] = ndimage.maximum_filter(
+            anomaly[a:b], size=size, mode=("nearest", "wrap" if periodic else "nearest")
+        )
+    out = np.zeros(labels.shape, bool)
+    for lab in candidates:
+        win = windows[lab]
         seed = labels[win] == lab
         an = anomaly[win]
         peak = np.percentile(an[seed], 90)
@@ -632,7 +654,7 @@ def _half_max(labels, candidates, anomaly, lat, lon, config: ARConfig, periodic,
         hit = np.unique(grown[seed])
         out[win] |= np.isin(grown, hit[hit > 0])
     # every connected piece is an object of its own, measured and filtered alone
-    return _label(out, periodic, config.connectivity, pixels=True)
+    return (*_label(out, periodic, config.connectivity, pixels=True), anomaly)
 
 
 def _window(lat, lon, config: ARConfig) -> tuple[int, int]:
