@@ -151,3 +151,34 @@ def test_event_table_built_at_once_is_the_concatenation():
         expected = expected.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
         pd.testing.assert_frame_equal(events, expected, check_exact=True)
     assert _events([(storms.iloc[:0], 1), (rivers.iloc[:0], 2)]) is None
+
+
+@pytest.mark.parametrize("warm_core", [True, False])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_vorticity_maxima_from_the_searched_rows_are_those_of_the_whole_grid(seed, warm_core):
+    # the storms' vorticity is computed only in the rows the centres are looked for in and
+    # the reach of their windows: maxima near the latitude limit, with larger values beyond
+    # it inside their window, must come out as from the whole grid
+    from climnb.labels.config import TCConfig
+    from climnb.labels.tc import (
+        _cyclonic,
+        _Grid,
+        _searched_rows,
+        _vorticity_maxima,
+        cyclonic_vorticity,
+    )
+
+    lat, lon = np.linspace(-90, 90, 96), np.arange(144) * 2.5
+    u, v = (ndimage.gaussian_filter(w, 2) for w in _winds(seed, nan=False))
+    fields = {"U850": u, "V850": v} | ({"T200": u, "T500": v} if warm_core else {})
+    config = TCConfig(min_vorticity=1e-7)
+    grid = _Grid(lat, lon, True)
+    limit = config.max_abs_lat if warm_core else config.max_abs_lat_no_warm_core
+    rows = _searched_rows(fields, grid, config)
+    assert rows[0] > 0 and rows[1] < lat.size  # not the whole grid
+    part = _cyclonic(fields, lat, lon, *rows)
+    whole = cyclonic_vorticity(fields, lat, lon)
+    found = _vorticity_maxima(part, grid, config, limit)
+    expected = _vorticity_maxima(whole, grid, config, limit)
+    assert found[0].size > 10
+    np.testing.assert_array_equal(found, expected)
