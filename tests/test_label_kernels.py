@@ -182,3 +182,16 @@ def test_vorticity_maxima_from_the_searched_rows_are_those_of_the_whole_grid(see
     expected = _vorticity_maxima(whole, grid, config, limit)
     assert found[0].size > 10
     np.testing.assert_array_equal(found, expected)
+
+
+@pytest.mark.parametrize("given", ["winds", "vorticity"])
+def test_a_grid_beyond_the_storms_latitude_limit_has_no_storms(given):
+    from climnb.labels.config import TCConfig
+    from climnb.labels.tc import detect_storms
+
+    lat, lon = np.linspace(60, 80, 9), np.arange(0, 40, 2.5)
+    rng = np.random.default_rng(0)
+    names = ["U850", "V850"] if given == "winds" else ["VORT850"]
+    fields = {k: rng.random((9, 16)) for k in [*names, "PSL", "T200", "T500"]}
+    storms, table = detect_storms(fields, lat, lon, TCConfig(mask_fields=("psl",)), periodic=False)
+    assert storms == [] and len(table) == 0

@@ -136,6 +136,10 @@ def cyclonic_vorticity(fields: Mapping[str, np.ndarray], lat, lon) -> np.ndarray
 def _cyclonic(fields, lat, lon, lo: int, hi: int) -> np.ndarray:
     """:func:`cyclonic_vorticity` in the rows ``lo`` to ``hi - 1`` (0 in the others)."""
     south = np.asarray(lat) < 0
+    if hi <= lo:  # no row is searched
+        names = ("VORT850",) if "VORT850" in fields else ("U850", "V850")
+        dtype = np.float32 if "VORT850" in fields else np.result_type(*map(fields.get, names))
+        return np.zeros(np.shape(fields[names[0]]), np.result_type(dtype, np.float32))
     if "VORT850" in fields:
         part = np.array(np.asarray(fields["VORT850"])[lo:hi], dtype=np.float32)
         part *= np.where(south[lo:hi], -1.0, 1.0).astype(part.dtype)[:, None]
