@@ -195,3 +195,23 @@ def test_a_grid_beyond_the_storms_latitude_limit_has_no_storms(given):
     fields = {k: rng.random((9, 16)) for k in [*names, "PSL", "T200", "T500"]}
     storms, table = detect_storms(fields, lat, lon, TCConfig(mask_fields=("psl",)), periodic=False)
     assert storms == [] and len(table) == 0
+
+
+@pytest.mark.parametrize(
+    "value", [np.nan, np.inf, -np.inf, 1e30, -1e30, 9.9e29, -2e19, 1e19, 3.0e38, 0.0]
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_missing_values_are_found_whatever_the_sum_of_squares_says(value, dtype):
+    # one pass (the sum of squares) clears a float32 field; anything it cannot clear is
+    # decided by the field's extremes against the fill limit of 1e30, as before
+    from climnb.labels.step import fill_missing
+
+    field = np.full((96, 144), 5.0, dtype)
+    field[10, 20] = value
+    out, missing = fill_missing({"TMQ": field})
+    bad = not np.isfinite(np.float64(dtype(value))) or abs(float(dtype(value))) >= np.float32(1e30)
+    assert (missing is not None) == bad
+    if bad:
+        assert missing.sum() == 1 and missing[10, 20] and out["TMQ"][10, 20] == 5.0
+    else:
+        assert out["TMQ"] is field
