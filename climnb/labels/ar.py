@@ -73,11 +73,13 @@ import pandas as pd
 from scipy import ndimage
 
 from climnb.labels.components import (
+    MEASURE_COLUMNS,
+    _label,
+    _measure,
+    _split,
     label_components,
-    label_max,
     label_pixels,
     measure,
-    split_at_saddles,
 )
 from climnb.labels.config import ARConfig
 from climnb.labels.sphere import EARTH_RADIUS_KM
@@ -139,32 +141,75 @@ def transport_rivers(
     percentile) defaults to ``config.ivt_threshold``, or ``config.proxy_threshold`` when the
     fields hold no IVT and the proxy is used. Returns what :func:`detect_rivers` does.
     """
-    ivt = ivt_magnitude(fields)
-    if ivt is None:
-        raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
     if threshold is None:
         true_ivt = "IVT" in fields or {"IVTU", "IVTV"} <= set(fields)
         threshold = config.ivt_threshold if true_ivt else config.proxy_threshold
-    above = ivt >= threshold
-    above[np.abs(np.asarray(lat, dtype=float)) < config.exclude_tropics_deg] = False
-    if exclude is not None:
-        above &= ~exclude
-    rivers, table = river_rules(above, fields, lat, lon, config, periodic=periodic, strength=ivt)
-    mask = rivers > 0
-    if len(table) == 0:
-        return mask, _describe(rivers, 0, lat, lon, fields)
-    where = np.flatnonzero(mask)
-    idx = rivers.ravel()[where]
-    return mask, table.assign(
-        max_ivt=_max_at(ivt.ravel()[where], idx, len(table)),
-        max_wind=_max_at(
-            np.hypot(fields["U850"].ravel()[where], fields["V850"].ravel()[where]),
-            idx,
-            len(table),
-        )
-        if "U850" in fields and "V850" in fields
-        else np.nan,
+    tropics = np.abs(np.asarray(lat, dtype=float)) < config.exclude_tropics_deg
+    ivt, above = _ivt_above(fields, threshold, tropics, exclude)
+    rivers, table, (where, idx) = _river_rules(
+        above, fields, lat, lon, config, periodic=periodic, strength=ivt
     )
+    mask = rivers > 0
+    n = len(table["label"])
+    if n == 0:
+        return mask, _describe(rivers, 0, lat, lon, fields)
+    table["max_ivt"] = _max_at(ivt.ravel()[where], idx, n)
+    table["max_wind"] = (
+        _max_at(np.hypot(fields["U850"].ravel()[where], fields["V850"].ravel()[where]), idx, n)
+        if "U850" in fields and "V850" in fields
+        else np.full(n, np.nan)
+    )
+    return mask, pd.DataFrame(table)
+
+
+def _ivt_above(
+    fields: Mapping[str, np.ndarray], threshold, rows=None, exclude=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The IVT (:func:`ivt_magnitude`) and where it reaches ``threshold`` (a number or a
+    (lat, lon) field) outside the latitude ``rows`` (boolean) and the pixels ``exclude``
+    (boolean (lat, lon)) left out; the IVT is right only there (0 elsewhere) when it comes
+    from its components or the proxy.
+
+    The square of the transport, a few multiplications, rules out nearly all the grid
+    (rivers are a few per cent of it) with a margin of one per cent; :func:`numpy.hypot` runs
+    only on the rest, which gives each grid point what it gives on the whole grid.
+    """
+    if "IVT" in fields or not ({"IVTU", "IVTV"} <= set(fields) or "TMQ" in fields):
+        ivt = ivt_magnitude(fields)
+        if ivt is None:
+            raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
+        above = ivt >= threshold
+        if rows is not None:
+            above[rows] = False
+        if exclude is not None:
+            above &= ~exclude
+        return ivt, above
+    proxy = not {"IVTU", "IVTV"} <= set(fields)
+    if proxy and not {"U850", "V850"} <= set(fields):
+        raise ValueError("the transport method needs IVT, IVTU and IVTV, or TMQ, U850 and V850")
+    u, v = (fields["U850"], fields["V850"]) if proxy else (fields["IVTU"], fields["IVTV"])
+    square = u * u
+    square += v * v
+    if proxy:
+        square *= fields["TMQ"]
+        square *= fields["TMQ"]
+    near = np.square(np.maximum(threshold, 0.0) * 0.99)
+    # NaN (and inf - inf) are kept for the exact test
+    where = np.flatnonzero(~(square < near))
+    if rows is not None:
+        where = where[~rows[where // square.shape[-1]]]
+    if exclude is not None:
+        where = where[~exclude.ravel()[where]]
+    hyp = np.hypot(u.ravel()[where], v.ravel()[where])
+    value = fields["TMQ"].ravel()[where] * hyp if proxy else hyp
+    ivt = np.zeros(np.shape(u), value.dtype)
+    ivt.ravel()[where] = value
+    above = np.zeros(ivt.shape, bool)
+    limit = threshold
+    if np.ndim(threshold):
+        limit = np.broadcast_to(threshold, ivt.shape).ravel()[where]
+    above.ravel()[where[value >= limit]] = True
+    return ivt, above
 
 
 def river_rules(
@@ -226,47 +271,71 @@ def river_rules(
     >>> table.length_km.round(-2).tolist()
     [2300.0]
     """
-    labels, n = label_components(mask, periodic=periodic, connectivity=config.connectivity)
+    rivers, table, _ = _river_rules(
+        mask, fields, lat, lon, config, periodic=periodic, strength=strength
+    )
+    return rivers, pd.DataFrame(table)
+
+
+def _river_rules(mask, fields, lat, lon, config: ARConfig, *, periodic, strength):
+    """:func:`river_rules` (the table's columns as arrays), and the rivers' pixels (flat
+    indices and labels)."""
+    labels, n, pixels = _label(mask, periodic, config.connectivity, pixels=True)
     if strength is not None and config.split_ratio is not None:
-        labels, n = _parted(labels, n, mask, strength, fields, lat, lon, config, periodic)
-    shapes, keep, where, idx = _rules(labels, n, fields, lat, lon, config)
-    candidates = shapes.label.to_numpy().astype(int)
+        labels, n, pixels = _parted(
+            labels, n, pixels, mask, strength, fields, lat, lon, config, periodic
+        )
+    shapes, keep, where, idx = _rules(labels, n, fields, lat, lon, config, pixels)
+    candidates = shapes["label"].astype(int)
     kept = candidates[keep]
     lut = np.zeros(n + 1, np.int32)
     lut[kept] = np.arange(1, kept.size + 1)
     rivers = np.zeros(labels.shape, np.int32)
-    rivers.ravel()[where] = lut[idx]
-    log.debug("%d objects, %d rivers", len(shapes), kept.size)
-    table = shapes[keep].assign(label=np.arange(1, kept.size + 1)).reset_index(drop=True)
-    return rivers, table
+    value = lut[idx]
+    rivers.ravel()[where] = value
+    log.debug("%d objects, %d rivers", candidates.size, kept.size)
+    table = {c: shapes[c][keep] for c in MEASURE_COLUMNS}
+    table["label"] = np.arange(1, kept.size + 1)
+    river = value > 0
+    return rivers, table, (where[river], value[river])
 
 
-def _rules(labels, n, fields, lat, lon, config: ARConfig):
+def _rules(labels, n, fields, lat, lon, config: ARConfig, pixels):
     """The objects' shapes (those of ``min_area_km2`` or more), which of them pass the rules,
-    and the labelled pixels (flat indices and labels)."""
+    and the labelled pixels (``pixels``: flat indices and labels)."""
     # every step touches only the labelled pixels, not the whole grid
-    where, idx = label_pixels(labels)
-    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
-    lo, hi = config.ivt_lat_band
-    keep = (
-        (shapes.length_km >= config.ivt_min_length_km)
-        & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
-        & shapes.lat.abs().between(lo, hi)
-    ).to_numpy()
+    where, idx = pixels
+    shapes = _measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=(where, idx))
+    keep = _shaped(shapes, config)
     if config.ivt_min_poleward is not None and keep.any():
         transport = _poleward_at(fields, lat, where, labels.shape[1])
         if transport is not None:
             total = np.bincount(idx, weights=transport, minlength=n + 1)
             mean = total / np.maximum(np.bincount(idx, minlength=n + 1), 1)
-            keep = keep & (mean[shapes.label.to_numpy().astype(int)] >= config.ivt_min_poleward)
+            keep = keep & (mean[shapes["label"].astype(int)] >= config.ivt_min_poleward)
     return shapes, keep, where, idx
 
 
-def _parted(whole, n_whole, mask, strength, fields, lat, lon, config: ARConfig, periodic):
-    """The objects ``whole`` with those parted at deep saddles of ``strength`` whose parts
-    hold two or more of a river's shape (length, length / width and latitude, as in
-    :func:`_rules`); an object with fewer is left whole."""
-    parts, n_parts = split_at_saddles(
+def _shaped(shapes: dict, config: ARConfig) -> np.ndarray:
+    """Which objects (:func:`climnb.labels.components._measure`) have a river's shape:
+    length, length / width and latitude."""
+    lo, hi = config.ivt_lat_band
+    length, width = shapes["length_km"], shapes["width_km"]
+    lat = np.abs(shapes["lat"])
+    return (
+        (length >= config.ivt_min_length_km)
+        & (length >= config.ivt_min_aspect * width)
+        & (lat >= lo)
+        & (lat <= hi)
+    )
+
+
+def _parted(whole, n_whole, pixels, mask, strength, fields, lat, lon, config: ARConfig, periodic):
+    """The objects ``whole`` (their ``pixels``) with those parted at deep saddles of
+    ``strength`` whose parts hold two or more of a river's shape (length, length / width and
+    latitude, as in :func:`_rules`); an object with fewer is left whole. Returns the labels,
+    their number and their pixels."""
+    parts, n_parts, (where, idx) = _split(
         mask,
         strength,
         lat,
@@ -277,40 +346,39 @@ def _parted(whole, n_whole, mask, strength, fields, lat, lon, config: ARConfig, 
         periodic=periodic,
         connectivity=config.connectivity,
         components=(whole, n_whole),
+        pixels=pixels,
     )
     if n_parts <= n_whole:
-        return whole, n_whole
-    where, idx = label_pixels(parts)
+        return whole, n_whole, pixels
     parent = np.zeros(n_parts + 1, np.int64)
     parent[idx] = whole.ravel()[where]
     cut = np.bincount(parent[1:], minlength=n_whole + 1) >= 2  # the objects cut in pieces
     sel = cut[parent[idx]]  # only their parts are measured
-    shapes = measure(
+    shapes = _measure(
         parts, n_parts, lat, lon, min_area_km2=config.min_area_km2, pixels=(where[sel], idx[sel])
     )
-    lo, hi = config.ivt_lat_band
-    shaped = (
-        (shapes.length_km >= config.ivt_min_length_km)
-        & (shapes.length_km >= config.ivt_min_aspect * shapes.width_km)
-        & shapes.lat.abs().between(lo, hi)
-    ).to_numpy()
-    rivers = np.bincount(parent[shapes.label.to_numpy().astype(int)[shaped]], minlength=n_whole + 1)
+    shaped = _shaped(shapes, config)
+    rivers = np.bincount(parent[shapes["label"].astype(int)[shaped]], minlength=n_whole + 1)
     parted = rivers >= 2
     if not parted.any():
-        return whole, n_whole
+        return whole, n_whole, pixels
     log.debug("%d objects parted into %s rivers", parted.sum(), rivers[parted].tolist())
-    # the objects kept whole, then the parts of those parted, numbered in that order
+    # the objects kept whole, then the parts of those parted, numbered in that order; only
+    # the objects' pixels are touched (the parts' pixels are among them)
     lut = np.where(parted, 0, np.arange(n_whole + 1))
-    out = lut[whole]
     pick = parted[parent[idx]]
-    out.ravel()[where[pick]] = idx[pick] + n_whole
     present = np.zeros(n_whole + n_parts + 1, bool)
     present[lut[1:]] = True
     present[idx[pick] + n_whole] = True
     present[0] = False
     number = np.zeros(present.size, np.int32)
     number[present] = np.arange(1, int(present.sum()) + 1)
-    return number[out], int(present.sum())
+    out = np.zeros(whole.shape, np.int32)
+    w_whole, i_whole = pixels
+    out.ravel()[w_whole] = number[lut[i_whole]]
+    out.ravel()[where[pick]] = number[idx[pick] + n_whole]
+    value = out.ravel()[w_whole]
+    return out, int(present.sum()), (w_whole[value > 0], value[value > 0])
 
 
 def rule_variables(available, config: ARConfig) -> tuple[str, ...]:
@@ -468,27 +536,29 @@ def detect_rivers(
     exclude = tropics if exclude is None else exclude | tropics
     threshold = np.percentile(strength, config.percentile)
     above = (strength > threshold) & ~exclude
-    labels, n = label_components(above, periodic=periodic, connectivity=config.connectivity)
-    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2)
+    labels, n, pixels = _label(above, periodic, config.connectivity, pixels=True)
+    shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=pixels)
     candidates = shapes.label.to_numpy().astype(int)
     keep = np.ones(len(shapes), bool)
     if config.edge == "half_max":
-        anomaly = tmq_anomaly(fields["TMQ"], lat, config)
-        labels, n = _half_max(labels, candidates, anomaly, lat, lon, config, periodic, exclude)
-        shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2)
-        mean = _label_mean(anomaly, labels, n)
+        labels, n, pixels, anomaly = _half_max(
+            labels, candidates, fields["TMQ"], lat, lon, config, periodic, exclude, pixels
+        )
+        shapes = measure(labels, n, lat, lon, min_area_km2=config.min_area_km2, pixels=pixels)
+        mean = _label_mean(anomaly, pixels, n)
         keep = mean[shapes.label.to_numpy().astype(int)] >= config.min_anomaly
     kept = shapes.label.to_numpy().astype(int)[keep & _river_like(shapes, config)]
     log.debug("%d objects above %.3g, %d river-like", candidates.size, threshold, kept.size)
-    labels, n = _relabel(labels, kept)
-    return labels > 0, _describe(labels, n, lat, lon, fields)
+    labels, n, pixels = _relabel(labels, n, kept, pixels)
+    return labels > 0, _describe(labels, n, lat, lon, fields, pixels)
 
 
-def _label_mean(values: np.ndarray, labels: np.ndarray, n: int) -> np.ndarray:
-    """Mean of ``values`` over each label 0..n (0 for an empty label)."""
-    flat = labels.ravel()
-    total = np.bincount(flat, weights=values.ravel(), minlength=n + 1)
-    return total / np.maximum(np.bincount(flat, minlength=n + 1), 1)
+def _label_mean(values: np.ndarray, pixels, n: int) -> np.ndarray:
+    """Mean of ``values`` over each label 1..n of the labelled ``pixels`` (flat indices and
+    labels; 0 for an empty label, and for the background, label 0)."""
+    where, idx = pixels
+    total = np.bincount(idx, weights=values.ravel()[where], minlength=n + 1)
+    return total / np.maximum(np.bincount(idx, minlength=n + 1), 1)
 
 
 def _river_like(shapes: pd.DataFrame, config: ARConfig) -> np.ndarray:
@@ -501,10 +571,15 @@ def _river_like(shapes: pd.DataFrame, config: ARConfig) -> np.ndarray:
     ).to_numpy()
 
 
-def _relabel(labels: np.ndarray, kept: np.ndarray) -> tuple[np.ndarray, int]:
-    lut = np.zeros(int(labels.max()) + 1, np.int32)
+def _relabel(labels: np.ndarray, n: int, kept: np.ndarray, pixels):
+    """The labels ``kept`` numbered 1.., the others made background, and their pixels."""
+    lut = np.zeros(n + 1, np.int32)
     lut[kept] = np.arange(1, kept.size + 1)
-    return lut[labels], int(kept.size)
+    where, idx = pixels
+    value = lut[idx]
+    out = np.zeros(labels.shape, np.int32)
+    out.ravel()[where] = value
+    return out, int(kept.size), (where[value > 0], value[value > 0])
 
 
 def tmq_anomaly(tmq: np.ndarray, lat: np.ndarray, config: ARConfig) -> np.ndarray:
@@ -517,8 +592,10 @@ def tmq_anomaly(tmq: np.ndarray, lat: np.ndarray, config: ARConfig) -> np.ndarra
     )
 
 
-def _half_max(labels, candidates, anomaly, lat, lon, config: ARConfig, periodic, exclude):
-    """Redraw each candidate's edge at ``edge_fraction`` of its local peak TMQ anomaly.
+def _half_max(labels, candidates, tmq, lat, lon, config: ARConfig, periodic, exclude, pixels):
+    """Redraw each candidate's edge at ``edge_fraction`` of its local peak TMQ anomaly;
+    returns :func:`_label` of the redrawn objects and the anomaly (right in the candidates'
+    rows, 0 elsewhere).
 
     The anomaly is :func:`tmq_anomaly`, damped in the tropics like the strength field. The
     peak is local: the largest anomaly within ``edge_window_km`` (so that where two rivers
@@ -527,18 +604,39 @@ def _half_max(labels, candidates, anomaly, lat, lon, config: ARConfig, periodic,
     itself). A candidate whose 90th percentile is below ``min_anomaly`` is dropped. The redrawn
     object may not reach beyond ``grow_pixels`` of the candidate, so that it cannot run along
     unrelated moist air.
+
+    The anomaly and its local maximum are computed only in the rows the candidates' windows
+    read (and, for the maximum, the filter's reach beyond them), which gives the same values
+    there as over the whole grid.
     """
-    local = ndimage.maximum_filter(
-        anomaly,
-        size=_window(lat, lon, config),
-        mode=("nearest", "wrap" if periodic else "nearest"),
-    )
-    out = np.zeros(labels.shape, bool)
-    objects = ndimage.find_objects(labels)
+    nrow = labels.shape[0]
+    size = _window(lat, lon, config)
     grow = config.grow_pixels
+    # each candidate's first and last row, from its pixels (raster order within a label)
+    where, idx = pixels
+    order = np.argsort(idx, kind="stable")
+    bounds = np.searchsorted(idx[order], np.arange(int(idx.max(initial=0)) + 2))
+    row = where // labels.shape[1]
+    windows = {}
     for lab in candidates:
-        rows = objects[lab - 1][0]
-        win = slice(max(rows.start - grow, 0), min(rows.stop + grow, labels.shape[0]))
+        first, last = row[order[bounds[lab]]], row[order[bounds[lab + 1] - 1]]
+        windows[lab] = slice(max(int(first) - grow, 0), min(int(last) + 1 + grow, nrow))
+    reach_rows = np.zeros(nrow + 1, np.int64)  # the rows within the filter's reach, as runs
+    for win in windows.values():
+        reach_rows[max(win.start - size[0] // 2, 0)] += 1
+        reach_rows[min(win.stop + size[0] // 2, nrow)] -= 1
+    needed = np.cumsum(reach_rows[:nrow]) > 0
+    dtype = tmq_anomaly(tmq[:1, :1], np.asarray(lat)[:1], config).dtype
+    anomaly, local = np.zeros(labels.shape, dtype), np.zeros(labels.shape, dtype)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], needed.astype(np.int8), [0]])))
+    for a, b in zip(edges[::2], edges[1::2], strict=True):
+        anomaly[a:b] = tmq_anomaly(tmq[a:b], np.asarray(lat)[a:b], config)
+        local[a:b] = ndimage.maximum_filter(
+            anomaly[a:b], size=size, mode=("nearest", "wrap" if periodic else "nearest")
+        )
+    out = np.zeros(labels.shape, bool)
+    for lab in candidates:
+        win = windows[lab]
         seed = labels[win] == lab
         an = anomaly[win]
         peak = np.percentile(an[seed], 90)
@@ -556,7 +654,7 @@ def _half_max(labels, candidates, anomaly, lat, lon, config: ARConfig, periodic,
         hit = np.unique(grown[seed])
         out[win] |= np.isin(grown, hit[hit > 0])
     # every connected piece is an object of its own, measured and filtered alone
-    return label_components(out, periodic=periodic, connectivity=config.connectivity)
+    return (*_label(out, periodic, config.connectivity, pixels=True), anomaly)
 
 
 def _window(lat, lon, config: ARConfig) -> tuple[int, int]:
@@ -570,17 +668,35 @@ def _window(lat, lon, config: ARConfig) -> tuple[int, int]:
     )
 
 
-def _describe(labels, n, lat, lon, fields) -> pd.DataFrame:
-    shapes = measure(labels, n, lat, lon)
+def _describe(labels, n, lat, lon, fields, pixels=None) -> pd.DataFrame:
+    """The rivers' shapes, and their IVT and 850 hPa wind maxima, read at their ``pixels``
+    (those of ``labels`` when not given) only."""
     if n == 0:
+        shapes = measure(labels, n, lat, lon)
         return shapes.assign(max_ivt=pd.Series(dtype=float), max_wind=pd.Series(dtype=float))
+    if pixels is None:
+        pixels = label_pixels(labels)
+    where, idx = pixels
+    shapes = measure(labels, n, lat, lon, pixels=pixels)
     index = shapes.label.to_numpy().astype(int)
     nan = np.full(index.size, np.nan)
-    ivt = ivt_magnitude(fields)
+    at = {k: np.asarray(fields[k]).ravel()[where] for k in _TRANSPORT if k in fields}
+    ivt = ivt_magnitude(at)
     winds = "U850" in fields and "V850" in fields
     return shapes.assign(
-        max_ivt=nan if ivt is None else label_max(ivt, labels, index),
-        max_wind=label_max(np.hypot(fields["U850"], fields["V850"]), labels, index)
-        if winds
-        else nan,
+        max_ivt=nan if ivt is None else _label_max(ivt, idx, index),
+        max_wind=_label_max(np.hypot(at["U850"], at["V850"]), idx, index) if winds else nan,
     )
+
+
+#: The fields :func:`ivt_magnitude` and the wind maximum read.
+_TRANSPORT = ("IVT", "IVTU", "IVTV", "TMQ", "U850", "V850")
+
+
+def _label_max(values: np.ndarray, idx: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """:func:`climnb.labels.components.label_max` from the labelled pixels' ``values`` and
+    labels ``idx``."""
+    out = np.full(int(idx.max(initial=0)) + 1, -np.inf)
+    np.maximum.at(out, idx, values.astype(float))
+    out[~np.isfinite(out)] = np.nan
+    return out[np.asarray(index, dtype=int)]

@@ -1,13 +1,18 @@
 """Connected components on a latitude/longitude grid, joined across the 0/360 seam.
 
-Labelling uses :func:`scipy.ndimage.label`: scipy is already a core dependency, its labeller is
-compiled, well tested and fast (about 10 ms for a 768 x 1152 mask), and a single time step fits
-in memory, so neither scikit-image (no periodic option either) nor dask-image (for arrays
-larger than memory) would add anything. No labeller in those libraries knows that longitude is
-periodic, so the seam is handled afterwards: labels that touch across the first and last
-column (diagonally too, for 8-connectivity) are merged with a small union-find over the label
-numbers, which costs O(rows) and leaves the labeller itself untouched. Components are never
-joined across the poles.
+Small masks (an object's box) are labelled with :func:`scipy.ndimage.label`: scipy is already
+a core dependency and its labeller is compiled and well tested; scikit-image's is slower here
+and neither knows that longitude is periodic. Its cost is per grid point, though (about 2 ms
+for a 768 x 1152 mask, however few of its points are set), so a large mask is labelled from
+its runs (the pieces of a row that are all set; a few per cent of the grid for the
+thresholds used here): runs of neighbouring rows that overlap are joined by
+:func:`scipy.sparse.csgraph.connected_components`, and the components numbered in the order
+of their first pixel, as :func:`scipy.ndimage.label` numbers them; a mask of many short runs
+goes to :func:`scipy.ndimage.label`. Either way the labelled pixels come with the labels, so
+that what follows touches only them. The seam is handled apart: labels that touch across the
+first and last column (diagonally too, for 8-connectivity) are merged (a small union-find over
+the label numbers after :func:`scipy.ndimage.label`; edges between the runs at either end of
+a row otherwise). Components are never joined across the poles.
 
 :func:`measure` gives each component's great-circle area, centroid, length and width:
 
@@ -46,7 +51,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import ndimage
+from scipy import ndimage, sparse
+from scipy.sparse import csgraph
 
 from climnb.labels.sphere import cell_area_km2, great_circle_km
 
@@ -83,14 +89,92 @@ def label_components(
     labels : int32 array, 0 for background and 1..n for the components.
     n : number of components.
     """
+    labels, n, _ = _label(mask, periodic, connectivity)
+    return labels, n
+
+
+def _label(mask, periodic: bool, connectivity: int, pixels: bool = False):
+    """:func:`label_components`, and the labelled pixels (:func:`label_pixels`) when
+    ``pixels`` (else None): from the runs of a large mask, they come at no cost."""
     if connectivity not in _STRUCTURES:
         raise ValueError(f"connectivity must be 4 or 8, got {connectivity!r}")
     if np.ndim(mask) != 2:
         raise ValueError(f"mask must be 2-D (lat, lon), got shape {np.shape(mask)}")
+    if np.size(mask) >= _RUNS_FROM:
+        out = _label_runs(mask, periodic, connectivity == 8)
+        if out is not None:
+            return out
     labels, n = ndimage.label(mask, structure=_STRUCTURES[connectivity], output=np.int32)
     if periodic and n > 1:
         labels, n = _join_seam(labels, n, diagonal=connectivity == 8)
-    return labels, n
+    if not pixels:
+        return labels, n, None
+    where = np.flatnonzero(mask)  # the labelled pixels: faster than those of the labels
+    return labels, n, (where, labels.ravel()[where])
+
+
+#: The grid size from which :func:`_label_runs` labels a mask (below it,
+#: :func:`scipy.ndimage.label`, whose cost per grid point is larger but whose cost per call
+#: is smaller), and the most runs per grid point it takes on (a mask more broken than that
+#: goes to :func:`scipy.ndimage.label`).
+_RUNS_FROM, _RUNS_AT_MOST = 1 << 16, 1 / 32
+
+
+def _label_runs(mask, periodic: bool, diagonal: bool):
+    """What :func:`_label` gives, from the mask's runs (the pieces of a row that are all
+    True) rather than from every grid point, or None for a mask of many short runs: runs in
+    neighbouring rows that overlap (or touch diagonally, for 8-connectivity), and across the
+    seam when ``periodic``, are joined by :func:`scipy.sparse.csgraph.connected_components`,
+    and the components are numbered in the order of their first pixel, as
+    :func:`scipy.ndimage.label` numbers them and as :func:`_join_seam` keeps them. Its cost
+    grows with the mask's pixels, not the grid's."""
+    mask = np.asarray(mask)
+    nrow, ncol = mask.shape
+    flat = np.flatnonzero(mask)  # raster order
+    labels = np.zeros(mask.shape, np.int32)
+    if flat.size == 0:
+        return labels, 0, (flat, labels.ravel()[flat])
+    row = flat // ncol
+    col = flat - row * ncol
+    start = np.ones(flat.size, bool)
+    start[1:] = (flat[1:] != flat[:-1] + 1) | (col[1:] == 0)
+    first = np.flatnonzero(start)
+    if first.size > _RUNS_AT_MOST * mask.size:
+        return None
+    last = np.append(first[1:] - 1, flat.size - 1)
+    r, c0, c1 = row[first], col[first], col[last]
+    d = int(diagonal)
+    # the runs of the next row that meet run k lie between lo[k] and hi[k] (runs are in
+    # raster order, their starts and ends both increasing); a row's key leaves room for -1
+    # and ncol
+    width = ncol + 2
+    k0, k1 = r * width + c0, r * width + c1
+    lo = np.searchsorted(k1, (r + 1) * width + c0 - d, "left")
+    hi = np.searchsorted(k0, (r + 1) * width + c1 + d, "right")
+    count = np.maximum(hi - lo, 0)
+    a = np.repeat(np.arange(first.size), count)
+    b = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(a.size)
+    if periodic:
+        ends = np.full(nrow + 2, -1)  # the run ending in the last column of each row
+        starts = np.full(nrow + 2, -1)  # ... and starting in the first (rows shifted by one)
+        ends[r[c1 == ncol - 1] + 1] = np.flatnonzero(c1 == ncol - 1)
+        starts[r[c0 == 0] + 1] = np.flatnonzero(c0 == 0)
+        for dr in range(-d, d + 1):
+            e = ends[max(-dr, 0) + 1 : nrow + 1 - max(dr, 0)]
+            s = starts[max(dr, 0) + 1 : nrow + 1 - max(-dr, 0)]
+            both = (e >= 0) & (s >= 0)
+            a, b = np.append(a, e[both]), np.append(b, s[both])
+    graph = sparse.coo_matrix(
+        (np.ones(a.size, bool), (a, b)), shape=(first.size, first.size)
+    ).tocsr()
+    n, component = csgraph.connected_components(graph, directed=False)
+    # number the components in the order of their first run (raster order)
+    _, head = np.unique(component, return_index=True)
+    number = np.empty(n, np.int32)
+    number[np.argsort(head, kind="stable")] = np.arange(1, n + 1, dtype=np.int32)
+    idx = number[component][np.cumsum(start) - 1]
+    labels.ravel()[flat] = idx
+    return labels, n, (flat, idx)
 
 
 def _join_seam(labels: np.ndarray, n: int, diagonal: bool) -> tuple[np.ndarray, int]:
@@ -171,24 +255,59 @@ def split_at_saddles(
     >>> split_at_saddles(values > 250, values, lat, lon, min_ratio=0.6)[1]
     1
     """
+    labels, n, _ = _split(
+        mask,
+        values,
+        lat,
+        lon,
+        min_ratio=min_ratio,
+        min_area_km2=min_area_km2,
+        levels=levels,
+        periodic=periodic,
+        connectivity=connectivity,
+        components=components,
+    )
+    return labels, n
+
+
+def _split(
+    mask,
+    values,
+    lat,
+    lon,
+    *,
+    min_ratio,
+    min_area_km2,
+    levels,
+    periodic,
+    connectivity,
+    components=None,
+    pixels=None,
+):
+    """:func:`split_at_saddles`, and the labelled pixels of what it returns (``pixels``: those
+    of ``components``, where the caller has them)."""
     if components is None:
-        components = label_components(mask, periodic=periodic, connectivity=connectivity)
-    labels, n = components
+        labels, n, pixels = _label(mask, periodic, connectivity, pixels=True)
+    else:
+        labels, n = components
+    if pixels is None:
+        pixels = label_pixels(labels)
     if n == 0:
-        return labels, n
+        return labels, n, pixels
     values = np.asarray(values)
     structure = _STRUCTURES[connectivity]
     area = cell_area_km2(np.asarray(lat, float), np.asarray(lon, float))
-    where, idx = label_pixels(labels)
+    where, idx = pixels
     size = np.bincount(idx, weights=area[where // mask.shape[1]], minlength=n + 1)
     # two independent maxima need twice min_area_km2 above their saddles
     several = np.flatnonzero(size >= 2 * min_area_km2)
     several = several[several > 0]
     cut = np.zeros(mask.shape, bool)
     for k in several:
-        inside = where[idx == k] // mask.shape[1]
-        r = np.arange(inside.min(), inside.max() + 1)
-        c, wraps = _columns(labels[r] == k, periodic)
+        inside = where[idx == k]
+        r = np.arange(inside.min() // mask.shape[1], inside.max() // mask.shape[1] + 1)
+        present = np.bincount(inside % mask.shape[1], minlength=mask.shape[1])
+        c, wraps = _columns(np.flatnonzero(present), mask.shape[1], periodic)
         box = np.ix_(r, c)
         band = labels[box] == k
         v = np.where(band, values[box].astype(float), -np.inf)
@@ -196,16 +315,14 @@ def split_at_saddles(
         if basins is not None:
             cut[box] |= _cuts(basins, v, wraps, structure)
     if not cut.any():
-        return labels, n
-    return label_components(mask & ~cut, periodic=periodic, connectivity=connectivity)
+        return labels, n, pixels
+    return _label(mask & ~cut, periodic, connectivity, pixels=True)
 
 
-def _columns(band: np.ndarray, periodic: bool) -> tuple[np.ndarray, bool]:
-    """The columns of the smallest box that holds the object ``band`` (rows, all columns),
-    in order, across the seam if it is shorter that way, and whether the box still wraps
-    (an object all round the globe)."""
-    ncol = band.shape[1]
-    cols = np.flatnonzero(band.any(axis=0))
+def _columns(cols: np.ndarray, ncol: int, periodic: bool) -> tuple[np.ndarray, bool]:
+    """The columns of the smallest box that holds an object whose pixels lie in the columns
+    ``cols`` (ascending, of ``ncol``), in order, across the seam if it is shorter that way,
+    and whether the box still wraps (an object all round the globe)."""
     if not periodic or cols.size == ncol:
         return np.arange(ncol), periodic
     gaps = np.diff(np.concatenate([cols, [cols[0] + ncol]]))
@@ -235,14 +352,19 @@ def _basins(band, values, area, min_ratio, min_area_km2, levels, periodic, struc
     mode = ("constant", "wrap" if periodic else "constant")
     connectivity = 8 if structure.all() else 4
     for j in range(levels - 1, -1, -1):
-        region, n = label_components(
-            band & (values >= base + (top - base) * j / levels),
-            periodic=periodic,
-            connectivity=connectivity,
-        )
+        if j == 0:  # the whole component, one region
+            region, n = band.astype(np.int32), 1
+        else:
+            region, n = label_components(
+                band & (values >= base + (top - base) * j / levels),
+                periodic=periodic,
+                connectivity=connectivity,
+            )
         owner = np.zeros(n + 1, np.int64)  # the one basin a region meets; -1: several
         seen = basins > 0
-        pairs = np.unique(np.stack([region[seen], basins[seen]]), axis=1)
+        # the (region, basin) pairs met, in order (one key per pair: faster than axis=1)
+        key = np.unique(region[seen].astype(np.int64) * (len(seeds) + 1) + basins[seen])
+        pairs = np.stack([key // (len(seeds) + 1), key % (len(seeds) + 1)])
         pairs = pairs[:, pairs[0] > 0]  # a lower seed is not in this level's regions yet
         counts = np.bincount(pairs[0], minlength=n + 1)
         owner[pairs[0]] = pairs[1]
@@ -276,14 +398,19 @@ def _independent_maxima(
     # a maximum joined above base + (1 - min_ratio) * height is not independent: start there
     for j in range(min(levels - 1, int(np.floor((1.0 - min_ratio) * levels))), -1, -1):
         level = base + height * j / levels
-        above, n = label_components(
-            band & (values >= level), periodic=periodic, connectivity=8 if structure.all() else 4
-        )
+        if j == 0:  # the whole component, one region (every pixel is at least its base)
+            above, n = band.astype(np.int32), 1
+        else:
+            above, n = label_components(
+                band & (values >= level),
+                periodic=periodic,
+                connectivity=8 if structure.all() else 4,
+            )
         groups: dict[int, list] = {}
         for rc, peak in alive.items():
             groups.setdefault(int(above[rc]), []).append((peak, rc))
         has = np.zeros(n + 1, bool)
-        has[list(groups)] = True
+        has[np.fromiter(groups, np.int64, len(groups))] = True
         new = np.flatnonzero(~has[1:]) + 1
         if new.size:
             first = np.zeros(n + 1, np.int64)  # each region's highest pixel: the first met
@@ -343,6 +470,13 @@ def measure(
     """
     if n == 0:
         return pd.DataFrame({c: pd.Series(dtype=float) for c in MEASURE_COLUMNS})
+    return pd.DataFrame(_measure(labels, n, lat, lon, min_area_km2=min_area_km2, pixels=pixels))
+
+
+def _measure(labels, n, lat, lon, *, min_area_km2=0.0, pixels=None) -> dict[str, np.ndarray]:
+    """:func:`measure`'s columns, as arrays (empty float arrays when ``n`` is 0)."""
+    if n == 0:
+        return {c: np.empty(0) for c in MEASURE_COLUMNS}
     lat = np.asarray(lat, dtype=float)
     lon = np.asarray(lon, dtype=float)
     where, idx = pixels if pixels is not None else label_pixels(labels)
@@ -371,21 +505,20 @@ def measure(
     clon = np.degrees(np.arctan2(centre[:, 1], centre[:, 0])) % 360.0
     order = np.argsort(idx, kind="stable")
     bounds = np.searchsorted(idx[order], np.arange(n + 2))
+    xyz = xyz[order]  # each component's pixels together, in their order
     length = np.array(
-        [_diameter(xyz[order[bounds[k] : bounds[k + 1]]], centre[k]) for k in keep], dtype=float
+        [_diameter(xyz[bounds[k] : bounds[k + 1]], centre[k]) for k in keep], dtype=float
     )
     length_safe = np.maximum(length, np.sqrt(area[keep]))  # a single pixel is as long as wide
-    return pd.DataFrame(
-        {
-            "label": keep,
-            "n_pixels": count[keep],
-            "area_km2": area[keep],
-            "lat": clat[keep],
-            "lon": clon[keep],
-            "length_km": length_safe,
-            "width_km": area[keep] / length_safe,
-        }
-    )
+    return {
+        "label": keep,
+        "n_pixels": count[keep],
+        "area_km2": area[keep],
+        "lat": clat[keep],
+        "lon": clon[keep],
+        "length_km": length_safe,
+        "width_km": area[keep] / length_safe,
+    }
 
 
 def label_pixels(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

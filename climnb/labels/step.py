@@ -87,9 +87,14 @@ def label_step(
             )
         else:
             river_mask, rivers = detect_rivers(fields, lat, lon, config.ar, **kwargs)
-    labels = np.where(storm_mask, np.uint8(1), np.where(river_mask, np.uint8(2), np.uint8(0)))
+    labels = np.multiply(river_mask, 2, dtype=np.uint8)
+    for s in storms:  # a cyclone wins where both are found
+        labels[s.rows, s.cols] = 1
     if missing is not None:
         labels[missing] = 0
+    events = _events([(storm_table, 1), (rivers, 2)])
+    if events is not None:
+        return labels, events
     parts = [
         t
         for t in (storm_table.assign(class_id=1), rivers.drop(columns="label").assign(class_id=2))
@@ -107,12 +112,50 @@ def label_step(
     return labels, events.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
 
 
+def _events(tables) -> pd.DataFrame | None:
+    """The event table of ``tables`` ((table, class id) pairs), built from their columns at
+    once: what concatenating them and filling ``class_name`` and ``storm_track`` gives, when
+    all are numeric (int64 or float64) and one has rows; else None."""
+    tables = [(t, k) for t, k in tables if len(t)]
+    names = [c for c in EVENT_COLUMNS if c not in ("time", "class_id", "class_name")]
+    if not tables or any(
+        dtype not in (np.int64, np.float64)
+        for t, _ in tables
+        for c, dtype in t.dtypes.items()
+        if c in names
+    ):
+        return None
+    columns = {}
+    for c in names:
+        parts = [
+            t[c].to_numpy() if c in t else np.full(len(t), -1 if c == "storm_track" else np.nan)
+            for t, _ in tables
+        ]
+        columns[c] = np.concatenate(parts)
+    track = columns["storm_track"]
+    columns["storm_track"] = np.where(np.isnan(track), -1, track).astype(np.int64)
+    class_id = np.concatenate([np.full(len(t), k, np.int64) for t, k in tables])
+    frame = {"class_id": class_id, "class_name": [CLASS_NAMES[c] for c in class_id], **columns}
+    return pd.DataFrame({c: frame[c] for c in EVENT_COLUMNS if c != "time"})
+
+
 _EMPTY_STORMS = pd.DataFrame(
     {c: pd.Series(dtype=float) for c in ("lat", "lon", "n_pixels", "area_km2", "radius_km")}
 )
 _EMPTY_RIVERS = pd.DataFrame(
     {c: pd.Series(dtype=float) for c in ("label", "lat", "lon", "n_pixels", "area_km2")}
 )
+
+
+def _clean(f: np.ndarray) -> bool:
+    """True when float32 ``f`` surely holds no missing value: the sum of its squares (one
+    pass, BLAS) is finite only when no value is NaN or infinite and none reaches 1.8e19 in
+    magnitude (its square overflows), far below the fill limit of 1e30. False says nothing:
+    the two reductions of :func:`fill_missing` (NaN makes both comparisons false) decide."""
+    if f.dtype != np.float32 or f.size == 0:
+        return False
+    flat = f.ravel()
+    return bool(np.isfinite(np.dot(flat, flat)))
 
 
 def fill_missing(fields):
@@ -122,8 +165,7 @@ def fill_missing(fields):
     out, missing = {}, None
     for name, f in fields.items():
         f = np.asarray(f)
-        # two reductions and no temporary; NaN makes both comparisons false
-        if f.size == 0 or (f.max() < _FILL_LIMIT and f.min() > -_FILL_LIMIT):
+        if _clean(f) or f.size == 0 or (f.max() < _FILL_LIMIT and f.min() > -_FILL_LIMIT):
             out[name] = f
             continue
         with np.errstate(invalid="ignore"):

@@ -32,7 +32,7 @@ from scipy import ndimage
 
 from climnb.labels.components import label_components
 from climnb.labels.config import TCConfig
-from climnb.labels.dynamics import vorticity
+from climnb.labels.dynamics import _vorticity_rows
 from climnb.labels.sphere import EARTH_RADIUS_KM, cell_area_km2, great_circle_km
 
 __all__ = [
@@ -130,14 +130,33 @@ def find_centres(
 def cyclonic_vorticity(fields: Mapping[str, np.ndarray], lat, lon) -> np.ndarray:
     """850 hPa relative vorticity, sign flipped in the southern hemisphere (cyclones positive),
     NaN made 0: ``VORT850`` when given, else computed from ``U850`` and ``V850``."""
+    return _cyclonic(fields, lat, lon, 0, np.size(lat))
+
+
+def _cyclonic(fields, lat, lon, lo: int, hi: int) -> np.ndarray:
+    """:func:`cyclonic_vorticity` in the rows ``lo`` to ``hi - 1`` (0 in the others)."""
+    south = np.asarray(lat) < 0
+    if hi <= lo:  # no row is searched
+        names = ("VORT850",) if "VORT850" in fields else ("U850", "V850")
+        dtype = np.float32 if "VORT850" in fields else np.result_type(*map(fields.get, names))
+        return np.zeros(np.shape(fields[names[0]]), np.result_type(dtype, np.float32))
     if "VORT850" in fields:
-        zeta = np.array(fields["VORT850"], dtype=np.float32)
-    else:
-        zeta = vorticity(fields["U850"], fields["V850"], lat, lon)
-    zeta *= np.where(np.asarray(lat) < 0, -1.0, 1.0).astype(zeta.dtype)[:, None]
-    bad = ~np.isfinite(zeta).all(axis=1)  # NaN in the rows at the poles
+        part = np.array(np.asarray(fields["VORT850"])[lo:hi], dtype=np.float32)
+        part *= np.where(south[lo:hi], -1.0, 1.0).astype(part.dtype)[:, None]
+        if (lo, hi) != (0, np.size(lat)):
+            zeta = np.zeros((np.size(lat), part.shape[1]), part.dtype)
+            zeta[lo:hi] = part
+            part = zeta[lo:hi]
+        else:
+            zeta = part
+    else:  # computed into its rows, the sign changed with the divisor's
+        u, v = fields["U850"], fields["V850"]
+        dtype = np.result_type(u, v, np.float32)
+        zeta = np.zeros(np.shape(u), dtype)
+        part = _vorticity_rows(u, v, lat, lon, lo, hi, flip=south, out=zeta[lo:hi])
+    bad = ~np.isfinite(part).all(axis=1)  # NaN in the rows at the poles
     if bad.any():
-        zeta[bad] = np.nan_to_num(zeta[bad], nan=0.0)
+        part[bad] = np.nan_to_num(part[bad], nan=0.0)
     return zeta
 
 
@@ -175,7 +194,11 @@ def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig, max_abs_lat: float | 
     hr, hc = grid.cells(config.vorticity_window_deg / 2)
     n_row, n_col = zeta.shape
     near = np.abs(grid.lat) <= (config.max_abs_lat if max_abs_lat is None else max_abs_lat)
-    rows, cols = np.nonzero(zeta >= config.min_vorticity)
+    # only the rows from the first to the last within the latitude limit are looked at
+    band = np.flatnonzero(near)
+    lo, hi = (int(band[0]), int(band[-1]) + 1) if band.size else (0, 0)
+    rows, cols = np.divmod(np.flatnonzero(zeta[lo:hi] >= config.min_vorticity), n_col)
+    rows += lo
     keep = near[rows]
     rows, cols = rows[keep], cols[keep]
     values = zeta[rows, cols]
@@ -185,14 +208,12 @@ def _vorticity_maxima(zeta, grid: _Grid, config: TCConfig, max_abs_lat: float | 
             c = (cols + dc) % n_col if grid.periodic else np.clip(cols + dc, 0, n_col - 1)
             keep = values >= zeta[r, c]
             rows, cols, values = rows[keep], cols[keep], values[keep]
-    keep = np.zeros(rows.size, bool)
-    for k, (i, j) in enumerate(zip(rows, cols, strict=True)):  # and of their window
-        band = zeta[max(i - hr, 0) : i + hr + 1]
-        if grid.periodic:
-            window = np.take(band, np.arange(j - hc, j + hc + 1), axis=1, mode="wrap")
-        else:
-            window = band[:, max(j - hc, 0) : j + hc + 1]
-        keep[k] = values[k] >= window.max()
+    # and of their window, all windows gathered at once (rows clipped at the poles repeat a
+    # row of the window, which leaves its maximum as it is; so do clipped columns)
+    r = np.clip(rows[:, None] + np.arange(-hr, hr + 1), 0, n_row - 1)
+    c = cols[:, None] + np.arange(-hc, hc + 1)
+    c = c % n_col if grid.periodic else np.clip(c, 0, n_col - 1)
+    keep = values >= zeta[r[:, :, None], c[:, None, :]].max(axis=(1, 2), initial=-np.inf)
     rows, cols = rows[keep], cols[keep]  # row-major order, as np.nonzero gives
     order = np.argsort(-zeta[rows, cols])
     return rows[order], cols[order]
@@ -246,15 +267,21 @@ class _ZonalAnomaly:
     """
 
     def __init__(self, field):
-        self.field, self.median = field, {}
+        self.field, self.median, self.known = field, None, None
 
     def __getitem__(self, key):
         rows = np.broadcast_to(np.asarray(key[0]), np.broadcast_shapes(*map(np.shape, key)))
-        for r in np.unique(rows):
-            if r not in self.median:
-                self.median[r] = np.median(self.field(int(r)))
         values = self.field(key)
-        return values - np.vectorize(self.median.__getitem__, otypes=[values.dtype])(rows)
+        if self.median is None:
+            n_row = int(np.shape(self.field(np.s_[:, 0]))[0])
+            self.median = np.zeros(n_row, values.dtype)
+            self.known = np.zeros(n_row, bool)
+        new = np.unique(rows)
+        new = new[~self.known[new]]
+        if new.size:  # the medians of the rows not seen yet, at once
+            self.median[new] = np.median(self.field(new), axis=1)
+            self.known[new] = True
+        return values - self.median[rows]
 
 
 def _pressure_minimum(psl, grid: _Grid, i: int, j: int, deg: float) -> tuple[int, int]:
@@ -390,7 +417,10 @@ def detect_storms(
         winds, in its mask; NaN without winds), ``vorticity``.
     """
     grid = _Grid(lat, lon, periodic)
-    cyclonic = cyclonic_vorticity(fields, lat, lon)
+    if "vorticity" in config.mask_fields:
+        cyclonic = cyclonic_vorticity(fields, lat, lon)
+    else:  # only the rows the centres are looked for in, and their windows, are read
+        cyclonic = _cyclonic(fields, lat, lon, *_searched_rows(fields, grid, config))
     fields = {**fields, "vorticity": cyclonic}
     storms = []
     for r, c, zeta, psl in find_centres(fields, lat, lon, config, periodic=periodic, zeta=cyclonic):
@@ -403,28 +433,22 @@ def detect_storms(
     return storms, _table(storms, fields, grid)
 
 
+def _searched_rows(fields, grid: _Grid, config: TCConfig) -> tuple[int, int]:
+    """The rows :func:`_vorticity_maxima` reads: those within the latitude limit of the
+    checks (:class:`_Checks`) and a window's half height (and one) beyond."""
+    limit = config.max_abs_lat
+    if not ("T200" in fields and "T500" in fields):
+        limit = min(config.max_abs_lat, config.max_abs_lat_no_warm_core)
+    near = np.flatnonzero(np.abs(grid.lat) <= limit)
+    if not near.size:
+        return 0, 0
+    hr = grid.cells(config.vorticity_window_deg / 2)[0] + 1
+    return max(int(near[0]) - hr, 0), min(int(near[-1]) + hr + 1, grid.shape[0])
+
+
 def _table(storms, fields, grid: _Grid) -> pd.DataFrame:
     area_row = cell_area_km2(grid.lat, grid.lon)
     winds = wind_fields(fields)
-    rows = []
-    for s in storms:
-        area = float(area_row[s.rows].sum())
-        if winds is None:
-            wind = np.empty(0)
-        else:
-            wind = np.hypot(fields[winds[0]][s.rows, s.cols], fields[winds[1]][s.rows, s.cols])
-        rows.append(
-            {
-                "lat": s.lat,
-                "lon": s.lon,
-                "n_pixels": s.rows.size,
-                "area_km2": area,
-                "radius_km": np.sqrt(area / np.pi),
-                "min_psl": s.min_psl,
-                "max_wind": float(wind.max()) if wind.size else np.nan,
-                "vorticity": s.vorticity,
-            }
-        )
     columns = [
         "lat",
         "lon",
@@ -435,4 +459,24 @@ def _table(storms, fields, grid: _Grid) -> pd.DataFrame:
         "max_wind",
         "vorticity",
     ]
-    return pd.DataFrame(rows, columns=columns)
+    if not storms:
+        return pd.DataFrame([], columns=columns)
+    rows = {c: [] for c in columns}
+    for s in storms:
+        area = float(area_row[s.rows].sum())
+        if winds is None:
+            wind = np.empty(0)
+        else:
+            wind = np.hypot(fields[winds[0]][s.rows, s.cols], fields[winds[1]][s.rows, s.cols])
+        for c, value in (
+            ("lat", s.lat),
+            ("lon", s.lon),
+            ("n_pixels", s.rows.size),
+            ("area_km2", area),
+            ("radius_km", np.sqrt(area / np.pi)),
+            ("min_psl", s.min_psl),
+            ("max_wind", float(wind.max()) if wind.size else np.nan),
+            ("vorticity", s.vorticity),
+        ):
+            rows[c].append(value)
+    return pd.DataFrame({c: np.array(rows[c]) for c in columns})
