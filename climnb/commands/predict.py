@@ -113,7 +113,7 @@ def run(args) -> int:
 def _run(args, inputs, out, memory) -> int:
     import xarray as xr
 
-    from climnb.inference.predict import predict
+    from climnb.inference.predict import network_slots, predict
     from climnb.io.files import write
 
     remove_leftovers(out.parent, out.name)  # what a killed earlier run of this output left
@@ -131,14 +131,17 @@ def _run(args, inputs, out, memory) -> int:
     encoding = {"prediction": {"dtype": "u1", "zlib": True}}
     if "probability" in ds:
         encoding["probability"] = {"zlib": True}
-    write(
-        ds,
-        out,
-        encoding=encoding,
-        progress=not args.no_progress,
-        workers=args.workers,
-        desc="predict",
-    )
+    # one thread more than --workers: the next batch is read and checked, and the last one
+    # written, while the network runs (at most --workers forward passes at once)
+    with network_slots(args.workers):
+        write(
+            ds,
+            out,
+            encoding=encoding,
+            progress=not args.no_progress,
+            workers=args.workers + 1,
+            desc="predict",
+        )
     # counted from what was written (one uint8 pass): counted beside the write, every step's
     # forward pass ran twice, as xarray's write graph holds copies of the tasks under new names
     counts = _class_counts(out, bundle.n_classes)
