@@ -681,11 +681,12 @@ def phases(r: dict, workers: int) -> dict:
 
     # a batch's own work around the network: the range check and the padding before it, the
     # classes after it (not the wait for the network: the batch is ready then); the median
-    # batch (the first one also loads the network)
+    # after the first batches (which also load the network)
+    batches = sorted(r["batches"], key=lambda e: e[1])
     around = np.median(
         [
             b - a - inside(r["calls"], t, a, b) - inside(r["waits"], t, a, b)
-            for t, a, b in r["batches"]
+            for t, a, b in batches[min(workers, n - 1) :]
         ]
     )
     out = {

@@ -1,7 +1,8 @@
 """``climnb predict``: segment new climate data with a trained model bundle, to NetCDF or Zarr.
 
-The output is streamed: one batch of time steps is read, segmented and written at a time, so
-memory does not grow with the length of the period. The output path is checked before any
+The output is streamed: each worker segments one batch of time steps at a time while the next
+batch is read and checked and the last one written, so the network does not wait for the
+input, and memory does not grow with the length of the period. The output path is checked before any
 work (never an input, never a directory, writable). ``--river-rules`` puts the predicted rivers
 through the river definition's object rules (:mod:`climnb.inference.postprocess`) in the same pass.
 """
@@ -49,7 +50,10 @@ def add_arguments(parser):
         "--probabilities", action="store_true", help="also write per-class probabilities"
     )
     parser.add_argument(
-        "--workers", type=int, default=2, help="batches read and segmented at once (default 2)"
+        "--workers",
+        type=int,
+        default=2,
+        help="batches segmented at once (default 2); one batch more is read and written meanwhile",
     )
     parser.add_argument(
         "--no-range-check",
