@@ -536,8 +536,8 @@ from climnb.bundle import load_bundle
 bundle_path, dtype, rounds, h, w = sys.argv[2], sys.argv[3], *map(int, sys.argv[4:])
 bundle = load_bundle(bundle_path)
 x = np.random.default_rng(0).random((1, h, w, 16), dtype=np.float32) * 1e4
-x, _ = P.pad_fields(bundle.normalise(x), bundle.stride)
-network = P._forward_function(bundle.model(*x.shape[1:3]))
+x, _ = P.pad_fields(x, bundle.stride)
+network = P._forward_function(bundle.model(*x.shape[1:3]), *P._normalisation(bundle))
 t = time.perf_counter()
 network(x).numpy()  # traces the graph, creates oneDNN's kernels
 first = time.perf_counter() - t
@@ -681,13 +681,10 @@ def phases(r: dict, workers: int) -> dict:
 
     # a batch's own work around the network: the range check and the padding before it, the
     # classes after it (not the wait for the network: the batch is ready then); the median
-    # after the first batches (which also load the network)
-    batches = sorted(r["batches"], key=lambda e: e[1])
+    # of the batches begun after the first network call (those before it wait for the load)
+    later = [e for e in r["batches"] if e[1] - born >= calls[0][1]] or r["batches"]
     around = np.median(
-        [
-            b - a - inside(r["calls"], t, a, b) - inside(r["waits"], t, a, b)
-            for t, a, b in batches[min(workers, n - 1) :]
-        ]
+        [b - a - inside(r["calls"], t, a, b) - inside(r["waits"], t, a, b) for t, a, b in later]
     )
     out = {
         "steps": n,
