@@ -18,8 +18,8 @@ from climnb.io.outputs import check_outputs
 RUNTIME_GB = 0.8
 #: Peak resident memory (GB) of a worker over full-size steps of the paper Tiramisu,
 #: ``--batch-size 1``, by precision: (one worker, the runtime included; each of two workers);
-#: benchmarks/bench_predict.py
-PEAK_GB = {"mixed_bfloat16": (2.5, 1.9), "float32": (4.0, 2.7)}
+#: benchmarks/bench_throughput.py --only predict (the next batch read meanwhile included)
+PEAK_GB = {"mixed_bfloat16": (2.7, 1.9), "float32": (3.8, 3.1)}
 
 HELP = "run a trained model over NetCDF, Zarr or DeepCAM sample files, writing NetCDF or Zarr"
 EXAMPLE = (

@@ -151,8 +151,9 @@ def _normalisation(bundle: Bundle) -> tuple[np.ndarray, np.ndarray]:
 
 def _forward_function(model, offset: np.ndarray, scale: np.ndarray):
     """``model``'s inference on raw fields as one TensorFlow graph function, made once per
-    model (a model is its bundle's, and so is the normalisation): the fields normalised as :meth:`Bundle.normalise` does (``offset`` and ``scale``,
-    :func:`_normalisation`; the same float32 operations, so the same values), then the network.
+    model (a model is its bundle's, and so is the normalisation): the fields normalised as
+    :meth:`Bundle.normalise` does (``offset`` and ``scale``, :func:`_normalisation`; the same
+    float32 operations, so the same values), then the network.
 
     The normalisation runs on TensorFlow's threads inside the call, not in NumPy on the batch's
     one thread before it, where the network waited for it (0.2 s a full-size step); the batch
