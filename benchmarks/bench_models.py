@@ -150,8 +150,9 @@ def gemm_rate(
     (``tf.einsum("ij,jk->ik")``), ``conv1x1`` (a 1 x 1 ``Conv2D`` of a (1, n, 1, n) tensor with
     (1, 1, n, n) filters: oneDNN's 1 x 1 brgemm convolution), or ``fastest``: all of them, in
     turn ``repeats`` times, and the best rate of any (each form's best put in ``rates``, a
-    dict, where given). On this CPU (AVX512_BF16) all four run oneDNN's brgemm kernels; which
-    one wins a run is within its noise.
+    dict, where given). On an AVX512_BF16 CPU all four run oneDNN's brgemm kernels in
+    bfloat16, and in float32 all but ``matmul`` (oneDNN's sgemm): which wins a run is within
+    its noise (docs/figures.md).
     """
     import tensorflow as tf
 
