@@ -682,9 +682,10 @@ def phases(r: dict, workers: int) -> dict:
     # a batch's own work around the network: the range check and the padding before it, the
     # classes after it (not the wait for the network: the batch is ready then); the median
     # of the batches begun after the first network call (those before it wait for the load)
-    later = [e for e in r["batches"] if e[1] - born >= calls[0][1]] or r["batches"]
+    later = [e for e in r["batches"] if e[1] - born >= calls[0][1]]
     around = np.median(
         [b - a - inside(r["calls"], t, a, b) - inside(r["waits"], t, a, b) for t, a, b in later]
+        or [np.nan]
     )
     out = {
         "steps": n,
