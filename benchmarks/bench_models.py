@@ -142,24 +142,57 @@ def theoretical_peak(info: dict[str, str]) -> dict:
     )
 
 
-def gemm_rate(dtype: str = "float32", n: int = 4096, repeats: int = 3, iters: int = 1) -> float:
+def gemm_rate(
+    dtype: str = "float32",
+    n: int = 4096,
+    repeats: int = 3,
+    iters: int = 1,
+    form: str = "matmul",
+    rates: dict | None = None,
+) -> float:
     """Best FLOP/s of an n x n x n matrix product through TensorFlow (oneDNN on x86 CPUs,
-    cuBLAS on GPUs), ``iters`` products per timing (queued back to back on a GPU)."""
+    cuBLAS on GPUs), ``iters`` products per timing (queued back to back on a GPU).
+
+    ``form`` is how TensorFlow is asked for the product: ``matmul`` (``tf.linalg.matmul`` of
+    two matrices), ``batch_matmul`` (of a batch of one: BatchMatMul), ``einsum``
+    (``tf.einsum("ij,jk->ik")``), ``conv1x1`` (a 1 x 1 ``Conv2D`` of a (1, n, 1, n) tensor with
+    (1, 1, n, n) filters: oneDNN's 1 x 1 brgemm convolution), or ``fastest``: all of them, in
+    turn ``repeats`` times, and the best rate of any (each form's best put in ``rates``, a
+    dict, where given). On an AVX512_BF16 CPU all four run oneDNN's brgemm kernels in
+    bfloat16, and in float32 all but ``matmul`` (oneDNN's sgemm): which wins a run is within
+    its noise (docs/figures.md).
+    """
     import tensorflow as tf
 
+    products = {
+        "matmul": lambda a, b: tf.linalg.matmul(a, b)[0, 0],
+        "batch_matmul": lambda a, b: tf.linalg.matmul(a[None], b[None])[0, 0, 0],
+        "einsum": lambda a, b: tf.einsum("ij,jk->ik", a, b)[0, 0],
+        "conv1x1": lambda a, b: tf.nn.conv2d(
+            tf.reshape(a, (1, n, 1, n)), tf.reshape(b, (1, 1, n, n)), 1, "VALID"
+        )[0, 0, 0, 0],
+    }
+    forms = list(products) if form == "fastest" else [form]
+    if not set(forms) <= set(products):
+        raise ValueError(f"form must be one of {', '.join(products)} or fastest, got {form!r}")
     rng = np.random.default_rng(0)
     a = tf.cast(rng.standard_normal((n, n), dtype=np.float32), dtype)
     b = tf.cast(rng.standard_normal((n, n), dtype=np.float32), dtype)
-    corner = tf.function(lambda a, b: tf.linalg.matmul(a, b)[0, 0])  # fetch one number only
-    corner(a, b).numpy()  # trace, create the oneDNN primitive / cuBLAS plan
-    best = math.inf
+    corners = {f: tf.function(products[f]) for f in forms}  # fetch one number only
+    for corner in corners.values():
+        corner(a, b).numpy()  # trace, create the oneDNN primitive / cuBLAS plan
+    best = dict.fromkeys(forms, math.inf)
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            out = corner(a, b)
-        out.numpy()  # waits for all of them (one stream on a GPU)
-        best = min(best, (time.perf_counter() - t0) / iters)
-    return 2.0 * n**3 / best
+        for f, corner in corners.items():
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                out = corner(a, b)
+            out.numpy()  # waits for all of them (one stream on a GPU)
+            best[f] = min(best[f], (time.perf_counter() - t0) / iters)
+    found = {f: 2.0 * n**3 / t for f, t in best.items()}
+    if rates is not None:
+        rates.update(found)
+    return max(found.values())
 
 
 GEMM_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}

@@ -50,13 +50,16 @@ GOALS = {"mixed_bfloat16": 3.0, "float32": 4.0}
 
 CHILD = r"""
 import json, resource, sys, time
+import numpy as np
 import psutil
 import climnb.inference.predict
 from climnb.cli import main
 
 bundle, out, mode, workers, memory, *files = sys.argv[1:]
 if mode == "eager":  # the baseline: the network called eagerly, every activation kept
-    climnb.inference.predict._forward_function = lambda model: lambda x: model(x, training=False)
+    def eager(model, offset, scale):
+        return lambda x: model(np.nan_to_num((x - offset) * scale), training=False)
+    climnb.inference.predict._forward_function = eager
 base = psutil.Process().memory_info().rss
 argv = ["predict", "--model", bundle, "--out", out, "--batch-size", "1", "--workers", workers,
         "--no-progress", *files]

@@ -28,21 +28,29 @@ steps, all 16 channels. Then measures, in the same run:
   top: names, units, the canonical grid, lazy arrays to numpy), labelling
   (:func:`climnb.labels.label_step`) and writing (uint8 steps, compressed, a chunk a step, as
   the label writer does, through xarray in this process; the file's own cost left out);
-* **inference** (``--only predict``): the real ``climnb predict --batch-size 1 --workers 2``
-  (lazy, to Zarr; ``--predict-workers``) of an untrained paper-size Tiramisu bundle (the cost
-  does not depend on the weights; ``--predict-preset toy`` for a quick check) over the first
-  ``--predict-steps`` steps and half of them (under a day: a file of that many steps), in
-  float32, and in mixed_bfloat16 where the CPU has native bfloat16: steps/s; the forward pass
-  alone (on an array in memory, after a warm-up) in FLOP/s (analytic count,
-  :func:`climnb.models.flops`) against a 4096^3 GEMM of the same precision timed just before;
-  the share of the command's time in which no forward pass ran (the union of the network's busy
-  intervals, recorded around every batch inside the real command: the wait for input, start-up
-  and writing included) and the peak memory of both runs.
+* **inference** (``--only predict``): the real ``climnb predict --batch-size 1 --workers W``
+  (lazy, to Zarr; W from ``--predict-workers``, default 1 and 2) of an untrained paper-size
+  Tiramisu bundle (the cost does not depend on the weights; ``--predict-preset toy`` for a
+  quick check) over the first ``--predict-steps`` steps and half of them (under a day: a file
+  of that many steps), in float32, and in mixed_bfloat16 where the CPU has native bfloat16.
+  The forward pass alone (the network's graph function on an array in memory) against the
+  GEMM reference of its precision: the fastest of the forms TensorFlow offers for a 4096^3
+  product (:func:`bench_models.gemm_rate`), timed in turn with it in one process
+  (``--predict-rounds`` rounds, best of each), in FLOP/s (analytic count,
+  :func:`climnb.models.flops`). Inside each command (a dask callback on every task, a wrapper
+  around every call of the network): the start-up (from the process's creation to the first
+  network call, and that call, which traces the graph and creates the kernels), a step's
+  network, the work around it in the predict task, the reading and the writing; the share of
+  the time in which the network ran no pass, in the steady state (after the first calls) and
+  over the whole command, and projected to a month of 240 steps (this start-up, then the
+  steady rate: a projection, not a run); the peak memory of a worker (the process's VmHWM
+  over W) in both runs.
 
     .venv/bin/python benchmarks/bench_throughput.py [--dir /var/tmp/climnb-month] [--days 30]
         [--only write,raw,label,breakdown,predict] [--label-workers 1,2]
         [--label-formats nc,zarr] [--label-storm-tracks auto,on] [--breakdown-steps 16]
-        [--predict-steps 16]
+        [--predict-steps 16] [--predict-workers 1,2] [--predict-rounds 3]
+    .venv/bin/python benchmarks/bench_throughput.py --only predict --predict-steps 4 --days 1
 
 How the figures could mislead: the data are synthetic (smooth fields compress and decode
 unlike real ones, though nothing here is compressed on input); the page cache is dropped per
@@ -480,45 +488,6 @@ def breakdown(paths: list[Path], names, n_steps: int) -> None:
 
 # --- inference ----------------------------------------------------------------------------
 
-PREDICT_CHILD = r"""
-import json, sys, threading, time
-import numpy as np
-import climnb.inference.predict
-from climnb.bundle import load_bundle
-from climnb.cli import main
-bundle_path, out, workers, *files = sys.argv[1:]
-bundle = load_bundle(bundle_path)
-x = np.random.default_rng(0).random((1, 768, 1152, 16), dtype=np.float32) * 1e4
-climnb.inference.predict.predict_batch(bundle, x.copy(), check_range=False)  # build and warm up
-t0 = time.perf_counter()
-for _ in range(3):
-    climnb.inference.predict.predict_batch(bundle, x.copy(), check_range=False)
-forward = (time.perf_counter() - t0) / 3
-# the network's busy intervals inside the real command: predict() looks predict_batch up in
-# its module at each call, so this wrapper sees every batch
-spans, lock, real = [], threading.Lock(), climnb.inference.predict.predict_batch
-def timed(*args, **kwargs):
-    t = time.perf_counter()
-    try:
-        return real(*args, **kwargs)
-    finally:
-        with lock:
-            spans.append((t, time.perf_counter()))
-climnb.inference.predict.predict_batch = timed
-t0 = time.perf_counter()
-status = main(["predict", "--model", bundle_path, "--out", out, "--batch-size", "1",
-               "--workers", workers, "--no-progress", *files])
-if status:
-    sys.exit(status)
-t1 = time.perf_counter()
-busy, end = 0.0, t0  # the union of the spans: time at least one forward pass ran
-for a, b in sorted(spans):
-    busy += max(0.0, b - max(a, end))
-    end = max(end, b)
-print(json.dumps({"forward": forward, "seconds": t1 - t0, "busy": busy, "steps": len(spans),
-                  "first": spans and min(a for a, _ in spans) - t0}))
-"""
-
 
 def first_steps(paths: list[Path], k: int, folder) -> list[Path]:
     """The month's first ``k`` steps: whole day files, or (under a day) a file of them."""
@@ -537,13 +506,11 @@ def predict_part(
     folder: Path,
     paths: list[Path],
     n_steps: int,
-    workers: int = 2,
+    workers: tuple[int, ...] = (1, 2),
     preset: str = "paper",
     precisions: tuple[str, ...] = ("float32", "mixed_bfloat16"),
+    rounds: int = 3,
 ) -> None:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from bench_models import gemm_rate
-
     from climnb.bundle import save_bundle
     from climnb.io.channels import CHANNEL_NAMES
     from climnb.models import build_model
@@ -552,9 +519,11 @@ def predict_part(
 
     if n_steps > STEPS_PER_DAY and n_steps % STEPS_PER_DAY:
         n_steps = n_steps // STEPS_PER_DAY * STEPS_PER_DAY  # whole days past the first
+    half = max(1, n_steps // 2)
     print(
-        f"\ninference: `climnb predict --batch-size 1 --workers {workers}` of an untrained "
-        f"{preset} Tiramisu over {max(1, n_steps // 2)} and {n_steps} full-size steps to Zarr"
+        f"\ninference: `climnb predict --batch-size 1 --workers W` (W = "
+        f"{', '.join(map(str, workers))}) of an untrained {preset} Tiramisu over {half} and "
+        f"{n_steps} full-size steps to Zarr; the month projected to {MONTH_STEPS} steps"
     )
     if not cpu_bf16_flags() and "mixed_bfloat16" in precisions:
         precisions = [p for p in precisions if p != "mixed_bfloat16"]
@@ -563,6 +532,7 @@ def predict_part(
             f"{'/'.join(BF16_FLAGS)} (TensorFlow would emulate bfloat16, which times nothing)"
         )
     with tempfile.TemporaryDirectory(prefix="predict-", dir=folder) as tmp:
+        parts = {k: first_steps(paths, k, tmp) for k in (half, n_steps)}
         for precision in precisions:
             mp = precision if precision != "float32" else False
             model = build_model("tiramisu", (*SHAPE, 16), preset=preset, mixed_precision=mp)
@@ -577,31 +547,241 @@ def predict_part(
                 preset=preset,
             )
             del model
-            gemm = gemm_rate("float32" if precision == "float32" else "bfloat16")
-            peaks = {}
-            parts = [first_steps(paths, k, tmp) for k in (max(1, n_steps // 2), n_steps)]
-            for k, part in enumerate(parts):
-                out = f"{tmp}/p-{k}.zarr"
-                argv = [sys.executable, "-c", PREDICT_CHILD, str(bundle), out, str(workers)]
-                s, peak, text = run_watched([*argv, *map(str, part)])
-                r = json.loads(text.strip().splitlines()[-1])
-                peaks[r["steps"]] = peak
-                shutil.rmtree(out, ignore_errors=True)
-            rate = flop / r["forward"]
-            wait = 1 - r["busy"] / r["seconds"]
-            goal = MEMORY_GOALS[precision]
-            per_worker = max(peaks.values()) * 2**20 / workers / 1e9
-            print(
-                f"  {precision}: {r['steps'] / r['seconds']:.3f} steps/s "
-                f"({r['seconds']:.0f} s for {r['steps']} steps); forward alone "
-                f"{r['forward']:.2f} s/step = {rate / 1e9:.0f} GFLOP/s = {rate / gemm:.0%} of "
-                f"the {gemm / 1e9:.0f} GFLOP/s GEMM timed before it (goal >= 70 %); the network "
-                f"idle {wait:.0%} of the command's time (goal <= 5 %; the first pass began "
-                f"{r['first']:.1f} s in); peak memory "
-                + ", ".join(f"{k} steps {v:.0f} MiB" for k, v in peaks.items())
-                + f": {per_worker:.2f} GB a worker (goal <= {goal} GB; flat in the steps)",
-                flush=True,
-            )
+            print(f"  {precision}:", flush=True)
+            forward_share(bundle, precision, flop, rounds)
+            runs = {}
+            for w in workers:
+                for k, part in parts.items():
+                    out = f"{tmp}/p-{w}-{k}.zarr"
+                    argv = [sys.executable, "-c", PREDICT_CHILD, str(bundle), out, str(w)]
+                    _, _, text = run_watched([*argv, *map(str, part)])
+                    runs[w, k] = phases(json.loads(text.strip().splitlines()[-1]), w)
+                    shutil.rmtree(out, ignore_errors=True)
+                print_runs(runs, w, half, n_steps, precision)
+
+
+#: a month of 3-hourly steps: what the idle share is projected to
+MONTH_STEPS = 240
+
+#: the GEMM reference and the network's forward pass, timed in turn in one process (so both
+#: see the same load): a 4096^3 product in each form TensorFlow offers
+#: (:func:`bench_models.gemm_rate`), then one forward pass of the network alone (the graph
+#: function that predict runs, on a normalised array in memory), ``rounds`` times
+REFERENCE_CHILD = r"""
+import json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from bench_models import gemm_rate
+import climnb.inference.predict as P
+from climnb.bundle import load_bundle
+bundle_path, dtype, rounds, h, w = sys.argv[2], sys.argv[3], *map(int, sys.argv[4:])
+bundle = load_bundle(bundle_path)
+x = np.random.default_rng(0).random((1, h, w, 16), dtype=np.float32) * 1e4
+x, _ = P.pad_fields(x, bundle.stride)
+network = P._forward_function(bundle.model(*x.shape[1:3]), *P._normalisation(bundle))
+t = time.perf_counter()
+network(x).numpy()  # traces the graph, creates oneDNN's kernels
+first = time.perf_counter() - t
+gemm, forward, cpu = [], [], []
+for _ in range(rounds):
+    rates = {}
+    gemm_rate(dtype, form="fastest", repeats=1, rates=rates)
+    gemm.append(rates)
+    t, c = time.perf_counter(), time.process_time()
+    network(x).numpy()
+    forward.append(time.perf_counter() - t)
+    cpu.append(time.process_time() - c)
+print(json.dumps({"first": first, "gemm": gemm, "forward": forward, "cpu": cpu}))
+"""
+
+
+def forward_share(bundle: Path, precision: str, flop: float, rounds: int) -> None:
+    """Print the network's forward pass against the fastest GEMM of its precision."""
+    dtype = "float32" if precision == "float32" else "bfloat16"
+    argv = [sys.executable, "-c", REFERENCE_CHILD, str(Path(__file__).parent), str(bundle)]
+    _, _, text = run_watched([*argv, dtype, str(rounds), *map(str, SHAPE)])
+    r = json.loads(text.strip().splitlines()[-1])
+    forms = {f: max(g[f] for g in r["gemm"]) for f in r["gemm"][0]}
+    form = max(forms, key=forms.get)
+    best = min(r["forward"])
+    rate = flop / best
+    # each round's forward against the same round's reference: what a load change between
+    # rounds moves least
+    shares = sorted(
+        flop / t / max(g.values()) for t, g in zip(r["forward"], r["gemm"], strict=True)
+    )
+    print(
+        f"    {dtype} GEMM reference (4096^3, the fastest of {len(forms)} forms, best of "
+        f"{rounds} rounds): {form} {forms[form] / 1e9:.0f} GFLOP/s ("
+        + ", ".join(f"{f} {v / 1e9:.0f}" for f, v in forms.items())
+        + ")\n"
+        f"    forward alone {best:.2f} s/step (CPU {np.median(r['cpu']):.1f} s; the first call, "
+        f"tracing the graph and creating the kernels, {r['first']:.1f} s) = "
+        f"{rate / 1e9:.0f} GFLOP/s = {rate / forms[form]:.0%} of the reference, per round "
+        f"{shares[0]:.0%}..{shares[-1]:.0%} (goal >= 70 %; load {os.getloadavg()[0]:.1f})",
+        flush=True,
+    )
+
+
+#: ``climnb predict`` itself, its phases timed inside the command's process: every dask task
+#: (reads, the predict task of each batch, writes) by a callback, and each call of the
+#: network by a wrapper around the graph function predict runs; times from the process's
+#: start (its creation time, so the interpreter's and the imports' time count); the peak is
+#: the process's VmHWM (exact; workers are its threads)
+PREDICT_CHILD = r"""
+import contextlib, json, resource, sys, threading, time
+import psutil
+from dask.callbacks import Callback
+born = psutil.Process().create_time()
+bundle_path, out, workers, *files = sys.argv[1:]
+tasks, calls, batches, waits, lock = [], [], [], [], threading.Lock()
+
+class Tasks(Callback):
+    def __init__(self):
+        super().__init__()
+        self.started = {}
+    def _pretask(self, key, dsk, state):
+        self.started[key] = time.time()
+    def _posttask(self, key, result, dsk, state, worker_id):
+        name = key[0] if isinstance(key, tuple) else key
+        tasks.append((str(name), self.started.pop(key), time.time()))
+
+def timed(record, f):  # f's calls as (thread, start, end)
+    def call(*args, **kwargs):
+        t = time.time()
+        try:
+            return f(*args, **kwargs)
+        finally:
+            with lock:
+                record.append((threading.get_ident(), t, time.time()))
+    return call
+
+class Slots:  # network_slots' semaphore, its waits timed
+    def __init__(self, n):
+        self.semaphore = threading.BoundedSemaphore(n)
+    def __enter__(self):
+        timed(waits, self.semaphore.acquire)()
+    def __exit__(self, *exc):
+        self.semaphore.release()
+
+Tasks().register()
+import climnb.inference.predict as P
+from climnb.cli import main
+real_forward = P._forward_function
+P._forward_function = lambda *args: timed(calls, real_forward(*args))
+P.predict_batch = timed(batches, P.predict_batch)
+if hasattr(P, "network_slots"):
+    real_slots = P.network_slots
+    @contextlib.contextmanager
+    def timed_slots(n):
+        with real_slots(n):
+            P._SLOTS = Slots(n)
+            yield
+    P.network_slots = timed_slots
+status = main(["predict", "--model", bundle_path, "--out", out, "--batch-size", "1",
+               "--workers", workers, "--no-progress", *files])
+if status:
+    sys.exit(status)
+end = time.time()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"born": born, "end": end, "tasks": tasks, "calls": calls, "peak": peak,
+                  "batches": batches, "waits": waits}))
+"""
+
+
+def _union(spans, lo: float = -np.inf, hi: float = np.inf) -> float:
+    """Seconds of [lo, hi] covered by at least one of ``spans``."""
+    busy, reached = 0.0, lo
+    for a, b in sorted(spans):
+        a, b = max(a, reached), min(b, hi)
+        if b > a:
+            busy += b - a
+            reached = b
+    return busy
+
+
+def phases(r: dict, workers: int) -> dict:
+    """Start-up, steady state and idle shares of one command's timeline (seconds from the
+    process's creation). The steady state runs from the end of the ``workers``-th network call
+    (the first calls trace the graph and create the kernels) to the end of the last."""
+    born = r["born"]
+    calls = sorted((a - born, b - born) for _, a, b in r["calls"])
+    tasks = [(n, a - born, b - born) for n, a, b in r["tasks"]]
+    total, n = r["end"] - born, len(calls)
+    last = max(b for _, b in calls)
+    settled = sorted(b for _, b in calls)[min(workers, n) - 1]
+    steady = n - min(workers, n)
+    window = last - settled
+    idle_steady = window - _union(calls, settled, last)
+
+    def spent(kind) -> float:
+        return sum(b - a for name, a, b in tasks if kind(name) and a < last)
+
+    def inside(records, thread, a, b) -> float:
+        return sum(d - c for t, c, d in records if t == thread and a <= c and d <= b)
+
+    # a batch's own work around the network: the range check and the padding before it, the
+    # classes after it (not the wait for the network: the batch is ready then); the median
+    # of the batches begun after the first network call (those before it wait for the load)
+    later = [e for e in r["batches"] if e[1] - born >= calls[0][1]]
+    around = np.median(
+        [b - a - inside(r["calls"], t, a, b) - inside(r["waits"], t, a, b) for t, a, b in later]
+        or [np.nan]
+    )
+    out = {
+        "steps": n,
+        "seconds": total,
+        "first": calls[0][0],  # start-up: to the first network call
+        "first_call": calls[0][1] - calls[0][0],
+        "idle": 1 - _union(calls) / total,
+        "steady_steps": steady,
+        "per_step": window / steady if steady else np.nan,
+        "idle_steady": idle_steady / window if steady else np.nan,
+        "network": np.median([b - a for a, b in calls[min(workers, n) :]] or [np.nan]),
+        "around": around,
+        "read": spent(lambda s: not s.startswith(("predict-", "store", "_finalize"))) / n,
+        "write": spent(lambda s: s.startswith(("store", "_finalize"))) / n,
+        "peak": r["peak"],
+    }
+    if steady:  # a month: the start-up and the first calls once, then the steady rate
+        before = settled - _union(calls, 0, settled)
+        rest = MONTH_STEPS - min(workers, n)
+        month = settled + rest * out["per_step"] + (total - last)
+        out["month"] = (before + rest * idle_steady / steady + total - last) / month
+        out["month_seconds"] = month
+    return out
+
+
+def print_runs(runs: dict, w: int, half: int, n: int, precision: str) -> None:
+    """One line per --workers: the phases of the longer run, the peaks of both."""
+    r = runs[w, n]
+    per_worker = max(runs[w, half]["peak"], r["peak"]) / w / 1e9
+    flat = r["peak"] / runs[w, half]["peak"]
+    goal = MEMORY_GOALS[precision]
+    steady = (
+        f"steady (steps {w + 1}..{n}): {r['per_step']:.2f} s a step, the network idle "
+        f"{r['idle_steady']:.1%} of it (goal <= 5 %)"
+        if r["steady_steps"]
+        else "no steady steps (more --predict-steps)"
+    )
+    month = (
+        f"; projected to a month ({MONTH_STEPS} steps: this start-up, then the steady rate): "
+        f"idle {r['month']:.1%} of {r['month_seconds'] / 3600:.1f} h (goal <= 5 %)"
+        if "month" in r
+        else ""
+    )
+    print(
+        f"    --workers {w}: {r['steps'] / r['seconds']:.3f} steps/s ({r['seconds']:.0f} s for "
+        f"{r['steps']} steps); start-up {r['first']:.1f} s to the first network call, which "
+        f"took {r['first_call']:.1f} s; a step's network {r['network']:.2f} s (median after the "
+        f"first calls), its batch's own work around it {r['around']:.2f} s (median), read "
+        f"{r['read']:.2f} s, write "
+        f"{r['write']:.3f} s (a worker's seconds); {steady}; the network idle "
+        f"{r['idle']:.1%} of the whole command (start-up included){month}; peak "
+        f"{per_worker:.2f} GB a worker (goal <= {goal} GB), {n} steps / {half}: {flat:.2f} "
+        f"(flat: <= 1.05) (load {os.getloadavg()[0]:.1f})",
+        flush=True,
+    )
 
 
 def main(argv=None) -> None:
@@ -619,7 +799,12 @@ def main(argv=None) -> None:
         "over the month first; auto leaves it off on this warm-core input)",
     )
     parser.add_argument("--predict-steps", type=int, default=16)
-    parser.add_argument("--predict-workers", type=int, default=2)
+    parser.add_argument(
+        "--predict-workers", default="1,2", help="the --workers of the predict runs"
+    )
+    parser.add_argument(
+        "--predict-rounds", type=int, default=3, help="GEMM and forward pass timings, in turn"
+    )
     parser.add_argument("--predict-precisions", default="float32,mixed_bfloat16")
     parser.add_argument(
         "--predict-preset", default="paper", help="the Tiramisu preset (toy: a quick check)"
@@ -649,9 +834,10 @@ def main(argv=None) -> None:
             args.dir,
             paths,
             args.predict_steps,
-            args.predict_workers,
+            tuple(int(n) for n in args.predict_workers.split(",")),
             args.predict_preset,
             tuple(args.predict_precisions.split(",")),
+            args.predict_rounds,
         )
     print(f"load {os.getloadavg()[0]:.1f} at the end")
 

@@ -1,7 +1,8 @@
 """``climnb predict``: segment new climate data with a trained model bundle, to NetCDF or Zarr.
 
-The output is streamed: one batch of time steps is read, segmented and written at a time, so
-memory does not grow with the length of the period. The output path is checked before any
+The output is streamed: each worker segments one batch of time steps at a time while the next
+batch is read and checked and the last one written, so the network does not wait for the
+input, and memory does not grow with the length of the period. The output path is checked before any
 work (never an input, never a directory, writable). ``--river-rules`` puts the predicted rivers
 through the river definition's object rules (:mod:`climnb.inference.postprocess`) in the same pass.
 """
@@ -17,8 +18,8 @@ from climnb.io.outputs import check_outputs
 RUNTIME_GB = 0.8
 #: Peak resident memory (GB) of a worker over full-size steps of the paper Tiramisu,
 #: ``--batch-size 1``, by precision: (one worker, the runtime included; each of two workers);
-#: benchmarks/bench_predict.py
-PEAK_GB = {"mixed_bfloat16": (2.5, 1.9), "float32": (4.0, 2.7)}
+#: benchmarks/bench_throughput.py --only predict (the next batch read meanwhile included)
+PEAK_GB = {"mixed_bfloat16": (2.7, 1.9), "float32": (3.8, 3.1)}
 
 HELP = "run a trained model over NetCDF, Zarr or DeepCAM sample files, writing NetCDF or Zarr"
 EXAMPLE = (
@@ -49,7 +50,10 @@ def add_arguments(parser):
         "--probabilities", action="store_true", help="also write per-class probabilities"
     )
     parser.add_argument(
-        "--workers", type=int, default=2, help="batches read and segmented at once (default 2)"
+        "--workers",
+        type=int,
+        default=2,
+        help="batches segmented at once (default 2); one batch more is read and written meanwhile",
     )
     parser.add_argument(
         "--no-range-check",
@@ -113,7 +117,7 @@ def run(args) -> int:
 def _run(args, inputs, out, memory) -> int:
     import xarray as xr
 
-    from climnb.inference.predict import predict
+    from climnb.inference.predict import network_slots, predict
     from climnb.io.files import write
 
     remove_leftovers(out.parent, out.name)  # what a killed earlier run of this output left
@@ -131,14 +135,17 @@ def _run(args, inputs, out, memory) -> int:
     encoding = {"prediction": {"dtype": "u1", "zlib": True}}
     if "probability" in ds:
         encoding["probability"] = {"zlib": True}
-    write(
-        ds,
-        out,
-        encoding=encoding,
-        progress=not args.no_progress,
-        workers=args.workers,
-        desc="predict",
-    )
+    # one thread more than --workers: the next batch is read and checked, and the last one
+    # written, while the network runs (at most --workers forward passes at once)
+    with network_slots(args.workers):
+        write(
+            ds,
+            out,
+            encoding=encoding,
+            progress=not args.no_progress,
+            workers=args.workers + 1,
+            desc="predict",
+        )
     # counted from what was written (one uint8 pass): counted beside the write, every step's
     # forward pass ran twice, as xarray's write graph holds copies of the tasks under new names
     counts = _class_counts(out, bundle.n_classes)

@@ -35,6 +35,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -54,7 +55,15 @@ from climnb.labels.config import ARConfig
 from climnb.models.backend import import_tf
 from climnb.models.footprint import activation_bytes_per_pixel, receptive_radius
 
-__all__ = ["predict", "predict_batch", "open_input", "pad_fields", "tile_plan", "forward_bytes"]
+__all__ = [
+    "predict",
+    "predict_batch",
+    "open_input",
+    "pad_fields",
+    "tile_plan",
+    "forward_bytes",
+    "network_slots",
+]
 
 log = logging.getLogger(__name__)
 
@@ -98,34 +107,80 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 
 _MODEL_LOCK = threading.Lock()  # dask threads share a bundle: build each grid's network once
+_SLOTS: threading.BoundedSemaphore | None = None  # set by network_slots
+
+
+@contextlib.contextmanager
+def network_slots(n: int):
+    """Inside, at most ``n`` forward passes of the network run at once, in all threads.
+
+    Computed with one dask thread more than ``n``, a batch is read, checked and made ready
+    (and the one before it turned into classes and written) while the network runs: the
+    extra thread then waits, holding that one batch, for the network (so at most one batch
+    more than ``n`` is in flight). With ``n`` threads, each reads, runs and writes its batch
+    in turn, and the network waits for the reading and the writing.
+    """
+    global _SLOTS
+    if n < 1:
+        raise ValueError(f"network slots must be at least 1, got {n}")
+    previous, _SLOTS = _SLOTS, threading.BoundedSemaphore(n)
+    try:
+        yield
+    finally:
+        _SLOTS = previous
+
 
 #: Resident memory of a forward pass over the activations that
 #: :func:`climnb.models.footprint.activation_bytes_per_pixel` counts: oneDNN's reordered
 #: copies in blocked layouts and the runtime's pools on top (measured on the paper Tiramisu at
 #: 768 x 1152: 1.7x in float32, 1.8x in bfloat16; ``benchmarks/bench_predict.py``).
 RUNTIME_FACTOR = 2.0
-#: Bytes per pixel and channel of a batch outside the network: the float32 input, its
-#: normalised and padded copies, the float32 output and its classes.
+#: Bytes per pixel and channel of a batch outside the network: the float32 input, its padded
+#: copy (where the grid needs padding), the next batch that waits for the network
+#: (:func:`network_slots`), the float32 output and its classes.
 BATCH_BYTES = 4 * 4
 
 
-def _forward_function(model):
-    """``model``'s inference as one TensorFlow graph function, made once per model.
+def _normalisation(bundle: Bundle) -> tuple[np.ndarray, np.ndarray]:
+    """(offset, scale), float32 per channel: :meth:`Bundle.normalise` is
+    ``nan_to_num((x - offset) * scale)``."""
+    span = bundle.maxval - bundle.minval
+    scale = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0).astype(np.float32)
+    return bundle.minval.astype(np.float32), scale
 
-    In a graph TensorFlow frees each activation once its last reader has run; a Keras
-    functional model called eagerly keeps every layer's output until the call returns (5.1 GB
-    against 2.0 GB for a full-size bfloat16 step of the paper Tiramisu).
+
+def _forward_function(model, offset: np.ndarray, scale: np.ndarray):
+    """``model``'s inference on raw fields as one TensorFlow graph function, made once per
+    model (a model is its bundle's, and so is the normalisation): the fields normalised as
+    :meth:`Bundle.normalise` does (``offset`` and ``scale``, :func:`_normalisation`; the same
+    float32 operations, so the same values), then the network.
+
+    The normalisation runs on TensorFlow's threads inside the call, not in NumPy on the batch's
+    one thread before it, where the network waited for it (0.2 s a full-size step); the batch
+    needs no normalised copy. In a graph TensorFlow frees each activation once its last reader
+    has run; a Keras functional model called eagerly keeps every layer's output until the call
+    returns (5.1 GB against 2.0 GB for a full-size bfloat16 step of the paper Tiramisu).
     """
     with _MODEL_LOCK:
         fn = getattr(model, "_climnb_forward", None)
         if fn is None:
             tf = import_tf()
             spec = tf.TensorSpec((None, *model.input_shape[1:]), tf.float32)
+            big = float(np.finfo(np.float32).max)
+            offset = tf.constant(offset, tf.float32)
+            scale = tf.constant(scale, tf.float32)
+
+            def forward(x, model):
+                x = (x - offset) * scale
+                # numpy.nan_to_num: NaN to 0, infinities to the largest finite values
+                x = tf.clip_by_value(tf.where(tf.math.is_nan(x), 0.0, x), -big, big)
+                return model(x, training=False)
+
             # a partial, not a lambda: TensorFlow counts traces per code object, and would warn
             # of "retracing" when the tiles' networks (one per width) are each traced once
             # no AutoGraph: the network has no Python control flow on tensors to convert
             fn = tf.function(
-                functools.partial(model, training=False), input_signature=[spec], autograph=False
+                functools.partial(forward, model=model), input_signature=[spec], autograph=False
             )
             model._climnb_forward = fn
     return fn
@@ -217,16 +272,20 @@ def _plan(bundle: Bundle, shape: tuple[int, ...], memory: float | None):
 
 
 def _run(bundle: Bundle, x: np.ndarray, memory: float | None) -> np.ndarray:
-    """The network's float32 output over a padded batch, ``memory`` bytes at a time."""
+    """The network's float32 output over a padded batch of raw fields (normalised inside the
+    network's call), ``memory`` bytes at a time."""
     n, h, w = x.shape[:3]
     per_pass, window, halo = _plan(bundle, x.shape, memory)
+    offset, scale = _normalisation(bundle)
     out = None
     for i in range(0, n, per_pass):
         for cols, keep, into in tile_plan(w, window, halo):
             part = np.ascontiguousarray(x[i : i + per_pass, :, cols])
             with _MODEL_LOCK:
                 model = bundle.model(h, part.shape[2])
-            y = _forward_function(model)(part)
+            network = _forward_function(model, offset, scale)
+            with _SLOTS or contextlib.nullcontext():
+                y = network(part)
             y = np.asarray(y, np.float32)[:, :, keep]
             if out is None:
                 out = np.empty((n, h, w, y.shape[-1]), np.float32)
@@ -251,22 +310,24 @@ def check_ranges(bundle: Bundle, x: np.ndarray, *, where: str) -> None:
     climnb.bundle.BundleError: x: variable PSL has values 1010..1010 (median 1010), far ...
     """
     flat = np.asarray(x).reshape(-1, len(bundle.channels))
-    for i, (name, lo, hi) in enumerate(
-        zip(bundle.channels, bundle.minval, bundle.maxval, strict=True)
-    ):
-        values = flat[:, i]
-        values = values[np.isfinite(values)]
-        if not values.size:
-            continue
+    lo, hi = np.asarray(bundle.minval, float), np.asarray(bundle.maxval, float)
+    width = np.maximum(np.maximum(hi - lo, np.abs(hi) * 1e-3), 1e-12)
+    # the median lies outside [lo - width, hi + width] only if half of the finite values do:
+    # counted in a pass over all channels at once; the median itself only for those channels
+    finite = np.isfinite(flat)
+    n = finite.sum(axis=0)
+    below = ((flat < lo - width) & finite).sum(axis=0)
+    above = ((flat > hi + width) & finite).sum(axis=0)
+    for i in np.flatnonzero((n > 0) & (2 * np.maximum(below, above) >= n - 1)):
+        values = flat[:, i][finite[:, i]]
         median = float(np.median(values))
-        width = max(float(hi - lo), abs(float(hi)) * 1e-3, 1e-12)
-        if lo - width <= median <= hi + width:
+        if lo[i] - width[i] <= median <= hi[i] + width[i]:
             continue
         raise BundleError(
-            f"{where}: variable {name} has values {values.min():.4g}..{values.max():.4g} "
-            f"(median {median:.4g}), far outside its training range {lo:.4g}..{hi:.4g}: wrong "
-            "units (hPa for Pa? deg C for K?); convert it, or skip this check with "
-            "--no-range-check"
+            f"{where}: variable {bundle.channels[i]} has values "
+            f"{values.min():.4g}..{values.max():.4g} (median {median:.4g}), far outside its "
+            f"training range {lo[i]:.4g}..{hi[i]:.4g}: wrong units (hPa for Pa? deg C for "
+            "K?); convert it, or skip this check with --no-range-check"
         )
 
 
@@ -287,13 +348,13 @@ def predict_batch(
     peak (:func:`forward_bytes`) stays within it; tiles carry the network's receptive field
     of their neighbours, so the classes are those of the whole step.
     """
-    x = np.array(x, np.float32)  # a copy: normalisation works in place
+    x = np.asarray(x, np.float32)  # no copy: the network's call normalises (_forward_function)
     if check_range:
         check_ranges(bundle, x, where="a batch of the input")
     n_bad = int(np.isnan(x).sum())
     if n_bad:
         log.warning("%d missing values in a batch set to the normalised minimum", n_bad)
-    x, (rows, cols) = pad_fields(bundle.normalise(x), bundle.stride)
+    x, (rows, cols) = pad_fields(x, bundle.stride)
     out = _run(bundle, x, None if memory is None else memory * 1e9)[:, rows, cols]
     if not probabilities:
         return out.argmax(axis=-1).astype(np.uint8)
