@@ -416,14 +416,9 @@ def detect_storms(
         winds, in its mask; NaN without winds), ``vorticity``.
     """
     grid = _Grid(lat, lon, periodic)
-    cyclonic = None  # not needed where the centres are given and no mask is drawn from it
+    cyclonic = None  # else find_centres reads only the rows it searches, and their windows
     if "vorticity" in config.mask_fields:
         cyclonic = cyclonic_vorticity(fields, lat, lon)
-    elif (
-        centres is None
-    ):  # only the rows the centres are looked for in, and their windows, are read
-        cyclonic = _cyclonic(fields, lat, lon, *_searched_rows(fields, grid, config))
-    if cyclonic is not None:
         fields = {**fields, "vorticity": cyclonic}
     if centres is None:
         centres = find_centres(fields, lat, lon, config, periodic=periodic, zeta=cyclonic)
