@@ -11,13 +11,17 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+import climnb.labels.dataset
+import climnb.labels.tc
 from climnb.cli import main
 from climnb.data.synthetic import make_dataset
 from climnb.io.besttrack import read_best_tracks
+from climnb.io.netcdf import normalize
 from climnb.labels import compute, label_dataset
 from climnb.labels.config import LabelConfig, TCConfig
+from climnb.labels.step import label_step
 from climnb.labels.stitch import stitch_centres
-from climnb.labels.tc import _closed, _Grid, max_wind_near
+from climnb.labels.tc import _closed, _Grid, detect_storms, find_centres, max_wind_near
 from climnb.stats.verify import verify_tracks
 from climnb.tracks import read_tracks
 
@@ -159,6 +163,60 @@ def test_tracks_apply_without_a_warm_core_only():
     assert on.attrs["storm_max_gap_h"] == 24.0
     assert "winds of 10 m/s within 2 deg of the centre for at least 54 h" in on.attrs["notes"]
     assert int(compute(on)[0].max()) == 0  # 9 h: no storm lives long enough
+
+
+def test_tracked_labels_are_the_searched_labels_of_the_tracked_centres(monkeypatch):
+    """With tracks, each step's centres are searched for once (the first pass), and the labels
+    and storms are what labelling the step alone, searching, gives for those on tracks."""
+    ds = normalize(xr.open_dataset(ERA5).isel(valid_time=slice(40, 80)))
+    config = LabelConfig(tc=TCConfig(tracks="on"))
+    searches = []
+
+    def counted(*args, **kwargs):
+        searches.append(1)
+        return find_centres(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(climnb.labels.tc, "find_centres", counted)
+        m.setattr(climnb.labels.dataset, "find_centres", counted)
+        labels, events = compute(*label_dataset(ds, config, classes="tc"))
+    assert len(searches) == ds.sizes["time"]
+    assert events.storm_track.nunique() >= 2  # some storms are on tracks, some are not
+    lat, lon = ds.lat.values, ds.lon.values
+    untracked = 0
+    for k, time in enumerate(ds.time.values):
+        fields = {n: ds[n].values[k] for n in ("PSL", "VORT850")}
+        here = events[events.time == time]
+        rows, cols = np.searchsorted(lat, here.lat), np.searchsorted(lon, here.lon)
+        tracks = dict(zip(zip(rows, cols, strict=True), here.storm_track, strict=True))
+        alone, table = label_step(fields, lat, lon, config, storms_at=tracks)
+        assert alone.tobytes() == labels.values[k].tobytes(), time
+        expected = table.assign(time=time).reindex(columns=events.columns)
+        pd.testing.assert_frame_equal(
+            here.reset_index(drop=True), expected, check_exact=True, check_dtype=False
+        )
+        untracked += len(label_step(fields, lat, lon, config)[1]) - len(here)
+    assert untracked > 0  # the test would tell a labelling that kept every centre
+
+
+def test_centres_given_are_taken_as_they_are():
+    ds, _ = make_dataset(n_time=1, seed=1)
+    fields = {n: ds[n].values[0] for n in ds.data_vars}
+    lat, lon, config = ds.lat.values, ds.lon.values, TCConfig()
+    found = find_centres(fields, lat, lon, config)
+    assert len(found) >= 2
+    searched, table = detect_storms(fields, lat, lon, config)
+    given, same = detect_storms(fields, lat, lon, config, centres=found)
+    pd.testing.assert_frame_equal(table, same, check_exact=True)
+    for a, b in zip(searched, given, strict=True):
+        np.testing.assert_array_equal(a.rows, b.rows)
+        np.testing.assert_array_equal(a.cols, b.cols)
+    # not searched again: what is given is what is kept and recorded, and nothing else
+    r, c, *_ = found[1]
+    one, table = detect_storms(fields, lat, lon, config, centres=[(r, c, 1.0, 2.0)])
+    assert [(s.row, s.col) for s in one] == [(r, c)]
+    assert table.vorticity.tolist() == [1.0] and table.min_psl.tolist() == [2.0]
+    assert detect_storms(fields, lat, lon, config, centres=[])[0] == []
 
 
 # --- best tracks in ------------------------------------------------------------------------

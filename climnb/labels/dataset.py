@@ -181,13 +181,14 @@ def _when(time) -> str:
 def _label_here(names, lat, lon, config, classes, times, threshold, tracked, *blocks):
     """Label a block of time steps: returns (labels (t, lat, lon), events). ``blocks``: one
     array per variable, or one :class:`StepInputs` that reads them; ``tracked``: the storm
-    centres to keep at each time (:func:`_tracked`), or None."""
+    centres to keep at each time as the first pass found them (:func:`_tracked`), or None."""
     if len(blocks) == 1 and isinstance(blocks[0], StepInputs):
         blocks = blocks[0].read()
     out = np.zeros((len(times), lat.size, lon.size), np.uint8)
     tables = []
     for k, time in enumerate(times):
         fields = {n: b[k] for n, b in zip(names, blocks, strict=True)}
+        kept = None if tracked is None else tracked.get(_time_key(time), {})
         try:
             out[k], events = label_step(
                 fields,
@@ -196,7 +197,8 @@ def _label_here(names, lat, lon, config, classes, times, threshold, tracked, *bl
                 config,
                 classes=classes,
                 ivt_threshold=threshold,
-                storms_at=None if tracked is None else tracked.get(_time_key(time), ()),
+                storms_at=None if kept is None else {rc: t for rc, (t, *_) in kept.items()},
+                centres=None if kept is None else [(*rc, z, p) for rc, (_, z, p) in kept.items()],
             )
         except ValueError as err:  # what the step holds wrongly: name the step
             raise StepError(f"time {_when(time)}: {err}") from None
@@ -211,8 +213,9 @@ def _centres_block(*args):
 
 
 def _centres_here(names, lat, lon, config, times, *blocks) -> pd.DataFrame:
-    """The storm centres of a block of time steps (``time, row, col, lat, lon``): what
-    :func:`label_step` would find in each, before any track is known."""
+    """The storm centres of a block of time steps (``time, row, col, lat, lon``, and the
+    ``vorticity, min_psl`` the search gives), in the order :func:`label_step` would find
+    them in each, before any track is known."""
     if len(blocks) == 1 and isinstance(blocks[0], StepInputs):
         blocks = blocks[0].read()
     periodic, rows = is_periodic(lon), []
@@ -222,18 +225,19 @@ def _centres_here(names, lat, lon, config, times, *blocks) -> pd.DataFrame:
             fields, _ = fill_missing({n: b[k] for n, b in zip(names, blocks, strict=True)})
         except ValueError as err:
             raise StepError(f"time {_when(time)}: {err}") from None
-        for r, c, *_ in find_centres(fields, lat, lon, config.tc, periodic=periodic):
+        for r, c, zeta, psl in find_centres(fields, lat, lon, config.tc, periodic=periodic):
             wind = max_wind_near(
                 fields, lat, lon, r, c, config.tc.wind_radius_deg, periodic=periodic
             )
-            rows.append((time, r, c, lat[r], lon[c], land[r, c], wind))
-    columns = ["time", "row", "col", "lat", "lon", "land_fraction", "wind"]
+            rows.append((time, r, c, lat[r], lon[c], land[r, c], wind, zeta, psl))
+    columns = ["time", "row", "col", "lat", "lon", "land_fraction", "wind", "vorticity", "min_psl"]
     return pd.DataFrame(rows, columns=columns)
 
 
 def _tracked(config, *tables) -> dict:
-    """The centres on a cyclone's track, by time, with their track's number:
-    ``{time: {(row, col): track, ...}}`` (tracks numbered from 0 in order of formation)."""
+    """The centres on a cyclone's track, by time, in the order they were found, with their
+    track's number and what the search gave: ``{time: {(row, col): (track, vorticity,
+    min_psl), ...}}`` (tracks numbered from 0 in order of formation)."""
     centres = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if centres.empty:
         return {}
@@ -248,8 +252,9 @@ def _tracked(config, *tables) -> dict:
     )
     number = {t: k for k, t in enumerate(dict.fromkeys(kept.track_id))}
     out: dict = {}
-    for time, r, c, t in zip(kept.time, kept.row, kept.col, kept.track_id, strict=True):
-        out.setdefault(_time_key(time), {})[int(r), int(c)] = number[t]
+    found = kept[["time", "row", "col", "track_id", "vorticity", "min_psl"]]
+    for time, r, c, t, zeta, psl in found.itertuples(index=False):  # each time's in their order
+        out.setdefault(_time_key(time), {})[int(r), int(c)] = (number[t], float(zeta), float(psl))
     return out
 
 

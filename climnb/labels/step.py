@@ -41,6 +41,7 @@ def label_step(
     classes: Iterable[str] | None = None,
     ivt_threshold: np.ndarray | None = None,
     storms_at: Collection[tuple[int, int]] | Mapping[tuple[int, int], int] | None = None,
+    centres: Iterable[tuple[int, int, float, float]] | None = None,
 ) -> tuple[np.ndarray, pd.DataFrame]:
     """Label one time step of 2-D (lat, lon) fields on an ascending-latitude grid.
 
@@ -50,7 +51,9 @@ def label_step(
     ``ivt_threshold`` is a per-grid-point threshold for the transport method;
     ``storms_at`` the storm centres ``(row, col)`` to keep (those on a cyclone's track, as
     :func:`label_dataset` finds them; a mapping gives each its track's number, the events'
-    ``storm_track``), None for every centre the checks pass.
+    ``storm_track``), None for every centre the checks pass; ``centres`` the storm centres
+    ``(row, col, vorticity, min_psl)`` already found in these fields
+    (:func:`climnb.labels.tc.find_centres`, in its order), not searched for again.
 
     Returns
     -------
@@ -68,7 +71,7 @@ def label_step(
     storms, storm_table = [], _EMPTY_STORMS
     if _TC in classes:
         storms, storm_table = detect_storms(
-            fields, lat, lon, config.tc, periodic=periodic, keep=storms_at
+            fields, lat, lon, config.tc, periodic=periodic, keep=storms_at, centres=centres
         )
         if isinstance(storms_at, Mapping):
             storm_table["storm_track"] = [storms_at[s.row, s.col] for s in storms]

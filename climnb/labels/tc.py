@@ -23,7 +23,7 @@ masks (:class:`Storm`), so an earlier storm never overwrites a later one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,8 +113,8 @@ def find_centres(
     ``zeta``: the cyclonic vorticity (:func:`cyclonic_vorticity`) if already computed.
     """
     grid = _Grid(lat, lon, periodic)
-    if zeta is None:
-        zeta = cyclonic_vorticity(fields, lat, lon)
+    if zeta is None:  # only the rows the centres are looked for in, and their windows
+        zeta = _cyclonic(fields, lat, lon, *_searched_rows(fields, grid, config))
     checks = _Checks(fields, grid, config)
     rows, cols = _vorticity_maxima(zeta, grid, config, checks.max_abs_lat)
     centres: list[tuple[int, int, float, float]] = []
@@ -396,6 +396,7 @@ def detect_storms(
     *,
     periodic: bool = True,
     keep: Collection[tuple[int, int]] | None = None,
+    centres: Iterable[tuple[int, int, float, float]] | None = None,
 ) -> tuple[list[Storm], pd.DataFrame]:
     """Find tropical cyclones in one time step.
 
@@ -408,6 +409,8 @@ def detect_storms(
     lat, lon, config, periodic : the grid, the settings, whether longitude wraps.
     keep : the centres ``(row, col)`` to keep (those on a cyclone's track,
         :mod:`climnb.labels.stitch`); None keeps every centre that passes the checks.
+    centres : the centres ``(row, col, vorticity, min_psl)`` :func:`find_centres` found in
+        these fields, in its order: they are not searched for again. None searches.
 
     Returns
     -------
@@ -417,13 +420,14 @@ def detect_storms(
         winds, in its mask; NaN without winds), ``vorticity``.
     """
     grid = _Grid(lat, lon, periodic)
+    cyclonic = None  # else find_centres reads only the rows it searches, and their windows
     if "vorticity" in config.mask_fields:
         cyclonic = cyclonic_vorticity(fields, lat, lon)
-    else:  # only the rows the centres are looked for in, and their windows, are read
-        cyclonic = _cyclonic(fields, lat, lon, *_searched_rows(fields, grid, config))
-    fields = {**fields, "vorticity": cyclonic}
+        fields = {**fields, "vorticity": cyclonic}
+    if centres is None:
+        centres = find_centres(fields, lat, lon, config, periodic=periodic, zeta=cyclonic)
     storms = []
-    for r, c, zeta, psl in find_centres(fields, lat, lon, config, periodic=periodic, zeta=cyclonic):
+    for r, c, zeta, psl in centres:
         if keep is not None and (r, c) not in keep:
             continue
         rows, cols = storm_mask(fields, grid, r, c, config)
