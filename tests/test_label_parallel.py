@@ -290,8 +290,9 @@ def test_worker_processes_start_at_once_and_load_the_labeller():
 
     from climnb.labels import workers
 
+    before = set(multiprocessing.active_children())  # other tests' children may linger
     with worker_processes(2) as pool:
-        started = len(multiprocessing.active_children())
+        started = len(set(multiprocessing.active_children()) - before)
         loaded = pool.submit(_loaded, "climnb.labels.dataset").result()
         # the block's own pool: the writer opens no other inside it
         assert workers.current_pool() is pool

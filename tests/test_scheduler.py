@@ -118,7 +118,7 @@ def test_label_command_on_a_local_cluster_writes_what_the_local_scheduler_writes
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     outputs["local"] = (out, done.stdout)
-    assert "dask dashboard: http" in outputs["local"][1]
+    assert "dask dashboard: http" in done.stderr  # a log line, not the command's output
     assert "16 time steps labelled" in outputs["local"][1]
     with xr.open_dataset(outputs["sync"][0]) as a, xr.open_dataset(outputs["local"][0]) as b:
         np.testing.assert_array_equal(a.labels.values, b.labels.values)
