@@ -167,7 +167,11 @@ def _chunk_file(ds: xr.Dataset, path: str, chunks: dict) -> xr.Dataset:
     process (resuming ``climnb samples``, a label worker's kept open files)."""
     from dask.base import tokenize
 
-    token = tokenize(path, os.path.getmtime(path), "netcdf4", chunks)
+    try:
+        mtime = os.path.getmtime(path)
+    except OSError:  # not a local file: its path alone, as xarray does
+        mtime = None
+    token = tokenize(path, mtime, "netcdf4", chunks)
     chunked = {}
     for name, var in ds.variables.items():
         if var._in_memory:  # the index coordinates, read already
