@@ -145,7 +145,9 @@ def _open_one(path: str, chunks) -> xr.Dataset:
         # Opened once, without dask (the file's lazy arrays), and chunked afterwards
         # (:func:`_chunk_file`): opening it a second time with the chunks chosen cost ~20 ms of
         # HDF5 open and the decoding again for each file of a month
-        ds = xr.open_dataset(path, chunks=None, engine="netcdf4")
+        # (cache=False: the lazy arrays as xarray gives them with chunks, not kept in memory once
+        # read whole)
+        ds = xr.open_dataset(path, chunks=None, cache=False, engine="netcdf4")
         time = coord_names(ds).get("time")
         if time in ds.dims and _steps_apart(ds, time):
             # the chunks straight from the file (not the file's whole contiguous variable split
