@@ -27,6 +27,43 @@ def test_fields_round_trip_through_zarr_and_netcdf(data, tmp_path):
         open_fields([tmp_path / "a.zarr", tmp_path / "b.nc"], required=["NOPE"])
 
 
+@pytest.mark.parametrize("layout", ["steps", "blocks"])
+def test_each_netcdf_file_is_opened_once_with_the_chunks_of_open_dataset(
+    layout, data, tmp_path, monkeypatch
+):
+    fields = data.drop_vars("truth")
+    sizes = (1, 48, 72) if layout == "steps" else (3, 48, 72)  # steps alone, or several a chunk
+    encoding = {v: {"chunksizes": sizes, "zlib": True} for v in fields.data_vars}
+    paths = [tmp_path / "a.nc", tmp_path / "b.nc"]
+    for k, path in enumerate(paths):
+        fields.assign_coords(time=fields.time + np.timedelta64(k, "D")).to_netcdf(
+            path, encoding=encoding
+        )
+    opened = []
+    store = xr.backends.NetCDF4DataStore
+    real = store.open.__func__
+
+    def counting(cls, path, *args, **kwargs):
+        opened.append(str(path))
+        return real(cls, path, *args, **kwargs)
+
+    monkeypatch.setattr(store, "open", classmethod(counting))
+    chunks = {"time": 1} if layout == "steps" else None  # else: the default, 3 steps a chunk
+    ds = open_fields(paths, chunks=chunks, canonical=False)
+    assert sorted(opened) == sorted(map(str, paths))  # each file once, not again to chunk it
+    monkeypatch.undo()
+    for k, path in enumerate(paths):  # the chunks xarray's own opener gives, then open_fields'
+        part = ds.TMQ.isel(time=slice(3 * k, 3 * k + 3)).data
+        own = xr.open_dataset(path, chunks={"time": 1} if layout == "steps" else {}).TMQ.data
+        if layout == "steps":
+            assert part.chunks == own.chunks == ((1, 1, 1), (48, 48), (72, 72))
+        else:
+            assert own.chunks == ((3,), (48, 48), (72, 72))
+    again = open_fields(paths, chunks=chunks, canonical=False)  # the same files: the same names
+    assert again.TMQ.data.name == ds.TMQ.data.name
+    xr.testing.assert_identical(ds.load(), xr.open_mfdataset(paths).load())
+
+
 def test_zarr_store_is_replaced_whole(data, tmp_path):
     out = tmp_path / "x.zarr"
     write(data[["TMQ"]], out)

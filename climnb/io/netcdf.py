@@ -141,22 +141,50 @@ def _open_one(path: str, chunks) -> xr.Dataset:
         # process, which resuming an interrupted `climnb samples` relies on
         if zarr:  # a chunk whose bytes are damaged is named when it is read
             return guard_reads(xr.open_zarr(path, consolidated=False, chunks=chunks or {}), path)
-        # the engine named: guessing it loads every backend, cfgrib's imports ecCodes (~0.2 s)
-        ds = xr.open_dataset(path, chunks={}, engine="netcdf4")
+        # the engine named: guessing it loads every backend, cfgrib's imports ecCodes (~0.2 s).
+        # Opened once, without dask (the file's lazy arrays), and chunked afterwards
+        # (:func:`_chunk_file`): opening it a second time with the chunks chosen cost ~20 ms of
+        # HDF5 open and the decoding again for each file of a month
+        # (cache=False: the lazy arrays as xarray gives them with chunks, not kept in memory once
+        # read whole)
+        ds = xr.open_dataset(path, chunks=None, cache=False, engine="netcdf4")
         time = coord_names(ds).get("time")
         if time in ds.dims and _steps_apart(ds, time):
             # the chunks straight from the file (not the file's whole contiguous variable split
             # afterwards): each chunk of steps is then read by a task of its own; stored chunks
             # of several steps are read whole and split or joined by open_fields
-            wanted = chunks or {time: time_chunk(ds, time)}
-            ds.close()
-            ds = xr.open_dataset(path, chunks=wanted, engine="netcdf4")
-        return ds
+            return _chunk_file(ds, path, chunks or {time: time_chunk(ds, time)})
+        return _chunk_file(ds, path, {})
     except Exception as err:  # backends raise many kinds (OSError, ValueError, ...)
         kind = "a Zarr store" if zarr else "NetCDF"
         raise ValueError(
             f"{path}: cannot be read as {kind} ({type(err).__name__}: {_gist(err)})"
         ) from None
+
+
+def _chunk_file(ds: xr.Dataset, path: str, chunks: dict) -> xr.Dataset:
+    """``ds`` (a file opened without dask) as ``xr.open_dataset(path, chunks=chunks)`` gives it:
+    each variable's dims not in ``chunks`` in the file's own chunks, and dask names from the
+    path, modification time and chunks, so that the same file gives the same dask keys in any
+    process (resuming ``climnb samples``, a label worker's kept open files)."""
+    from dask.base import tokenize
+
+    try:
+        mtime = os.path.getmtime(path)
+    except OSError:  # not a local file: its path alone, as xarray does
+        mtime = None
+    token = tokenize(path, mtime, "netcdf4", chunks)
+    chunked = {}
+    for name, var in ds.variables.items():
+        if var._in_memory:  # the index coordinates, read already
+            continue
+        preferred = var.encoding.get("preferred_chunks", {})
+        wanted = {d: chunks.get(d) or preferred.get(d, ds.sizes[d]) for d in var.dims}
+        key = f"open_dataset-{name}-{tokenize(token, str(wanted))}"  # as xarray names them
+        chunked[name] = var.chunk(wanted, from_array_kwargs={"name": key})
+    coords = {n: v for n, v in chunked.items() if n in ds.coords}
+    ds = ds.assign({n: v for n, v in chunked.items() if n not in coords})
+    return ds.assign_coords(coords) if coords else ds
 
 
 def _gist(err: BaseException) -> str:
