@@ -1,26 +1,14 @@
 """The convolution ceiling of benchmarks/bench_models.py (``--ceiling``, ``--speedup``): each
 timed primitive computes what the network's training step computes for that layer."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from _benchmarks import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench_models():
-    if str(ROOT / "benchmarks") not in sys.path:  # as a script has it: its _quiet beside it
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "bench_models", ROOT / "benchmarks/bench_models.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_models")
 
 
 def _reference(conv, x, y, kernel):

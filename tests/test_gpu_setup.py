@@ -3,13 +3,12 @@ arithmetic of benchmarks/bench_models.py on canned lscpu output."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _benchmarks import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "gpu_setup.sh"
@@ -82,14 +81,7 @@ def test_benchmark_only(tmp_path):
 
 @pytest.fixture(scope="module")
 def bench_models():
-    if str(ROOT / "benchmarks") not in sys.path:  # as a script has it: its _quiet beside it
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "bench_models", ROOT / "benchmarks/bench_models.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_models")
 
 
 def test_theoretical_peak_from_lscpu(bench_models):
