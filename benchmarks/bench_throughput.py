@@ -578,7 +578,7 @@ bundle_path, dtype, rounds, h, w = sys.argv[2], sys.argv[3], *map(int, sys.argv[
 bundle = load_bundle(bundle_path)
 x = np.random.default_rng(0).random((1, h, w, 16), dtype=np.float32) * 1e4
 x, _ = P.pad_fields(x, bundle.stride)
-network = P._forward_function(bundle.model(*x.shape[1:3]), *P._normalisation(bundle))
+network = P._forward_function(bundle.model(*x.shape[1:3]), *bundle.normalisation())
 t = time.perf_counter()
 network(x).numpy()  # traces the graph, creates oneDNN's kernels
 first = time.perf_counter() - t

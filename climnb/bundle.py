@@ -91,14 +91,19 @@ class Bundle:
             return CLASS_NAMES
         return tuple(f"class{i}" for i in range(self.n_classes))
 
+    def normalisation(self) -> tuple[np.ndarray, np.ndarray]:
+        """(offset, scale), float32 per channel: :meth:`normalise` is
+        ``nan_to_num((x - offset) * scale)`` (a channel of one value scales to 0)."""
+        span = self.maxval - self.minval
+        scale = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0).astype(np.float32)
+        return self.minval.astype(np.float32), scale
+
     def normalise(self, x: np.ndarray) -> np.ndarray:
         """Min-max normalise ``x`` (..., channels) in place as the training pipeline does.
 
         NaN (missing values) become 0, the normalised minimum.
         """
-        span = self.maxval - self.minval
-        offset = self.minval.astype(np.float32)
-        scale = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0).astype(np.float32)
+        offset, scale = self.normalisation()
         np.subtract(x, offset, out=x)
         np.multiply(x, scale, out=x)
         return np.nan_to_num(x, copy=False, nan=0.0)

@@ -44,13 +44,13 @@ def identity(tmp_path_factory):
 
 def test_the_networks_call_normalises_as_the_bundle_does(identity):
     from climnb.bundle import load_bundle
-    from climnb.inference.predict import _forward_function, _normalisation
+    from climnb.inference.predict import _forward_function
 
     bundle = load_bundle(identity)
     rng = np.random.default_rng(1)
     x = (rng.standard_normal((2, 16, 32, 16)) * 1e5).astype(np.float32)
     x[0, 0, 0, :4] = [np.nan, np.inf, -np.inf, 1e38]
-    network = _forward_function(bundle.model(16, 32), *_normalisation(bundle))
+    network = _forward_function(bundle.model(16, 32), *bundle.normalisation())
     got = network(x).numpy()
     want = bundle.normalise(x.copy())
     assert got.dtype == want.dtype == np.float32

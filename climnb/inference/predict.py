@@ -141,18 +141,10 @@ RUNTIME_FACTOR = 2.0
 BATCH_BYTES = 4 * 4
 
 
-def _normalisation(bundle: Bundle) -> tuple[np.ndarray, np.ndarray]:
-    """(offset, scale), float32 per channel: :meth:`Bundle.normalise` is
-    ``nan_to_num((x - offset) * scale)``."""
-    span = bundle.maxval - bundle.minval
-    scale = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0).astype(np.float32)
-    return bundle.minval.astype(np.float32), scale
-
-
 def _forward_function(model, offset: np.ndarray, scale: np.ndarray):
     """``model``'s inference on raw fields as one TensorFlow graph function, made once per
     model (a model is its bundle's, and so is the normalisation): the fields normalised as
-    :meth:`Bundle.normalise` does (``offset`` and ``scale``, :func:`_normalisation`; the same
+    :meth:`Bundle.normalise` does (``offset`` and ``scale``, :meth:`Bundle.normalisation`; the same
     float32 operations, so the same values), then the network.
 
     The normalisation runs on TensorFlow's threads inside the call, not in NumPy on the batch's
@@ -276,7 +268,7 @@ def _run(bundle: Bundle, x: np.ndarray, memory: float | None) -> np.ndarray:
     network's call), ``memory`` bytes at a time."""
     n, h, w = x.shape[:3]
     per_pass, window, halo = _plan(bundle, x.shape, memory)
-    offset, scale = _normalisation(bundle)
+    offset, scale = bundle.normalisation()
     out = None
     for i in range(0, n, per_pass):
         for cols, keep, into in tile_plan(w, window, halo):
