@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -143,3 +144,58 @@ def poll(fn, timeout, what, interval=0.25):
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
+# The open notebook's run: the kernel's status, whether every code cell has run, the errors its
+# cells show, and the tail of what the cells that ran last show (for a failure's message).
+_JS_NOTEBOOK = """
+const nb = window.jupyterapp.shell.currentWidget;
+const kernel = nb.sessionContext.session && nb.sessionContext.session.kernel;
+const status = kernel ? kernel.status : 'no kernel';
+const code = nb.content.widgets.map((c, i) => [c, i]).filter(([c]) => c.model.type === 'code');
+const errors = [];
+for (const [c, i] of code) {
+  for (const o of c.model.outputs.toJSON()) {
+    if (o.output_type !== 'error') continue;
+    const last = (o.traceback || []).slice(-4).join('\\n');
+    errors.push(`cell ${i}: ${o.ename}: ${o.evalue}\\n${last}`);
+  }
+}
+const ran = code.filter(([c]) => c.model.executionCount !== null);
+const tail = ran.slice(-2).map(([c, i]) => `cell ${i}: ` +
+  [...c.node.querySelectorAll('.jp-OutputArea-output')].map(e => e.innerText).join('\\n'));
+return {status, done: status === 'idle' && ran.length === code.length, errors, ran: ran.length,
+        cells: code.length, tail: tail.join('\\n').slice(-1500)};
+"""
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def notebook_finished(driver, name: str, deadline: float) -> bool:
+    """Whether the open notebook ``name`` has run every cell (and its kernel is idle).
+
+    Raises at once, with the errors, when a cell failed ("Run All" runs nothing after it, so the
+    notebook would never finish), and at ``deadline`` (``time.monotonic()``) with where it stands.
+    """
+    state = driver.execute_script(_JS_NOTEBOOK)
+    where = (
+        f"kernel {state['status']}, {state['ran']} of {state['cells']} code cells run; "
+        f"the last shown: {_ANSI.sub('', state['tail'])}"
+    )
+    if state["errors"] and state["status"] == "idle":
+        errors = _ANSI.sub("", "\n".join(state["errors"]))
+        raise AssertionError(f"{name} stopped at an error:\n{errors}\n({where})")
+    if state["done"]:
+        return True
+    if time.monotonic() > deadline:
+        raise AssertionError(f"{name} did not finish in time ({where})")
+    return False
+
+
+def wait_notebook(driver, name: str, timeout: float) -> None:
+    """Wait until the open notebook ``name`` has run every cell; fail early at an error."""
+    # every 0.5 s: each poll is a round trip through chromedriver into the page, for the
+    # whole of a notebook's run
+    deadline = time.monotonic() + timeout
+    while not notebook_finished(driver, name, deadline):
+        time.sleep(0.5)

@@ -55,7 +55,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _browser import SHOTS, chromium, jupyter_lab, lab_settings, poll, shots_folder
+from _browser import (
+    SHOTS,
+    chromium,
+    jupyter_lab,
+    lab_settings,
+    notebook_finished,
+    poll,
+    shots_folder,
+    wait_notebook,
+)
 from _training import TINY
 from conftest import browser_missing, check_expert_scores, write_chain_expert_folder
 
@@ -220,14 +229,6 @@ app.commands.execute('notebook:run-all-cells');
 return true;
 """
 
-_JS_DONE = """
-const nb = window.jupyterapp.shell.currentWidget;
-const k = nb.sessionContext.session.kernel;
-const cells = nb.content.widgets.filter(c => c.model.type === 'code');
-const done = cells.every(c => c.model.executionCount !== null);
-return k.status === 'idle' && done;
-"""
-
 # Every output of every code cell (nbformat JSON), and the text the page shows for it.
 _JS_OUTPUTS = """
 const nb = window.jupyterapp.shell.currentWidget;
@@ -323,9 +324,7 @@ def _settle(driver, quiet: float = 1.5, most: float = 10.0) -> None:
 
 
 def _wait_done(driver, name: str, timeout: float) -> None:
-    # every 0.5 s: each poll is a round trip through chromedriver into the page, for the
-    # whole of a notebook's run
-    poll(lambda: driver.execute_script(_JS_DONE), timeout, f"all cells of {name} to run", 0.5)
+    wait_notebook(driver, name, timeout)
     _settle(driver)
 
 
@@ -617,8 +616,7 @@ def test_training_dashboard_live(notebook_run, browser, lab, shots):
     name, started = notebook_run("04")
     statuses, live, shot = [], {}, None
     deadline = started + TIMEOUT["04"]
-    while not browser.execute_script(_JS_DONE):
-        assert time.monotonic() < deadline, f"{name} did not finish; saw {statuses}"
+    while not notebook_finished(browser, f"{name} (statuses seen: {statuses})", deadline):
         state = browser.execute_script(_JS_DASHBOARD)
         status = _status(state)
         if status and status[0] < status[1]:  # training runs

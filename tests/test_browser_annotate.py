@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _browser import chromium, jupyter_lab, lab_settings, poll, shots_folder
+from _browser import chromium, jupyter_lab, lab_settings, poll, shots_folder, wait_notebook
 from conftest import browser_missing
 
 WINDOW = (1280, 900)
@@ -97,8 +97,7 @@ def page(lab, browser):
     url, token, work = lab
     browser.get(f"{url}/lab/tree/{NAME}?token={token}&reset")
     poll(lambda: browser.execute_script(_JS_RUN_ALL), 120, "an idle kernel")
-    poll(lambda: browser.execute_script(_JS_DONE), 180, "the notebook to run", 0.5)
-    assert not browser.execute_script(_JS_ERRORS)
+    wait_notebook(browser, NAME, 180)
     poll(lambda: _map(browser), 60, "the map")
     return browser, work
 
@@ -110,19 +109,6 @@ const ctx = app.shell.currentWidget.sessionContext;
 if (!ctx.session || !ctx.session.kernel || ctx.session.kernel.status !== 'idle') return false;
 app.commands.execute('notebook:run-all-cells');
 return true;
-"""
-
-_JS_DONE = """
-const nb = window.jupyterapp.shell.currentWidget;
-const cells = nb.content.widgets.filter(c => c.model.type === 'code');
-return nb.sessionContext.session.kernel.status === 'idle'
-  && cells.every(c => c.model.executionCount !== null);
-"""
-
-_JS_ERRORS = """
-const nb = window.jupyterapp.shell.currentWidget;
-return nb.content.widgets.flatMap(c => c.model.type !== 'code' ? [] :
-  c.model.outputs.toJSON().filter(o => o.output_type === 'error').map(o => o.evalue));
 """
 
 # The map: the Bokeh plot holding the outlines (a Patches glyph). Returns the screen position
