@@ -36,8 +36,10 @@ import numpy as np
 
 from climnb.bundle import META_FILE, Bundle, BundleError, load_bundle
 from climnb.io.manifest import sha256_file
+from climnb.io.sampleset import SampleSet
 from climnb.io.stats import Stats
 from climnb.models.presets import get_config
+from climnb.train.config import TrainConfig
 
 __all__ = [
     "InitFromError",
@@ -50,6 +52,7 @@ __all__ = [
     "init_weights",
     "freeze_blocks",
     "channel_index",
+    "with_parent",
 ]
 
 log = logging.getLogger(__name__)
@@ -168,6 +171,17 @@ def inherit(config, parent: Parent):
     if recorded is None:  # a bundle written outside training: its resolved overrides
         recorded = parent.bundle.overrides
     return config.replace(model_overrides=dict(recorded or {}))
+
+
+def with_parent(config: TrainConfig) -> tuple[TrainConfig, Parent | None]:
+    """The bundle ``init_from`` names, checked against the run's model and channels, and the
+    run's settings with what it inherits from it; ``(config, None)`` without ``init_from``."""
+    if not config.init_from:
+        return config, None
+    parent = open_parent(config.init_from)
+    channels = config.channels or SampleSet.open(config.data_dir).channels
+    check_parent(parent, config.model, config.preset, channels)
+    return inherit(config, parent), parent
 
 
 def parent_stats(stats: Stats, parent: Parent) -> Stats:

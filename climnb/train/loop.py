@@ -34,11 +34,10 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from climnb.io.sampleset import SampleSet
 from climnb.models.backend import import_tf
 from climnb.train.checkpoint import latest
 from climnb.train.config import TrainConfig
-from climnb.train.init_from import Parent, check_parent, inherit, open_parent
+from climnb.train.init_from import Parent, with_parent
 from climnb.train.inputs import RankData, batches, plan, prepare, reading, total_steps
 from climnb.train.network import Network
 from climnb.train.progress import Progress, Record
@@ -72,7 +71,7 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
     the model bundle ``out_dir/model`` (:func:`climnb.bundle.load_bundle` reads it).
     """
     with abort_on_failure():  # one rank's error stops every rank (climnb.train.together)
-        config, parent = _with_parent(config)  # before anything is written
+        config, parent = with_parent(config)  # before anything is written
         check_out_dir(config)
         with claim_out_dir(config, rank_hint()):
             hvd, tf = _start(config)
@@ -90,17 +89,6 @@ def train(config: TrainConfig, *, on_record: OnRecord | None = None) -> TrainRes
                 return run.result_as_is()
             stopped = _epochs(run, steps, on_record or (lambda record: None))
             return run.finish(stopped)
-
-
-def _with_parent(config: TrainConfig) -> tuple[TrainConfig, Parent | None]:
-    """The bundle ``init_from`` names, checked against the run's model and channels, and the
-    run's settings with what it inherits from it; ``(config, None)`` without ``init_from``."""
-    if not config.init_from:
-        return config, None
-    parent = open_parent(config.init_from)
-    channels = config.channels or SampleSet.open(config.data_dir).channels
-    check_parent(parent, config.model, config.preset, channels)
-    return inherit(config, parent), parent
 
 
 def _start(config: TrainConfig):
