@@ -56,12 +56,14 @@ def test_old_store_names_keep_their_meaning(tmp_path):
     assert store.input_grid(path).identical(read_grid(path))
 
 
-def test_objects_pickled_at_an_old_path_load_from_the_new_module():
+@pytest.mark.parametrize("old_path", ["climnb.staging", "climnb.data.staging"])
+def test_objects_pickled_at_an_old_path_load_from_the_new_module(old_path):
     from climnb.data.staging import StagingConfig
 
     config = StagingConfig(source="in", dest="out")
-    old = pickle.dumps(config, protocol=0).replace(b"climnb.data.staging", b"climnb.staging")
-    assert pickle.loads(old) == config
+    pickled = pickle.dumps(config, protocol=0)
+    old = pickled.replace(StagingConfig.__module__.encode(), old_path.encode())
+    assert old != pickled and pickle.loads(old) == config
 
 
 def test_no_climnb_module_imports_an_old_path():

@@ -15,8 +15,8 @@ from climnb.data.staging import (
     MAX_DRAWS_PER_FILE,
     StagingConfig,
     StagingReport,
-    _check_draws,
     stage,
+    staged_files,
 )
 from climnb.io.samples import write_samples
 from climnb.io.stats import compute_stats, write_stats
@@ -46,14 +46,27 @@ def test_throughput_is_bytes_written_a_second_and_0_for_no_time():
     assert _report(3_000_000, 0.0).throughput == 0.0
 
 
-def test_draws_per_file_are_limited_at_max_draws_per_file(tmp_path):
-    """4 files: 4,000 draws a rank pass, 4,001 are refused, naming the option."""
+def test_draws_per_file_are_limited_at_max_draws_per_file(toy, tmp_path):
+    """4 files: 4,000 draws a rank are staged, 4,001 are refused, naming the option, before
+    anything is written."""
     assert MAX_DRAWS_PER_FILE == 1000
-    at = StagingConfig(source="s", dest="d", samples_per_rank=4000)
-    _check_draws(at, 4, tmp_path)
-    over = StagingConfig(source="s", dest="d", samples_per_rank=4001)
+    four = toy[0].isel(time=slice(0, 4))
+    write_samples(four, four.truth, tmp_path / "shared")
+
+    def config(samples_per_rank: int, dest: str) -> StagingConfig:
+        return StagingConfig(
+            source=str(tmp_path / "shared"),
+            dest=str(tmp_path / dest / "node{node}"),
+            n_nodes=1,
+            samples_per_rank=samples_per_rank,
+        )
+
+    at = config(4000, "at")
+    assert stage(at).files_written == 4
+    assert len(staged_files(at.node_dir(0))) == 4000
     with pytest.raises(ValueError, match=r"--samples-per-rank .*at most 4000 \(1000 per file\)"):
-        _check_draws(over, 4, tmp_path)
+        stage(config(4001, "over"))
+    assert not (tmp_path / "over").exists()
 
 
 def test_a_folder_whose_manifest_cannot_be_read_is_staged_again(toy, tmp_path):
@@ -113,7 +126,7 @@ class _Engines:
 
 
 def test_engines_fill_nodes_in_rank_order_one_host_each():
-    from climnb.data.staging import _engines_per_node
+    from climnb.data.stageengines import _engines_per_node
 
     assert _engines_per_node(_Engines("aabb"), None) == (2, 2)
     assert _engines_per_node(_Engines("aaabbb"), 2) == (3, 2)

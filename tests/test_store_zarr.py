@@ -191,7 +191,7 @@ def test_the_output_rule_imports_nothing_of_climnb():
     assert store.OutputError is outputs.OutputError
 
 
-@pytest.mark.parametrize("module", ["climnb.io.sampleset", "climnb.data.staging"])
+@pytest.mark.parametrize("module", ["climnb.io.sampleset", "climnb.data.stagedest"])
 def test_lower_layers_take_the_rule_without_the_store(module):
     imported = _climnb_imports(__import__(module, fromlist=["_"]))
     assert "climnb.io.files" not in imported and imported & {"climnb", "climnb.io.outputs"}
