@@ -36,6 +36,7 @@ class Source:
 
 
 def list_source(config: StagingConfig) -> Source | Exception:
+    """The shared set of ``config``, checked; the error instead when it is refused."""
     try:
         ss = SampleSet.open(config.source)
         ss.check_complete()  # the files its manifest lists, all there, and no stray

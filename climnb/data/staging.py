@@ -29,11 +29,10 @@ restaged too. Temporary files of a killed run are removed on the next.
 
 One MPI process per node is the expected layout (``mpirun -np NODES`` or one ipyparallel
 engine per node); :func:`stage_on_engines` (:mod:`climnb.data.stageengines`) also takes several
-engines per node (the training
-engines, one per GPU: the first engine of each node stages it). A process may also stand for
-several simulated nodes (``dest`` then must contain ``{node}``), and without MPI one process
-stages all nodes. Processes whose ``dest`` is
-the same directory (a shared file system, no ``{node}``) are detected and refused.
+engines per node (the training engines, one per GPU: the first engine of each node stages it).
+A process may also stand for several simulated nodes (``dest`` then must contain ``{node}``),
+and without MPI one process stages all nodes. Processes whose ``dest`` is the same directory (a
+shared file system, no ``{node}``) are detected and refused.
 
 Examples
 --------
