@@ -152,6 +152,7 @@ _JS_NOTEBOOK = """
 const nb = window.jupyterapp.shell.currentWidget;
 const kernel = nb.sessionContext.session && nb.sessionContext.session.kernel;
 const status = kernel ? kernel.status : 'no kernel';
+const id = kernel ? kernel.id : '';
 const code = nb.content.widgets.map((c, i) => [c, i]).filter(([c]) => c.model.type === 'code');
 const errors = [];
 for (const [c, i] of code) {
@@ -164,38 +165,68 @@ for (const [c, i] of code) {
 const ran = code.filter(([c]) => c.model.executionCount !== null);
 const tail = ran.slice(-2).map(([c, i]) => `cell ${i}: ` +
   [...c.node.querySelectorAll('.jp-OutputArea-output')].map(e => e.innerText).join('\\n'));
-return {status, done: status === 'idle' && ran.length === code.length, errors, ran: ran.length,
-        cells: code.length, tail: tail.join('\\n').slice(-1500)};
+const done = status === 'idle' && ran.length === code.length;
+// cells sent to the kernel and not answered yet (queued by "Run All", or running)
+const pending = code.filter(([c]) => c.model.executionState === 'running').length;
+return {status, kernel: id, done, errors, ran: ran.length, pending, cells: code.length,
+        tail: tail.join('\\n').slice(-1500)};
 """
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def notebook_finished(driver, name: str, deadline: float) -> bool:
-    """Whether the open notebook ``name`` has run every cell (and its kernel is idle).
+class NotebookRun:
+    """The open notebook ``name``, run with "Run All": :meth:`finished` says whether every cell
+    has run (and the kernel is idle), and fails at once, saying where the run stands, when it
+    cannot finish: a cell failed ("Run All" runs nothing after it), the kernel died or restarted,
+    or the kernel has stayed idle with cells neither run nor pending for ``stuck`` seconds; and
+    at the time limit. (The kernel's status alone says little: it turns idle after each widget
+    message it answers while a cell still awaits.)"""
 
-    Raises at once, with the errors, when a cell failed ("Run All" runs nothing after it, so the
-    notebook would never finish), and at ``deadline`` (``time.monotonic()``) with where it stands.
-    """
-    state = driver.execute_script(_JS_NOTEBOOK)
-    where = (
-        f"kernel {state['status']}, {state['ran']} of {state['cells']} code cells run; "
-        f"the last shown: {_ANSI.sub('', state['tail'])}"
-    )
-    if state["errors"] and state["status"] == "idle":
-        errors = _ANSI.sub("", "\n".join(state["errors"]))
-        raise AssertionError(f"{name} stopped at an error:\n{errors}\n({where})")
-    if state["done"]:
-        return True
-    if time.monotonic() > deadline:
-        raise AssertionError(f"{name} did not finish in time ({where})")
-    return False
+    def __init__(self, driver, name: str, timeout: float, stuck: float = 30.0):
+        self.driver, self.name, self.stuck = driver, name, stuck
+        self.deadline = time.monotonic() + timeout
+        self.statuses: list[str] = []  # the kernel's statuses, each change once
+        self.kernels: set[str] = set()
+        self.idle_since: float | None = None
+
+    def finished(self) -> bool:
+        state = self.driver.execute_script(_JS_NOTEBOOK)
+        if not self.statuses or self.statuses[-1] != state["status"]:
+            self.statuses.append(state["status"])
+        self.kernels.add(state["kernel"])
+        where = (
+            f"kernel {state['status']} (seen: {' > '.join(self.statuses[-12:])}), "
+            f"{state['ran']} of {state['cells']} code cells run, {state['pending']} pending; "
+            f"the last shown: {_ANSI.sub('', state['tail'])}"
+        )
+        if state["errors"] and not state["pending"]:
+            errors = _ANSI.sub("", "\n".join(state["errors"]))
+            raise AssertionError(f"{self.name} stopped at an error:\n{errors}\n({where})")
+        if state["done"]:
+            return True
+        if state["status"] in ("dead", "restarting", "autorestarting") or len(self.kernels) > 1:
+            raise AssertionError(f"{self.name}: the kernel died or was restarted ({where})")
+        now = time.monotonic()
+        if state["status"] == "idle" and not state["pending"]:
+            self.idle_since = self.idle_since or now
+            if now - self.idle_since > self.stuck:
+                raise AssertionError(
+                    f"{self.name}: the kernel idle for {self.stuck:.0f} s with cells not run "
+                    f"and no error ({where})"
+                )
+        else:
+            self.idle_since = None
+        if now > self.deadline:
+            raise AssertionError(f"{self.name} did not finish in time ({where})")
+        return False
 
 
 def wait_notebook(driver, name: str, timeout: float) -> None:
-    """Wait until the open notebook ``name`` has run every cell; fail early at an error."""
+    """Wait until the open notebook ``name`` has run every cell; fail early where it cannot
+    (:class:`NotebookRun`)."""
     # every 0.5 s: each poll is a round trip through chromedriver into the page, for the
     # whole of a notebook's run
-    deadline = time.monotonic() + timeout
-    while not notebook_finished(driver, name, deadline):
+    run = NotebookRun(driver, name, timeout)
+    while not run.finished():
         time.sleep(0.5)

@@ -57,10 +57,10 @@ from pathlib import Path
 import pytest
 from _browser import (
     SHOTS,
+    NotebookRun,
     chromium,
     jupyter_lab,
     lab_settings,
-    notebook_finished,
     poll,
     shots_folder,
     wait_notebook,
@@ -615,8 +615,8 @@ def test_training_dashboard_live(notebook_run, browser, lab, shots):
     """04 in JupyterLab: the plots draw data while the engines train; then stop is disabled."""
     name, started = notebook_run("04")
     statuses, live, shot = [], {}, None
-    deadline = started + TIMEOUT["04"]
-    while not notebook_finished(browser, f"{name} (statuses seen: {statuses})", deadline):
+    run = NotebookRun(browser, name, TIMEOUT["04"] - (time.monotonic() - started))
+    while not run.finished():
         state = browser.execute_script(_JS_DASHBOARD)
         status = _status(state)
         if status and status[0] < status[1]:  # training runs
