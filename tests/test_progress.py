@@ -22,6 +22,8 @@ from climnb import progress as progress_module
 from climnb.cli import main
 from climnb.commands import samples as samples_command
 from climnb.io.files import write
+from climnb.labels import label_dataset
+from climnb.labels import writer as label_writer
 from climnb.progress import LogProgress, dask_progress, progress, shows_bar
 
 LOGGER = "climnb.progress"
@@ -235,6 +237,28 @@ def test_label_in_a_terminal_draws_the_bar(fields, tmp_path, caplog, monkeypatch
     assert main(["label", str(fields), "--out", str(tmp_path / "l.nc")]) == 0
     assert "\r" in tty.getvalue() and "8/8" in tty.getvalue()
     assert lines(caplog) == []
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["log", "terminal"])
+def test_label_on_dask_distributed_logs_a_last_line_or_leaves_the_bar_to_it(
+    toy, tmp_path, caplog, monkeypatch, terminal
+):
+    """With a client, distributed draws its bar where a bar shows (its text bar would write
+    carriage returns into a log); elsewhere the last line is logged. The client's compute is
+    stood in for by this process's."""
+    asked = []
+
+    def compute_on(client, *collections, progress, notebook):
+        asked.append(progress)
+        return dask.compute(*collections, scheduler="sync")
+
+    monkeypatch.setattr(label_writer, "compute_on", compute_on)
+    monkeypatch.setattr(sys, "stderr", Terminal() if terminal else io.StringIO())
+    labels, events = label_dataset(toy[0])
+    label_writer.write_labels(labels, events, tmp_path / "l.nc", client=object())
+    assert asked == [terminal]
+    last = lines(caplog)[-1:]
+    assert [x.partition(" in ")[0] for x in last] == ([] if terminal else ["labelling: 8/8 steps"])
 
 
 def _files_written(*inputs, progress, **options):

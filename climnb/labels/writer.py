@@ -106,10 +106,11 @@ def _write_netcdf(labels, events, out: Path, workers: int, client, progress: boo
             write_task = labels.to_dataset().to_netcdf(
                 tmp, compute=False, encoding=_netcdf_encoding(labels)
             )
-        if client is not None:  # distributed's bar where a bar shows, else the last line
+        if client is not None:  # distributed's bar where a bar shows, else a last line
             drawn = shows_bar(progress)
-            lines = progress and not drawn
-            done = LogProgress(n_steps, desc="labelling", unit="step") if lines else None
+            done = None
+            if progress and not drawn:
+                done = LogProgress(n_steps, desc="labelling", unit="step")
             with done or contextlib.nullcontext():
                 _, table = compute_on(client, write_task, events, progress=drawn, notebook=False)
                 if done is not None:
