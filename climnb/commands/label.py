@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from climnb.progress import NO_PROGRESS_HELP
+
 HELP = "label tropical cyclones and atmospheric rivers in NetCDF files (CAM5, ERA5, MERRA-2, ...)"
 EXAMPLE = (
     "climnb label data/toy/fields.nc --out data/toy/labels.nc --workers 2\n"
@@ -92,7 +94,7 @@ def add_arguments(parser):
         "'slurm' (dask-jobqueue's SLURMCluster as configured in jobqueue.yaml) or the address "
         "of a running scheduler (tcp://host:8786); see climnb.runtime.scheduler",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
 
 
 def _pairs(items, option: str = "--rename", form: str = "OLD=NEW") -> dict[str, str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from climnb.bundle import META_FILE, load_bundle
 from climnb.io.atomic import claims, remove_leftovers
 from climnb.io.outputs import check_outputs
+from climnb.progress import NO_PROGRESS_HELP
 
 #: GB the command holds whatever the batches: Python, TensorFlow's runtime, the network's
 #: weights and graphs, dask and the writer (0.55-0.6 GB measured; benchmarks/bench_predict.py)
@@ -89,7 +90,7 @@ def add_arguments(parser):
         f"{PEAK_GB['mixed_bfloat16'][1]} and {PEAK_GB['float32'][1]} GB a worker with two; "
         "the peak does not grow with the number of steps",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
 
 
 def run(args) -> int:

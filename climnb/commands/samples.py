@@ -1,5 +1,7 @@
 """``climnb samples``: write a DeepCAM-style sample set (split folders, stats.h5, manifests)."""
 
+from climnb.progress import NO_PROGRESS_HELP, progress
+
 HELP = "write one HDF5 sample file per time step (train/validation/test), manifests and stats.h5"
 EXAMPLE = (
     "climnb samples --input data/toy/fields.nc --out data/toy/samples --seed 0\n"
@@ -65,7 +67,7 @@ def add_arguments(parser):
         "an interrupted run with other inputs or options left beside OUT (a killed run resumes "
         "when the same command is run again)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
 
 
 def run(args) -> int:
@@ -143,9 +145,8 @@ def run(args) -> int:
 
 
 def _write(args, writer, *inputs, **options):
-    """Run ``writer`` (a sample-set writer) with a progress bar of files written, then of
+    """Run ``writer`` (a sample-set writer) showing the progress of files written, then of
     training files summarised (the split decides how many of those)."""
-    from tqdm.auto import tqdm
-
-    with tqdm(unit="file", desc="write + summarise", disable=args.no_progress or None) as bar:
-        return writer(*inputs, progress=bar.update, **options)
+    shown = progress(desc="write + summarise", unit="file", enabled=not args.no_progress)
+    with shown:
+        return writer(*inputs, progress=shown.update, **options)

@@ -2,6 +2,7 @@
 each shared file once; training then takes ``--staged DEST``."""
 
 from climnb.io.atomic import atomic_path
+from climnb.progress import NO_PROGRESS_HELP, progress
 
 HELP = "stage sample files onto node-local storage (run one MPI process per node)"
 EXAMPLE = (
@@ -47,7 +48,7 @@ def add_arguments(parser):
         help="on a re-run, trust sizes instead of checking checksums",
     )
     parser.add_argument("--report", help="JSON file for the report (written by rank 0)")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     parser.add_argument(
         "--no-mpi",
         dest="mpi",
@@ -58,8 +59,6 @@ def add_arguments(parser):
 
 def run(args) -> int:
     import json
-
-    from tqdm.auto import tqdm
 
     from climnb.data.staging import StagingConfig, stage
 
@@ -76,7 +75,8 @@ def run(args) -> int:
     )
     comm = _world() if args.mpi else None
     rank0 = comm is None or comm.rank == 0
-    bar = tqdm(unit="file", desc="staging (rank 0)", disable=args.no_progress or not rank0 or None)
+    enabled = not args.no_progress and rank0
+    bar = progress(desc="staging (rank 0)", unit="file", enabled=enabled)
     try:
         with bar:
             report = stage(config, comm, progress=bar.update)

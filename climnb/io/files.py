@@ -50,6 +50,7 @@ from climnb.io.atomic import atomic_path, remove_leftovers, temp_path
 from climnb.io.grid import cf_coords, coord_names, to_caller_grid
 from climnb.io.netcdf import InputGrid, expand_paths, input_grid, is_zarr, open_fields
 from climnb.io.outputs import OutputError, check_output, check_outputs
+from climnb.progress import dask_progress
 
 if TYPE_CHECKING:  # dask is imported where used
     from dask.callbacks import Callback
@@ -109,7 +110,9 @@ def write(
         file or store is replaced only once the new one is complete.
     encoding : per-variable encoding (``dtype``; ``zlib`` is dropped for Zarr, whose default
         codec compresses).
-    progress : a tqdm bar over the dask tasks (``True``), or a dask ``Callback`` of one's own.
+    progress : show the progress over the dask tasks (``True``; :mod:`climnb.progress`: a bar
+        in a terminal or notebook, else log lines now and then), or a dask ``Callback`` of
+        one's own.
     workers : dask threads.
 
     Returns
@@ -145,7 +148,9 @@ def write(
         else:
             delayed = ds.to_netcdf(tmp, encoding=encoding, compute=False)
         with dask.config.set(scheduler="threads", num_workers=max(1, workers)):
-            bar = progress if isinstance(progress, Callback) else _bar(desc, bool(progress))
+            bar = progress
+            if not isinstance(progress, Callback):
+                bar = dask_progress(desc=desc, unit="task", enabled=bool(progress))
             with bar:
                 dask.compute(delayed, optimize_graph=False)
     log.info("wrote %s", path)
@@ -182,30 +187,3 @@ def _swap(tmp: Path, path: Path) -> None:
     os.replace(path, old)
     os.replace(tmp, path)
     shutil.rmtree(old, ignore_errors=True)
-
-
-def _bar(desc: str, enabled: bool):
-    """A tqdm bar over the tasks of a dask computation (nothing shown when disabled)."""
-    from dask.callbacks import Callback
-
-    class _Bar(Callback):
-        def __init__(self, desc: str, enabled: bool):
-            super().__init__()
-            self.desc, self.enabled, self.bar = desc, enabled, None
-
-        def _start_state(self, dsk, state):
-            if self.enabled:
-                from tqdm.auto import tqdm
-
-                total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
-                self.bar = tqdm(total=total, unit="task", desc=self.desc)
-
-        def _posttask(self, key, result, dsk, state, worker_id):
-            if self.bar is not None:
-                self.bar.update(1)
-
-        def _finish(self, dsk, state, errored):
-            if self.bar is not None:
-                self.bar.close()
-
-    return _Bar(desc, enabled)

@@ -35,6 +35,7 @@ from climnb.io.files import write
 from climnb.io.netcdf import time_steps
 from climnb.labels.dataset import compute, worker_processes
 from climnb.labels.workers import current_pool
+from climnb.progress import LogProgress, dask_progress, shows_bar
 from climnb.runtime.scheduler import compute as compute_on
 
 __all__ = ["write_labels"]
@@ -70,7 +71,8 @@ def write_labels(
     ----------
     workers : processes that label (NetCDF) or dask threads (Zarr), without ``client``.
     client : a dask.distributed client to compute on (NetCDF only), or ``None``.
-    progress : show a progress bar.
+    progress : show the progress of the labelling, in time steps (:mod:`climnb.progress`): a
+        bar in a terminal or notebook, else log lines now and then.
     """
     if workers < 1:
         raise ValueError(f"--workers must be at least 1, got {workers}")
@@ -84,7 +86,7 @@ def write_labels(
                 labels.to_dataset(),
                 out,
                 encoding={"labels": {"dtype": "u1"}},
-                progress=progress,
+                progress=_progress(time_steps(labels), progress),
                 workers=workers,
             )
             table = steps.table(events)
@@ -97,14 +99,22 @@ def write_labels(
 
 
 def _write_netcdf(labels, events, out: Path, workers: int, client, progress: bool):
-    bar = _progress(time_steps(labels), not progress or client is not None)
+    n_steps = time_steps(labels)
+    bar = _progress(n_steps, progress and client is None)
     with _processes(workers, client), atomic_path(out) as tmp, bar:
         with dask.config.set({"optimization.fuse.active": False}):  # see climnb.io.files.write
             write_task = labels.to_dataset().to_netcdf(
                 tmp, compute=False, encoding=_netcdf_encoding(labels)
             )
-        if client is not None:
-            _, table = compute_on(client, write_task, events, progress=progress, notebook=False)
+        if client is not None:  # distributed's bar where a bar shows, else a last line
+            drawn = shows_bar(progress)
+            done = None
+            if progress and not drawn:
+                done = LogProgress(n_steps, desc="labelling", unit="step")
+            with done or contextlib.nullcontext():
+                _, table = compute_on(client, write_task, events, progress=drawn, notebook=False)
+                if done is not None:
+                    done.update(n_steps)
         else:
             threads = "sync" if workers == 1 else "threads"
             with dask.config.set(scheduler=threads, num_workers=workers), _StepTables() as steps:
@@ -159,22 +169,13 @@ def _processes(workers: int, client):
     return worker_processes(workers)
 
 
-def _progress(total: int, disable: bool):
-    from dask.callbacks import Callback
-    from tqdm.auto import tqdm
+def _progress(total: int, enabled: bool):
+    """The progress of the labelling on this process's schedulers: the label tasks done."""
+    return dask_progress(
+        desc="labelling", unit="step", total=total, counts=_is_step, enabled=enabled
+    )
 
-    class _Bar(Callback):
-        def __enter__(self):
-            self.bar = tqdm(total=total, unit="step", desc="labelling", disable=disable)
-            return super().__enter__()
 
-        def __exit__(self, *exc):
-            self.bar.close()
-            return super().__exit__(*exc)
-
-        def _posttask(self, key, result, dsk, state, worker_id):
-            name = key[0] if isinstance(key, tuple) else key
-            if str(name).startswith("label-step"):
-                self.bar.update(1)
-
-    return _Bar()
+def _is_step(key) -> bool:
+    name = key[0] if isinstance(key, tuple) else key
+    return str(name).startswith("label-step")
