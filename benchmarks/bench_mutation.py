@@ -125,7 +125,31 @@ MODULES: dict[str, list[str]] = {
         "tests/test_output_claim.py",
         "tests/test_output_guard.py",
     ],
-    "climnb/data/staging.py": [
+    "climnb/data/stagerun.py": [
+        "tests/test_staging_edges.py",
+        "tests/test_staging.py",
+        "tests/test_mutation_survivors.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.data.staging]",
+    ],
+    "climnb/data/stagesource.py": [
+        "tests/test_staging_edges.py",
+        "tests/test_staging.py",
+        "tests/test_mutation_survivors.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.data.staging]",
+    ],
+    "climnb/data/stagedest.py": [
+        "tests/test_staging_edges.py",
+        "tests/test_staging.py",
+        "tests/test_mutation_survivors.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.data.staging]",
+    ],
+    "climnb/data/stagemanifest.py": [
+        "tests/test_staging_edges.py",
+        "tests/test_staging.py",
+        "tests/test_mutation_survivors.py",
+        "tests/test_docstring_examples.py::test_docstring_examples_run[climnb.data.staging]",
+    ],
+    "climnb/data/stageengines.py": [
         "tests/test_staging_edges.py",
         "tests/test_staging.py",
         "tests/test_mutation_survivors.py",
@@ -234,15 +258,21 @@ EQUIVALENT: dict[str, dict[str, str]] = {
             "dimension check after it refuses such a mask either way"
         ),
     },
-    "climnb/data/staging.py": {
+    "climnb/data/stagerun.py": {
         "stage: `validation=[r[0:3:2] for r in source.validation],`: 3 -> 4": (
             "r[0:4:2] takes the same items 0 and 2 as r[0:3:2]"
         ),
-        "_claim_stores: `token = comm.bcast(uuid.uuid4().hex[:12] if comm.rank == 0 else None,"
+    },
+    "climnb/data/stagedest.py": {
+        "claim_stores: `token = comm.bcast(uuid.uuid4().hex[:12] if comm.rank == 0 else None,"
         " root=0)`: 12 -> 13": "a random claim token one character longer: as unique",
-        "_Source: `@dataclass(frozen=True)`: True -> False": (
+    },
+    "climnb/data/stagesource.py": {
+        "Source: `@dataclass(frozen=True)`: True -> False": (
             "frozen only refuses assignment to a field, which nothing does"
         ),
+    },
+    "climnb/data/stageengines.py": {
         "_engines_per_node: `if world.size <= n_nodes:  # an engine per node, or one standing "
         "for several nodes`: world.size <= n_nodes -> world.size < n_nodes": (
             "one engine a node: the loop after it finds one engine a node too and returns (1, "
