@@ -43,6 +43,7 @@ from __future__ import annotations
 import html
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -82,6 +83,7 @@ __all__ = [
     "EnginesLostError",
     "detect_launcher",
     "mpi_settings",
+    "new_cluster_id",
     "slurm_mpi_args",
     "SessionLimits",
     "SMALL_SESSION_BYTES",
@@ -199,6 +201,7 @@ class Engines(LauncherSetup, SubmittedJob, HorovodRanks):
         if self.launcher == "sbatch":  # the engines run elsewhere: listen on every interface
             kwargs = {"controller_ip": "*", "controller_location": socket.gethostname()}
         self.cluster = ipp.Cluster(
+            cluster_id=new_cluster_id(),
             engines={"local": "local", "sbatch": "slurm"}.get(self.launcher, "mpi"),
             n=self.n,
             engine_timeout=int(self.config.timeout),
@@ -360,6 +363,15 @@ class Engines(LauncherSetup, SubmittedJob, HorovodRanks):
             for k, v in self._state().items()
         )
         return f"<table><caption style='text-align:left'>Engines</caption>{rows}</table>"
+
+
+def new_cluster_id() -> str:
+    """A cluster id no other process picks: ipyparallel's own (the time in seconds and four
+    characters of Python's ``random``) repeats in processes that seeded ``random`` alike (Keras'
+    ``set_random_seed`` does), and two such processes starting engines in the same second would
+    share the controller's connection files and, under Slurm, the engines' job name, which
+    the watchdog cancels by. The characters here come from the operating system."""
+    return f"{int(time.time())}-{secrets.token_hex(4)}"
 
 
 def _end_process_group(pgid: int, grace: float = 3.0) -> None:
