@@ -179,9 +179,10 @@ class NotebookRun:
     """The open notebook ``name``, run with "Run All": :meth:`finished` says whether every cell
     has run (and the kernel is idle), and fails at once, saying where the run stands, when it
     cannot finish: a cell failed ("Run All" runs nothing after it), the kernel died or restarted,
-    or the kernel has stayed idle with cells neither run nor pending for ``stuck`` seconds; and
-    at the time limit. (The kernel's status alone says little: it turns idle after each widget
-    message it answers while a cell still awaits.)"""
+    or the kernel has stayed idle with cells neither run nor pending for ``stuck`` seconds (where
+    nothing ran at all, "Run All" is asked once more first); and at the time limit. (The
+    kernel's status alone says little: it turns idle after each widget message it answers while
+    a cell still awaits.)"""
 
     def __init__(self, driver, name: str, timeout: float, stuck: float = 30.0):
         self.driver, self.name, self.stuck = driver, name, stuck
@@ -189,6 +190,7 @@ class NotebookRun:
         self.statuses: list[str] = []  # the kernel's statuses, each change once
         self.kernels: set[str] = set()
         self.idle_since: float | None = None
+        self.rerun = False
 
     def finished(self) -> bool:
         state = self.driver.execute_script(_JS_NOTEBOOK)
@@ -210,7 +212,15 @@ class NotebookRun:
         now = time.monotonic()
         if state["status"] == "idle" and not state["pending"]:
             self.idle_since = self.idle_since or now
-            if now - self.idle_since > self.stuck:
+            if now - self.idle_since > self.stuck and not state["ran"] and not self.rerun:
+                # nothing ran and nothing is queued: the page lost "Run All" (a click of the
+                # test's, not the notebook's doing); ask once more
+                print(f"{self.name}: nothing ran in {self.stuck:.0f} s; Run All again")
+                self.driver.execute_script(
+                    "window.jupyterapp.commands.execute('notebook:run-all-cells');"
+                )
+                self.rerun, self.idle_since = True, None
+            elif now - self.idle_since > self.stuck:
                 raise AssertionError(
                     f"{self.name}: the kernel idle for {self.stuck:.0f} s with cells not run "
                     f"and no error ({where})"
