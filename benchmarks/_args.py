@@ -49,3 +49,23 @@ def fraction(text: str) -> float:
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
     return value
+
+
+def fewest_split_steps(*, train: int = 1, validation: int = 1, test: int = 1, **split) -> int:
+    """The fewest steps of a 3-hourly series (the synthetic generator's) that climnb's split
+    (:func:`climnb.io.split.split_steps` with the options ``split``, as ``climnb samples``
+    and :func:`climnb.io.sampleset.write_sample_set` call it) cuts into at least ``train``,
+    ``validation`` and ``test`` steps."""
+    import pandas as pd
+
+    from climnb.io.split import split_steps
+
+    for n in range(1, 1000):
+        times = pd.date_range("2000-01-01", periods=n, freq="3h").values
+        try:
+            parts = split_steps(times, **split)
+        except ValueError:  # too few for the block split's gaps
+            continue
+        if all(p.size >= k for p, k in zip(parts, (train, validation, test), strict=True)):
+            return n
+    raise RuntimeError(f"no series of under 1000 steps splits so: {split}")

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
-from _args import fraction, synthetic_grid
+from _args import fewest_split_steps, fraction, synthetic_grid
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -46,25 +46,6 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def fewest_steps(freq: str = "3h") -> int:
-    """The fewest steps ``climnb samples`` splits into train (2 steps at least: one to be
-    kept, one left to resume), validation and test (its block split, 24 h between sets) on
-    the synthetic series' time axis."""
-    import pandas as pd
-
-    from climnb.io.split import split_steps
-
-    for n in range(1, 1000):
-        times = pd.date_range("2000-01-01", periods=n, freq=freq).values
-        try:
-            train, *others = split_steps(times)
-            if train.size >= 2 and all(part.size for part in others):
-                return n
-        except ValueError:
-            continue
-    raise RuntimeError("no series of under 1000 steps splits in three")
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n-time", type=int, default=80)
@@ -74,7 +55,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--kill-at", type=fraction, default=0.5, help="fraction of training files")
     p.add_argument("--dir", type=Path, default=None, help="working folder (default: a temp one)")
     args = p.parse_args(argv)
-    if args.n_time < (least := fewest_steps()):
+    # 2 train steps at least: one kept by the killed run, one left to resume
+    if args.n_time < (least := fewest_split_steps(train=2)):
         p.error(
             f"argument --n-time: must be at least {least} (climnb samples' split into 2 train "
             f"steps or more, validation and test, 24 h apart), got {args.n_time}"
