@@ -59,9 +59,9 @@ def time_mpi(n: int) -> float:
 def time_srun(cluster, n: int) -> float:
     env = {k: v for k, v in cluster.env.items() if not k.startswith("SLURM_")}
     env["SLURM_CONF"] = str(cluster.conf)
-    # the engines' srun asks for each task's share of the node's cores (Engines' threads):
-    # the allocation must hold them, or Slurm refuses the step ("More processors requested
-    # than permitted") where one engine would get both cores of a task's one
+    # Engines gives each engine its share of the node's cores as threads, and its srun asks
+    # for that many CPUs per task: the allocation must hold them, else Slurm refuses the step
+    # ("More processors requested than permitted"), as for one engine on a 2-core node
     cpus = max(1, cluster.cpus // n)
     out = subprocess.run(
         ["salloc", "-n", str(n), "--cpus-per-task", str(cpus), sys.executable, "-c", INSIDE],

@@ -195,6 +195,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--workdir", default=None)
     p.add_argument("--_measure", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.years and args.chunk > (steps := min(args.years) * STEPS_PER_YEAR):
+        p.error(f"argument --chunk: must be at most {steps} (the shortest file's steps)")
     if (args.pairs or args.table_pairs) and args.pair_steps <= args.block:
         # compare() resamples whole blocks: a period needs at least two of them
         p.error(
@@ -256,7 +258,8 @@ def main(argv=None) -> None:
 
         cols = ["local", "local_where_present", "fdr"]
         t = pd.DataFrame(rows).groupby("class")[cols].agg(["mean", "max"])
-        print((100 * t).round(2).to_string())
+        # "-": a class that never occurs in a pair (no grid point where it is present)
+        print((100 * t).round(2).to_string(na_rep="-"))
         print(
             "  (percent of grid points with p < 0.05: at most about 5 where the class occurs; "
             "after FDR about 0)"
@@ -269,6 +272,9 @@ def main(argv=None) -> None:
         rows = table_false_positives(args.table_pairs, args.pair_steps, args.block, args.resamples)
         import pandas as pd
 
+        if not rows:
+            print("  no row differs between the runs of a pair: nothing tested (more --pair-steps)")
+            return
         t = pd.DataFrame(rows).groupby("quantity")[["local", "fdr"]].agg(["mean", "size"])
         print((100 * t.xs("mean", axis=1, level=1)).round(1).assign(rows=t[("local", "size")]))
         frame = pd.DataFrame(rows)

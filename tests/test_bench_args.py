@@ -36,6 +36,7 @@ REFUSALS = [
     ("bench_pipeline", ["--rounds", "0"], "--rounds", "at least 1, got 0"),
     ("bench_stats", ["--years", "0"], "--years", "at least 1, got 0"),
     ("bench_stats", ["--chunk", "0"], "--chunk", "at least 1, got 0"),
+    ("bench_stats", ["--years", "1", "--chunk", "3000"], "--chunk", "at most 2920 "),
     ("bench_stats", ["--resamples", "9"], "--resamples", "at least 19, got 9"),
     ("bench_stats", ["--pair-steps", "16"], "--pair-steps", "at least --block + 1 (17"),
     ("bench_stats", ["--shape", "10x10"], "--shape", "need at least 16 x 24"),
