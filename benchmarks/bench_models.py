@@ -84,6 +84,7 @@ import time
 
 import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
+from _args import at_least
 
 NAMES = ("tiramisu", "deeplab")
 FULL = (768, 1152, 16)
@@ -1606,8 +1607,8 @@ def choose_precisions(choice: str, *, gpus: int, cpu_bf16: bool) -> list[str]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=4, help="toy batch size (default 4)")
-    parser.add_argument("--steps", type=int, default=5, help="timed toy steps (default 5)")
+    parser.add_argument("--batch", type=at_least(1), default=4, help="toy batch size (default 4)")
+    parser.add_argument("--steps", type=at_least(1), default=5, help="timed toy steps (default 5)")
     parser.add_argument(
         "--precision",
         choices=["auto", "float32", "mixed_bfloat16", "mixed_float16", "all"],

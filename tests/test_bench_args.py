@@ -55,6 +55,7 @@ REFUSALS = [
     ("bench_training", ["--scaling-steps", "2"], "--scaling-steps", "at least 6, got 2"),
     ("bench_training", ["--scaling-runs", "0"], "--scaling-runs", "at least 1, got 0"),
     ("bench_training", ["--turnover-epochs", "1"], "--turnover-epochs", "at least 2, got 1"),
+    ("bench_models", ["--steps", "0"], "--steps", "at least 1, got 0"),
     ("bench_engines_slurm", ["--engines", "0"], "--engines", "at least 1, got 0"),
     ("bench_engines_slurm", ["--repeat", "0"], "--repeat", "at least 1, got 0"),
     (
