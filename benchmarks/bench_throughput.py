@@ -758,7 +758,11 @@ def print_runs(runs: dict, w: int, half: int, n: int, precision: str) -> None:
     """One line per --workers: the phases of the longer run, the peaks of both."""
     r = runs[w, n]
     per_worker = max(runs[w, half]["peak"], r["peak"]) / w / 1e9
-    flat = r["peak"] / runs[w, half]["peak"]
+    flat = (
+        f"{n} steps / {half}: {r['peak'] / runs[w, half]['peak']:.2f} (flat: <= 1.05)"
+        if half < n
+        else "its growth with the steps not measured (one length: more --predict-steps)"
+    )
     goal = MEMORY_GOALS[precision]
     steady = (
         f"steady (steps {w + 1}..{n}): {r['per_step']:.2f} s a step, the network idle "
@@ -789,8 +793,8 @@ def print_runs(runs: dict, w: int, half: int, n: int, precision: str) -> None:
         f"{r['read']:.2f} s, write "
         f"{r['write']:.3f} s (a worker's seconds); {steady}; the network idle "
         f"{r['idle']:.1%} of the whole command (start-up included){month}; peak "
-        f"{per_worker:.2f} GB a worker (goal <= {goal} GB), {n} steps / {half}: {flat:.2f} "
-        f"(flat: <= 1.05) (load {os.getloadavg()[0]:.1f})",
+        f"{per_worker:.2f} GB a worker (goal <= {goal} GB), {flat} "
+        f"(load {os.getloadavg()[0]:.1f})",
         flush=True,
     )
 

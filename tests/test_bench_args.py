@@ -168,18 +168,18 @@ def test_a_predict_run_too_short_for_a_phase_prints_no_nan(capsys):
     short = bench.phases(_predict_run(1), workers=2)
     assert short["network"] is None and short["per_step"] is None
     assert short["around"] is None  # the only batch began before the first call ended
-    bench.print_runs({(2, 1): short, (2, 0): short}, 2, 0, 1, "float32")
+    bench.print_runs({(2, 1): short}, 2, 1, 1, "float32")
     out = capsys.readouterr().out
     assert "nan" not in out
     assert "no call after the first 2 (more --predict-steps)" in out
-    assert "no steady steps" in out
+    assert "no steady steps" in out and "growth with the steps not measured" in out
 
     long = bench.phases(_predict_run(4), workers=1)
     assert long["network"] == pytest.approx(1.0) and long["steady_steps"] == 3
     assert long["per_step"] == pytest.approx(1.0) and long["idle_steady"] == pytest.approx(0.0)
     bench.print_runs({(1, 4): long, (1, 2): long}, 1, 2, 4, "float32")
     out = capsys.readouterr().out
-    assert "nan" not in out and "a step's network 1.00 s" in out
+    assert "nan" not in out and "a step's network 1.00 s" in out and "4 steps / 2: 1.00" in out
 
 
 # --- the CPU's theoretical peak ----------------------------------------------------------
