@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
+from _args import at_least
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -58,8 +59,12 @@ def time_mpi(n: int) -> float:
 def time_srun(cluster, n: int) -> float:
     env = {k: v for k, v in cluster.env.items() if not k.startswith("SLURM_")}
     env["SLURM_CONF"] = str(cluster.conf)
+    # Engines gives each engine its share of the node's cores as threads, and its srun asks
+    # for that many CPUs per task: the allocation must hold them, else Slurm refuses the step
+    # ("More processors requested than permitted"), as for one engine on a 2-core node
+    cpus = max(1, cluster.cpus // n)
     out = subprocess.run(
-        ["salloc", "-n", str(n), sys.executable, "-c", INSIDE],
+        ["salloc", "-n", str(n), "--cpus-per-task", str(cpus), sys.executable, "-c", INSIDE],
         env=env,
         capture_output=True,
         text=True,
@@ -82,9 +87,14 @@ def time_sbatch(cluster, n: int) -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engines", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--engines", type=at_least(1), default=2, help="at most this machine's CPUs"
+    )
+    parser.add_argument("--repeat", type=at_least(1), default=3)
     args = parser.parse_args(argv)
+    if args.engines > (cpus := os.cpu_count() or 1):
+        # the cluster is one node of this machine's CPUs, one per task
+        parser.error(f"argument --engines: must be at most {cpus} (this machine's CPUs)")
     os.environ.update(mpi_settings(args.engines), IPP_NONINTERACTIVE="1")
     for key in [k for k in os.environ if k.startswith("SLURM_")]:
         del os.environ[key]

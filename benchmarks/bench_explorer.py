@@ -37,6 +37,7 @@ import time
 import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import holoviews as hv
 import numpy as np
+from _chromium import FLAGS as CHROMIUM_FLAGS
 
 from climnb.data.synthetic import FULL_SHAPE, make_dataset
 from climnb.viz.explorer import segmentation_explorer
@@ -138,12 +139,7 @@ def _driver(profile: str):
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser")
     for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-dev-shm-usage",
+        *CHROMIUM_FLAGS,
         "--window-size=1400,1400",
         f"--user-data-dir={profile}",
     ):

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import pandas as pd
+from _args import at_least, fewest_split_steps
 
 from climnb.data.synthetic import make_dataset
 from climnb.demo import WORKFLOW
@@ -70,16 +71,16 @@ def pretrain(root: Path, n_time: int, epochs: int, labels: str = "teacher") -> P
     return Path(train(config).bundle)
 
 
-def main(argv=None) -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--samples", type=int, default=160, help="pretraining steps (teacher labels)")
-    p.add_argument("--pretrain-epochs", type=int, default=8)
+    p.add_argument("--pretrain-epochs", type=at_least(1), default=8)
     p.add_argument("--tune-steps", type=int, default=16, help="truth-labelled steps")
-    p.add_argument("--epochs", type=int, default=12, help="of fine-tuning")
+    p.add_argument("--epochs", type=at_least(1), default=12, help="of fine-tuning")
     p.add_argument("--lr", type=float, default=1e-3, help="of fine-tuning")
-    p.add_argument("--freeze-blocks", type=int, default=0)
+    p.add_argument("--freeze-blocks", type=at_least(0), default=0)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--heldout", type=int, default=64, help="held-out steps scored")
+    p.add_argument("--heldout", type=at_least(1), default=64, help="held-out steps scored")
     p.add_argument(
         "--heldout-seed",
         type=int,
@@ -88,7 +89,7 @@ def main(argv=None) -> None:
     )
     p.add_argument(
         "--tune-every",
-        type=int,
+        type=at_least(1),
         default=8,
         help="truth-labelled steps taken every so many steps of their series (more storms)",
     )
@@ -102,6 +103,32 @@ def main(argv=None) -> None:
     p.add_argument("--root", default=None, help="working folder (default: a temporary one)")
     p.add_argument("--parent", default=None, help="a pretrained bundle: no pretraining")
     args = p.parse_args(argv)
+    # both trainings validate and take batches of 2: their sample sets need a batch of
+    # training steps and a validation step (the pretraining's split as climnb samples
+    # splits, the fine-tuning's as fine_tune does)
+    checks = [("--tune-steps", args.tune_steps, TUNE_SPLIT)]
+    if not args.parent or args.ceiling:
+        checks.insert(0, ("--samples", args.samples, {"train": 2, "test": 0}))
+    for name, value, split in checks:
+        if value < (least := fewest_split_steps(**split)):
+            p.error(
+                f"argument {name}: must be at least {least} (a batch of {split['train']} "
+                f"training steps and a validation step), got {value}"
+            )
+    return args
+
+
+#: how :func:`climnb.train.finetune.fine_tune` splits the expert steps
+TUNE_SPLIT = {
+    "method": "random",
+    "fractions": (1 - FineTune.validation, FineTune.validation, 0.0),
+    "train": FineTune.batch_size,
+    "test": 0,
+}
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     root = Path(args.root or tempfile.mkdtemp(prefix="bench-finetune-"))
     t0 = time.perf_counter()
     parent = (

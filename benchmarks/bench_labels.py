@@ -67,6 +67,7 @@ import _quiet  # noqa: F401  (before the libraries: their start-up logs and warn
 import numpy as np
 import pandas as pd
 import xarray as xr
+from _args import at_least
 from scipy import ndimage
 
 from climnb.data.synthetic import FULL_SHAPE, TOY_SHAPE, make_dataset
@@ -265,7 +266,7 @@ def ipart_agreement(data, arrays_by_recipe, n_steps: int) -> None:
             ]
             ok = "OK" if a["iou"] >= 0.6 else "BELOW 0.6"
             only = (lab == 2) & ~ref
-            dropped = cat["oversized"][only].mean() if only.any() else float("nan")
+            dropped = f"{cat['oversized'][only].mean():.0%}" if only.any() else "none ours only"
             print(
                 f"    {key:<13} IoU {a['iou']:.3f} ({ok}; seeds {min(per_seed):.3f}-"
                 f"{max(per_seed):.3f}), on IVT >= 250 only {a['iou_strong']:.3f}; "
@@ -274,7 +275,7 @@ def ipart_agreement(data, arrays_by_recipe, n_steps: int) -> None:
                 f"({a['n_reference']} IPART / {a['n_ours']} ours); union: IPART only "
                 f"{a['only_reference']:.0%} (of it IVT < 250: {a['only_reference_weak']:.0%}), "
                 f"ours only {a['only_ours']:.0%} (of it no IPART anomaly: "
-                f"{a['only_ours_absorbed']:.0%}, in a candidate too large: {dropped:.0%})"
+                f"{a['only_ours_absorbed']:.0%}, in a candidate too large: {dropped})"
             )
 
 
@@ -447,12 +448,16 @@ def _cpu_seconds() -> tuple[float, float]:
     return mine.user + mine.system, children
 
 
+#: steps in each file of the series that scaling and memory label
+STEPS_PER_FILE = 4
+
+
 def write_series(folder: Path, n_time: int, shape) -> list[Path]:
-    """One NetCDF file per 4 steps, with the channels labelling needs."""
+    """One NetCDF file per ``STEPS_PER_FILE`` steps, with the channels labelling needs."""
     paths = []
-    for k in range(0, n_time, 4):
+    for k in range(0, n_time, STEPS_PER_FILE):
         ds, _ = make_dataset(
-            n_time=4,
+            n_time=STEPS_PER_FILE,
             n_lat=shape[0],
             n_lon=shape[1],
             seed=200 + k,
@@ -489,14 +494,15 @@ def _peak_rss_mib() -> float:
 
 
 def memory(folder: Path, paths: list[Path], short: int) -> None:
+    short -= short % STEPS_PER_FILE  # whole files
     print(
         f"\npeak memory labelling a lazily opened full-size series ({short} vs {4 * short} "
         "steps, climnb label --workers 2, written to NetCDF):"
     )
-    per_step = sum(p.stat().st_size for p in paths) / (4 * short) / 2**20
+    per_step = paths[0].stat().st_size / STEPS_PER_FILE / 2**20
     peaks = {}
     for n in (short, 4 * short):
-        inputs = [str(p) for p in paths[: n // 4]]
+        inputs = [str(p) for p in paths[: n // STEPS_PER_FILE]]
         cmd = [sys.executable, __file__, "--stream-child", str(folder / f"out{n}.nc"), *inputs]
         result = subprocess.run(
             cmd,
@@ -567,12 +573,24 @@ def pictures(folder: Path, shape=TOY_SHAPE, steps: int = 3, n_steps: int = 160) 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=50, help="steps per size for quality")
-    parser.add_argument("--seeds", type=int, default=5, help="seeds the steps are split over")
-    parser.add_argument("--scaling-steps", type=int, default=32)
-    parser.add_argument("--memory-steps", type=int, default=8)
+    parser.add_argument("--steps", type=at_least(1), default=50, help="steps per size for quality")
+    parser.add_argument(
+        "--seeds", type=at_least(1), default=5, help="seeds the steps are split over"
+    )
+    parser.add_argument(
+        "--scaling-steps",
+        type=at_least(STEPS_PER_FILE),
+        default=32,
+        help=f"steps of the scaling series (files of {STEPS_PER_FILE})",
+    )
+    parser.add_argument(
+        "--memory-steps",
+        type=at_least(STEPS_PER_FILE),
+        default=8,
+        help=f"steps of the short memory series (files of {STEPS_PER_FILE}; the long one 4x)",
+    )
     parser.add_argument("--recipe", choices=(*RECIPES, "all"), default="all")
-    parser.add_argument("--ipart-steps", type=int, default=160, help="IPART series length")
+    parser.add_argument("--ipart-steps", type=at_least(2), default=160, help="IPART series length")
     parser.add_argument(
         "--ipart-full",
         action="store_true",
@@ -588,11 +606,14 @@ def main(argv=None):
         "speed,scaling for the speed figures alone, about 3 minutes on 2 idle cores)",
     )
     parser.add_argument(
-        "--scaling-repeat", type=int, default=3, help="1/2-worker pairs per arrangement"
+        "--scaling-repeat",
+        type=at_least(1),
+        default=3,
+        help="1/2-worker pairs per arrangement",
     )
     parser.add_argument(
         "--arrangements",
-        type=lambda text: text.split(","),
+        type=_arrangements,
         default=[a for a, _ in ARRANGEMENTS],
         help=f"scaling arrangements, of {','.join(a for a, _ in ARRANGEMENTS)} (default: all)",
     )
@@ -639,6 +660,15 @@ def _parts(text: str) -> tuple[str, ...]:
     return parts
 
 
+def _arrangements(text: str) -> list[str]:
+    names = [a for a, _ in ARRANGEMENTS]
+    chosen = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in chosen if a not in names]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"arrangements are {', '.join(names)}; got {text!r}")
+    return chosen
+
+
 def speed_parts(args, parts) -> None:
     """The speed on one core, the scaling with workers and the memory, as ``parts`` asks."""
     if "speed" in parts:
@@ -650,7 +680,9 @@ def speed_parts(args, parts) -> None:
         paths = write_series(Path(tmp), n, FULL_SHAPE)
         if "scaling" in parts:
             scaling(
-                paths[: max(args.scaling_steps // 4, 1)], args.scaling_repeat, args.arrangements
+                paths[: args.scaling_steps // STEPS_PER_FILE],
+                args.scaling_repeat,
+                args.arrangements,
             )
         if "memory" in parts:
             memory(Path(tmp), paths, args.memory_steps)

@@ -3,7 +3,8 @@
 Prints:
 
 1. the CPU's FP32 peak: the theoretical one from ``lscpu`` (cores x GHz x FLOP per cycle, with
-   the assumptions named) and the measured one, a large GEMM through TensorFlow / oneDNN in
+   the assumptions named; none, and no share of it, where the CPU's vendor, family and flags
+   do not tell its FMA units) and the measured one, a large GEMM through TensorFlow / oneDNN in
    this run (float32, and bfloat16 where the CPU has AVX512_BF16 / AMX);
 2. the paper presets at 768 x 1152 x 16, counted from the built graph: trainable parameters
    and training FLOP per sample next to the paper's 7.8 M / 4.2 TFLOP and 43.7 M / 14.4 TFLOP;
@@ -84,6 +85,7 @@ import time
 
 import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
+from _args import at_least
 
 NAMES = ("tiramisu", "deeplab")
 FULL = (768, 1152, 16)
@@ -104,8 +106,35 @@ def lscpu() -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines())}
 
 
+def fp32_per_cycle(info: dict[str, str]) -> tuple[int | None, str]:
+    """Float32 FLOP per cycle per core from lscpu's vendor, family and flags, and the basis
+    of the figure; ``None`` where lscpu cannot tell (the width and number of the FMA units
+    differ between models that show the same flags)."""
+    flags = set(info.get("Flags", "").split())
+    amd = info.get("Vendor ID") == "AuthenticAMD"
+    family = int(info.get("CPU family", 0) or 0)
+    model = int(info.get("Model", 0) or 0)
+    if "avx512f" in flags:
+        if amd and family == 0x19:  # Zen 4: AVX-512 runs on its AVX2 units, in two halves
+            return 32, "AVX-512 on Zen 4: 2 FMA units of 256 bits x 8 float32 x 2 FLOP"
+        if "amx_bf16" in flags:  # Xeon since Sapphire Rapids: 2 FMA units on every model
+            return 64, "AVX-512 with AMX (Xeon since Sapphire Rapids): 2 FMA units x 16 x 2"
+        return None, (
+            "AVX-512 on 1 or 2 FMA units, of 256 or 512 bits, by CPU model: lscpu does not say"
+        )
+    if "avx2" in flags and "fma" in flags:
+        if amd and family == 0x17 and model < 0x30:  # Zen and Zen+: 128-bit FMA units
+            return 16, "AVX2 on Zen/Zen+: 2 FMA units of 128 bits x 4 float32 x 2 FLOP"
+        return 32, "AVX2: 2 FMA units x 8 float32 x 2 FLOP (a big core; Atom-class cores: 16)"
+    return 8, "SSE: 2 x 4 float32 (no FMA)"
+
+
 def theoretical_peak(info: dict[str, str]) -> dict:
-    """Theoretical FP32 and BF16 FLOP/s from lscpu, with the assumptions behind them."""
+    """Theoretical FP32 and BF16 FLOP/s from lscpu, with the assumptions behind them.
+
+    ``fp32`` and ``bf16`` are ``None`` where the FLOP per cycle or the clock cannot be known
+    from lscpu (the reason is in ``fp32_unit`` / ``bf16_unit``, or ``clock``); ``bf16`` is 0
+    where the CPU has no native bfloat16."""
     flags = set(info.get("Flags", "").split())
     cores = int(info.get("Core(s) per socket", 1)) * int(info.get("Socket(s)", 1))
     if info.get("CPU max MHz"):
@@ -113,33 +142,63 @@ def theoretical_peak(info: dict[str, str]) -> dict:
     elif m := re.search(r"@\s*([\d.]+)\s*GHz", info.get("Model name", "")):
         ghz, clock = float(m.group(1)), "the base clock in the model name"
     elif info.get("BogoMIPS"):
-        # Intel's BogoMIPS is twice the TSC (nominal) clock; all-core AVX-512 clocks differ
-        ghz, clock = float(info["BogoMIPS"]) / 2e3, "BogoMIPS / 2 (the nominal TSC clock)"
+        # Linux's x86 BogoMIPS is twice the TSC (nominal) clock; boost and AVX clocks differ
+        ghz, clock = (
+            float(info["BogoMIPS"]) / 2e3,
+            "BogoMIPS / 2: the nominal TSC clock, not a boost clock",
+        )
     else:
-        ghz, clock = math.nan, "unknown"
-    if "avx512f" in flags:
-        fp32, unit = 64, "AVX-512: 2 FMA units x 16 float32 x 2 FLOP (1-unit Xeons: half)"
-    elif "avx2" in flags and "fma" in flags:
-        fp32, unit = 32, "AVX2: 2 FMA units x 8 float32 x 2 FLOP"
-    else:
-        fp32, unit = 8, "SSE: 2 x 4 float32 (no FMA)"
+        ghz, clock = None, "unknown: lscpu gives no clock"
+    fp32, unit = fp32_per_cycle(info)
     if "amx_bf16" in flags:
         bf16, bf16_unit = 1024, "AMX-BF16: 1024 FLOP per cycle per core"
     elif "avx512_bf16" in flags:
-        bf16, bf16_unit = 128, "AVX512_BF16: 2 units x 32 bf16 pairs x 2 FLOP"
+        # a dot product of bfloat16 pairs into each float32 lane, on the float32 FMA units
+        bf16 = 2 * fp32 if fp32 else None
+        bf16_unit = "AVX512_BF16: 2 bf16 pairs per float32 lane, on the float32 FMA units"
     else:
         bf16, bf16_unit = 0, "no native bfloat16"
+
+    def rate(per_cycle):
+        return None if per_cycle is None or ghz is None else cores * ghz * per_cycle * 1e9
+
     return dict(
         cores=cores,
         ghz=ghz,
         clock=clock,
         fp32_per_cycle=fp32,
         fp32_unit=unit,
-        fp32=cores * ghz * fp32 * 1e9,
+        fp32=rate(fp32),
         bf16_per_cycle=bf16,
         bf16_unit=bf16_unit,
-        bf16=cores * ghz * bf16 * 1e9,
+        bf16=rate(bf16) if bf16 else bf16,
     )
+
+
+def describe_peak(peak: dict) -> list[str]:
+    """The lines that say the theoretical peaks, or why one is not known."""
+    if peak["fp32"] is None:
+        why = peak["fp32_unit"] if peak["fp32_per_cycle"] is None else f"clock {peak['clock']}"
+        lines = [f"theoretical FP32: not known ({why}); no share of it is printed"]
+    else:
+        lines = [
+            f"theoretical FP32: {peak['cores']} cores x {peak['ghz']:.2f} GHz ({peak['clock']}) "
+            f"x {peak['fp32_per_cycle']} FLOP/cycle ({peak['fp32_unit']}) = "
+            f"{peak['fp32'] / 1e9:.1f} GFLOP/s"
+        ]
+    if peak["bf16"]:
+        lines.append(
+            f"theoretical BF16: {peak['bf16_per_cycle']} FLOP/cycle ({peak['bf16_unit']}) = "
+            f"{peak['bf16'] / 1e9:.0f} GFLOP/s"
+        )
+    elif peak["bf16"] is None:
+        lines.append(f"theoretical BF16: not known ({peak['bf16_unit']})")
+    return lines
+
+
+def share_of(rate: float, peak: float | None, what: str) -> str:
+    """``" = 42 % of theoretical"``, or nothing where the peak is not known."""
+    return f" = {100 * rate / peak:.0f} % of {what}" if peak else ""
 
 
 def gemm_rate(
@@ -1549,8 +1608,8 @@ def choose_precisions(choice: str, *, gpus: int, cpu_bf16: bool) -> list[str]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=4, help="toy batch size (default 4)")
-    parser.add_argument("--steps", type=int, default=5, help="timed toy steps (default 5)")
+    parser.add_argument("--batch", type=at_least(1), default=4, help="toy batch size (default 4)")
+    parser.add_argument("--steps", type=at_least(1), default=5, help="timed toy steps (default 5)")
     parser.add_argument(
         "--precision",
         choices=["auto", "float32", "mixed_bfloat16", "mixed_float16", "all"],
@@ -1691,24 +1750,21 @@ def main(argv=None) -> None:
         info = lscpu()
         peak = theoretical_peak(info)
         print(f"\n## Peak of this CPU ({info.get('Model name', '?')})")
-        print(
-            f"theoretical FP32: {peak['cores']} cores x {peak['ghz']:.2f} GHz ({peak['clock']}) "
-            f"x {peak['fp32_per_cycle']} FLOP/cycle ({peak['fp32_unit']}) = "
-            f"{peak['fp32'] / 1e9:.1f} GFLOP/s"
-        )
-        if peak["bf16"]:
-            print(f"theoretical BF16: {peak['bf16_unit']} = {peak['bf16'] / 1e9:.0f} GFLOP/s")
+        print("\n".join(describe_peak(peak)))
+        # a peak at a clock the cores may exceed (boost) is not a ceiling: said with the share
+        at = " at the nominal clock" if "nominal" in peak["clock"] else ""
         fp32_gemm = gemm_rate("float32", repeats=5, **size)
         print(
-            f"measured FP32 GEMM {n}^3 (TF/oneDNN, best of 5): {fp32_gemm / 1e9:.1f} GFLOP/s = "
-            f"{100 * fp32_gemm / peak['fp32']:.0f} % of theoretical (load {os.getloadavg()[0]:.1f})"
+            f"measured FP32 GEMM {n}^3 (TF/oneDNN, best of 5): {fp32_gemm / 1e9:.1f} GFLOP/s"
+            f"{share_of(fp32_gemm, peak['fp32'], 'theoretical' + at)} "
+            f"(load {os.getloadavg()[0]:.1f})"
         )
         if "mixed_bfloat16" in precisions:
             bf16_gemm = gemm_rate("bfloat16", repeats=5, **size)
             print(
                 f"measured BF16 GEMM {n}^3: {bf16_gemm / 1e9:.1f} GFLOP/s = "
-                f"{bf16_gemm / fp32_gemm:.1f}x FP32 GEMM, {100 * bf16_gemm / peak['bf16']:.0f} % "
-                f"of theoretical BF16 ({peak['bf16_unit'].split(':')[0]})"
+                f"{bf16_gemm / fp32_gemm:.1f}x FP32 GEMM"
+                + share_of(bf16_gemm, peak["bf16"], "theoretical BF16" + at)
             )
 
     print("\n## Paper presets at 768x1152x16, counted (never run)")
@@ -1733,14 +1789,15 @@ def main(argv=None) -> None:
             "\n## Roofline (float32, training, batch 1): copy bandwidth "
             f"{bandwidth / 1e9:.1f} GB/s "
             f"(numpy, 512 MiB, 2 threads; load {os.getloadavg()[0]:.1f}); machine balance "
-            f"{fp32_gemm / bandwidth:.0f} FLOP/B at the measured GEMM rate, "
-            f"{peak['fp32'] / bandwidth:.0f} at the theoretical peak"
+            f"{fp32_gemm / bandwidth:.0f} FLOP/B at the measured GEMM rate"
+            + (f", {peak['fp32'] / bandwidth:.0f} at the theoretical peak" if peak["fp32"] else "")
         )
         for name in _names(args):
             print_roofline(name, FULL, "paper", fp32_gemm, bandwidth)
             print_roofline(name, TOY, "toy", fp32_gemm, bandwidth)
-            bound = roofline(build_model(name, FULL), peak["fp32"], bandwidth)["share"]
-            print(f"  (paper at the theoretical peak: at most {100 * bound:.0f} % of it)")
+            if peak["fp32"]:
+                bound = roofline(build_model(name, FULL), peak["fp32"], bandwidth)["share"]
+                print(f"  (paper at the theoretical peak: at most {100 * bound:.0f} % of it)")
 
     print(
         f"\n## Toy presets at 96x144x16, batch {args.batch}, median of {args.steps} steps; "

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
+from _args import at_least
 
 FULL = (768, 1152)
 
@@ -257,21 +258,34 @@ def digest_rate(files) -> float:
     return len(files) / (time.perf_counter() - t0)
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
         "--dir", type=Path, default=Path(tempfile.gettempdir()) / "climnb-bench" / "shared"
     )
-    p.add_argument("--n-files", type=int, default=32)
-    p.add_argument("--batch-size", type=int, default=2)
-    p.add_argument("--workers", type=int, default=2, help="reader processes of the pipeline")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--ranks-per-node", type=int, default=2)
-    p.add_argument("--samples-per-rank", type=int, default=8)
+    p.add_argument("--n-files", type=at_least(2), default=32)
+    p.add_argument("--batch-size", type=at_least(1), default=2)
+    p.add_argument(
+        "--workers", type=at_least(0), default=2, help="reader processes of the pipeline"
+    )
+    p.add_argument("--rounds", type=at_least(1), default=5)
+    p.add_argument("--ranks-per-node", type=at_least(1), default=2)
+    p.add_argument("--samples-per-rank", type=at_least(1), default=8)
     p.add_argument("--no-alternatives", dest="alternatives", action="store_false")
     p.add_argument("--no-staging", dest="staging", action="store_false")
     p.add_argument("--clean", action="store_true", help="remove the files afterwards")
     args = p.parse_args(argv)
+    if args.n_files < 2 * args.batch_size:
+        # the first batch (tracing, start-up) is not timed: a rate needs a second one
+        p.error(
+            f"argument --n-files: must be at least 2 x --batch-size ({2 * args.batch_size}) "
+            f"for a timed batch after the first, got {args.n_files}"
+        )
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
 
     files = make_files(args.dir, args.n_files)
     mb = os.path.getsize(files[0]) / 1e6

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
+from _args import fewest_split_steps, fraction, synthetic_grid
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -45,17 +46,30 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n-time", type=int, default=80)
-    p.add_argument("--shape", default="96x144", help="LATxLON (full size: 768x1152)")
-    p.add_argument("--kill-at", type=float, default=0.5, help="fraction of training files")
+    p.add_argument(
+        "--shape", type=synthetic_grid, default=(96, 144), help="LATxLON (full size: 768x1152)"
+    )
+    p.add_argument("--kill-at", type=fraction, default=0.5, help="fraction of training files")
     p.add_argument("--dir", type=Path, default=None, help="working folder (default: a temp one)")
     args = p.parse_args(argv)
+    # 2 train steps at least: one kept by the killed run, one left to resume
+    if args.n_time < (least := fewest_split_steps(train=2)):
+        p.error(
+            f"argument --n-time: must be at least {least} (climnb samples' split into 2 train "
+            f"steps or more, validation and test, 24 h apart), got {args.n_time}"
+        )
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
 
     from climnb.data.synthetic import make_dataset, save_dataset
 
-    n_lat, n_lon = (int(v) for v in args.shape.split("x"))
+    n_lat, n_lon = args.shape
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench_resume."))
     work.mkdir(parents=True, exist_ok=True)
     src = work / "fields.nc"
@@ -81,26 +95,42 @@ def main(argv=None) -> int:
             for line in f.read_text().splitlines()
         ]
         time.sleep(0.01)
+    ended = proc.poll() is not None  # it finished before the kill: nothing to resume
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     killed = time.perf_counter() - start
     kept = len({json.loads(line)["file"] for line in journal})
-    resume = timed([*cmd(out), "--no-progress"])
-    same = digests(out) == digests(work / "clean")
 
     print(f"{args.n_time} steps of {n_lat} x {n_lon}, {n_train} training files, in {work}")
     rows = [
         ("startup (climnb samples --help)", f"{startup:7.2f} s"),
         ("clean run", f"{clean:7.2f} s"),
-        (f"killed run (SIGKILL after {kept} train files)", f"{killed:7.2f} s"),
-        ("resumed run (same command)", f"{resume:7.2f} s"),
-        ("resume / clean", f"{resume / clean:7.2f}"),
-        ("resume / clean, startup subtracted", f"{(resume - startup) / (clean - startup):7.2f}"),
-        ("resumed set byte-identical to clean", f"{same!s:>7}"),
     ]
+    if ended:
+        rows.append(
+            (
+                "killed run",
+                f"{killed:7.2f} s: it ended before {target} train files were journalled, "
+                "nothing to resume (more --n-time, or a smaller --kill-at)",
+            )
+        )
+        same = None
+    else:
+        resume = timed([*cmd(out), "--no-progress"])
+        same = digests(out) == digests(work / "clean")
+        rows += [
+            (f"killed run (SIGKILL after {kept} train files)", f"{killed:7.2f} s"),
+            ("resumed run (same command)", f"{resume:7.2f} s"),
+            ("resume / clean", f"{resume / clean:7.2f}"),
+            (
+                "resume / clean, startup subtracted",
+                f"{(resume - startup) / (clean - startup):7.2f}",
+            ),
+            ("resumed set byte-identical to clean", f"{same!s:>7}"),
+        ]
     for name, value in rows:
         print(f"{name:45s} {value}")
-    return 0 if same else 1
+    return 1 if same is False else 0
 
 
 if __name__ == "__main__":

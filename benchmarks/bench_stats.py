@@ -47,6 +47,7 @@ from pathlib import Path
 
 import _quiet  # noqa: F401  (before the libraries: their start-up logs and warnings off)
 import numpy as np
+from _args import at_least, synthetic_grid
 
 STEPS_PER_YEAR = 2920
 
@@ -179,25 +180,39 @@ def table_false_positives(pairs: int, n_time: int, block: int, resamples: int) -
     return rows
 
 
-def main(argv=None) -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--years", type=int, nargs="*", default=[1, 2])
-    p.add_argument("--shape", default="768x1152")
-    p.add_argument("--chunk", type=int, default=8, help="time steps per chunk (default 8)")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--pairs", type=int, default=20)
-    p.add_argument("--table-pairs", type=int, default=20)
-    p.add_argument("--pair-steps", type=int, default=160)
-    p.add_argument("--block", type=int, default=16)
-    p.add_argument("--resamples", type=int, default=999)
+    p.add_argument("--years", type=at_least(1), nargs="*", default=[1, 2])
+    p.add_argument("--shape", type=synthetic_grid, default=(768, 1152), help="LATxLON")
+    p.add_argument("--chunk", type=at_least(1), default=8, help="time steps per chunk (default 8)")
+    p.add_argument("--workers", type=at_least(1), default=2)
+    p.add_argument("--pairs", type=at_least(0), default=20)
+    p.add_argument("--table-pairs", type=at_least(0), default=20)
+    p.add_argument("--pair-steps", type=at_least(2), default=160)
+    p.add_argument("--block", type=at_least(1), default=16)
+    # CompareConfig's own floor: fewer permutations cannot give p < 0.05
+    p.add_argument("--resamples", type=at_least(19), default=999)
     p.add_argument("--workdir", default=None)
     p.add_argument("--_measure", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.years and args.chunk > (steps := min(args.years) * STEPS_PER_YEAR):
+        p.error(f"argument --chunk: must be at most {steps} (the shortest file's steps)")
+    if (args.pairs or args.table_pairs) and args.pair_steps <= args.block:
+        # compare() resamples whole blocks: a period needs at least two of them
+        p.error(
+            f"argument --pair-steps: must be at least --block + 1 ({args.block + 1}: two "
+            f"bootstrap blocks), got {args.pair_steps}"
+        )
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     if args._measure:
         what, path, chunk, workers = args._measure
         print(json.dumps(measure(path, what, int(chunk), int(workers))))
         return
-    shape = tuple(int(v) for v in args.shape.lower().split("x"))
+    shape = args.shape
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_stats_"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"masks {shape[0]} x {shape[1]}, chunks of {args.chunk} steps, {args.workers} threads")
@@ -243,7 +258,8 @@ def main(argv=None) -> None:
 
         cols = ["local", "local_where_present", "fdr"]
         t = pd.DataFrame(rows).groupby("class")[cols].agg(["mean", "max"])
-        print((100 * t).round(2).to_string())
+        # "-": a class that never occurs in a pair (no grid point where it is present)
+        print((100 * t).round(2).to_string(na_rep="-"))
         print(
             "  (percent of grid points with p < 0.05: at most about 5 where the class occurs; "
             "after FDR about 0)"
@@ -256,6 +272,9 @@ def main(argv=None) -> None:
         rows = table_false_positives(args.table_pairs, args.pair_steps, args.block, args.resamples)
         import pandas as pd
 
+        if not rows:
+            print("  no row differs between the runs of a pair: nothing tested (more --pair-steps)")
+            return
         t = pd.DataFrame(rows).groupby("quantity")[["local", "fdr"]].agg(["mean", "size"])
         print((100 * t.xs("mean", axis=1, level=1)).round(1).assign(rows=t[("local", "size")]))
         frame = pd.DataFrame(rows)

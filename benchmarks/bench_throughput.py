@@ -80,6 +80,7 @@ import _quiet  # noqa: F401  (before the libraries: their start-up logs and warn
 import numpy as np
 import pandas as pd
 import psutil
+from _args import at_least
 
 from climnb.labels import required_variables
 
@@ -724,10 +725,10 @@ def phases(r: dict, workers: int) -> dict:
     # classes after it (not the wait for the network: the batch is ready then); the median
     # of the batches begun after the first network call (those before it wait for the load)
     later = [e for e in r["batches"] if e[1] - born >= calls[0][1]]
-    around = np.median(
-        [b - a - inside(r["calls"], t, a, b) - inside(r["waits"], t, a, b) for t, a, b in later]
-        or [np.nan]
-    )
+    around = [
+        b - a - inside(r["calls"], t, a, b) - inside(r["waits"], t, a, b) for t, a, b in later
+    ]
+    networks = [b - a for a, b in calls[min(workers, n) :]]
     out = {
         "steps": n,
         "seconds": total,
@@ -735,10 +736,11 @@ def phases(r: dict, workers: int) -> dict:
         "first_call": calls[0][1] - calls[0][0],
         "idle": 1 - _union(calls) / total,
         "steady_steps": steady,
-        "per_step": window / steady if steady else np.nan,
-        "idle_steady": idle_steady / window if steady else np.nan,
-        "network": np.median([b - a for a, b in calls[min(workers, n) :]] or [np.nan]),
-        "around": around,
+        # None: a phase the run never reached (too few steps for it)
+        "per_step": window / steady if steady else None,
+        "idle_steady": idle_steady / window if steady else None,
+        "network": float(np.median(networks)) if networks else None,
+        "around": float(np.median(around)) if around else None,
         "read": spent(lambda s: not s.startswith(("predict-", "store", "_finalize"))) / n,
         "write": spent(lambda s: s.startswith(("store", "_finalize"))) / n,
         "peak": r["peak"],
@@ -756,7 +758,11 @@ def print_runs(runs: dict, w: int, half: int, n: int, precision: str) -> None:
     """One line per --workers: the phases of the longer run, the peaks of both."""
     r = runs[w, n]
     per_worker = max(runs[w, half]["peak"], r["peak"]) / w / 1e9
-    flat = r["peak"] / runs[w, half]["peak"]
+    flat = (
+        f"{n} steps / {half}: {r['peak'] / runs[w, half]['peak']:.2f} (flat: <= 1.05)"
+        if half < n
+        else "its growth with the steps not measured (one length: more --predict-steps)"
+    )
     goal = MEMORY_GOALS[precision]
     steady = (
         f"steady (steps {w + 1}..{n}): {r['per_step']:.2f} s a step, the network idle "
@@ -770,47 +776,119 @@ def print_runs(runs: dict, w: int, half: int, n: int, precision: str) -> None:
         if "month" in r
         else ""
     )
+    network = (
+        f"a step's network {r['network']:.2f} s (median after the first calls)"
+        if r["network"] is not None
+        else f"a step's network: no call after the first {w} (more --predict-steps)"
+    )
+    around = (
+        f"its batch's own work around it {r['around']:.2f} s (median)"
+        if r["around"] is not None
+        else "its batch's own work around it: no batch began after the first call"
+    )
     print(
         f"    --workers {w}: {r['steps'] / r['seconds']:.3f} steps/s ({r['seconds']:.0f} s for "
         f"{r['steps']} steps); start-up {r['first']:.1f} s to the first network call, which "
-        f"took {r['first_call']:.1f} s; a step's network {r['network']:.2f} s (median after the "
-        f"first calls), its batch's own work around it {r['around']:.2f} s (median), read "
+        f"took {r['first_call']:.1f} s; {network}, {around}, read "
         f"{r['read']:.2f} s, write "
         f"{r['write']:.3f} s (a worker's seconds); {steady}; the network idle "
         f"{r['idle']:.1%} of the whole command (start-up included){month}; peak "
-        f"{per_worker:.2f} GB a worker (goal <= {goal} GB), {n} steps / {half}: {flat:.2f} "
-        f"(flat: <= 1.05) (load {os.getloadavg()[0]:.1f})",
+        f"{per_worker:.2f} GB a worker (goal <= {goal} GB), {flat} "
+        f"(load {os.getloadavg()[0]:.1f})",
         flush=True,
     )
 
 
-def main(argv=None) -> None:
+#: the parts of the benchmark (``--only``)
+PARTS = ("write", "raw", "label", "breakdown", "predict")
+
+
+def _listed(kind, choices=None, least: int | None = None):
+    """An argparse ``type``: comma-separated values of ``kind``, each in ``choices`` or at
+    least ``least``."""
+
+    def parse(text: str) -> tuple:
+        values = tuple(kind(v) for v in text.split(",") if v.strip())
+        if not values:
+            raise argparse.ArgumentTypeError(f"give at least one value, got {text!r}")
+        for v in values:
+            if choices is not None and v not in choices:
+                raise argparse.ArgumentTypeError(f"values are {','.join(choices)}; got {v!r}")
+            if least is not None and v < least:
+                raise argparse.ArgumentTypeError(f"each must be at least {least}, got {v}")
+        return values
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=Path("/var/tmp/climnb-month"))
-    parser.add_argument("--days", type=int, default=30)
-    parser.add_argument("--only", default="write,raw,label,breakdown")
-    parser.add_argument("--breakdown-steps", type=int, default=16)
-    parser.add_argument("--label-workers", default="1,2", help="the --workers of the label runs")
-    parser.add_argument("--label-formats", default="nc,zarr", help="the label runs' outputs")
+    parser.add_argument("--days", type=at_least(1), default=30)
+    parser.add_argument(
+        "--only", type=_listed(str, PARTS), default=("write", "raw", "label", "breakdown")
+    )
+    parser.add_argument("--breakdown-steps", type=at_least(1), default=16)
+    parser.add_argument(
+        "--label-workers",
+        type=_listed(int, least=1),
+        default=(1, 2),
+        help="the --workers of the label runs",
+    )
+    parser.add_argument(
+        "--label-formats",
+        type=_listed(str, ("nc", "zarr")),
+        default=("nc", "zarr"),
+        help="the label runs' outputs",
+    )
     parser.add_argument(
         "--label-storm-tracks",
-        default="auto",
+        type=_listed(str, ("auto", "on", "off")),
+        default=("auto",),
         help="the label runs' --storm-tracks, comma-separated (on: the storm tracker's pass "
         "over the month first; auto leaves it off on this warm-core input)",
     )
-    parser.add_argument("--predict-steps", type=int, default=16)
+    parser.add_argument("--predict-steps", type=at_least(1), default=16)
     parser.add_argument(
-        "--predict-workers", default="1,2", help="the --workers of the predict runs"
+        "--predict-workers",
+        type=_listed(int, least=1),
+        default=(1, 2),
+        help="the --workers of the predict runs",
     )
     parser.add_argument(
-        "--predict-rounds", type=int, default=3, help="GEMM and forward pass timings, in turn"
+        "--predict-rounds",
+        type=at_least(1),
+        default=3,
+        help="GEMM and forward pass timings, in turn",
     )
-    parser.add_argument("--predict-precisions", default="float32,mixed_bfloat16")
+    parser.add_argument(
+        "--predict-precisions",
+        type=_listed(str, ("float32", "mixed_bfloat16")),
+        default=("float32", "mixed_bfloat16"),
+    )
     parser.add_argument(
         "--predict-preset", default="paper", help="the Tiramisu preset (toy: a quick check)"
     )
     args = parser.parse_args(argv)
-    parts = set(args.only.split(","))
+    steps = args.days * STEPS_PER_DAY
+    if "predict" in args.only and args.predict_steps > steps:
+        parser.error(
+            f"argument --predict-steps: must be at most {steps} (--days {args.days} x "
+            f"{STEPS_PER_DAY}), got {args.predict_steps}"
+        )
+    if "breakdown" in args.only and args.breakdown_steps > steps - 1:
+        # step 0 warms up: the steps timed come after it
+        parser.error(
+            f"argument --breakdown-steps: must be at most {steps - 1} (--days {args.days} x "
+            f"{STEPS_PER_DAY}, less the warm-up step), got {args.breakdown_steps}"
+        )
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    parts = set(args.only)
     print(
         f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
         f"{time.strftime('%Y-%m-%d %H:%M')}"
@@ -818,14 +896,13 @@ def main(argv=None) -> None:
     paths = write_month(args.dir, args.days)
     names = required_variables()
     if "label" in parts or "raw" in parts:
-        workers = tuple(int(n) for n in args.label_workers.split(","))
         label_part(
             args.dir,
             paths,
             names,
-            workers,
-            tuple(args.label_formats.split(",")),
-            tuple(args.label_storm_tracks.split(",")),
+            args.label_workers,
+            args.label_formats,
+            args.label_storm_tracks,
         )
     if "breakdown" in parts:
         breakdown(paths, names, args.breakdown_steps)
@@ -834,9 +911,9 @@ def main(argv=None) -> None:
             args.dir,
             paths,
             args.predict_steps,
-            tuple(int(n) for n in args.predict_workers.split(",")),
+            args.predict_workers,
             args.predict_preset,
-            tuple(args.predict_precisions.split(",")),
+            args.predict_precisions,
             args.predict_rounds,
         )
     print(f"load {os.getloadavg()[0]:.1f} at the end")

@@ -56,6 +56,7 @@ import _quiet  # noqa: F401  (before the libraries: their start-up logs and warn
 import numpy as np
 import pandas as pd
 import xarray as xr
+from _args import at_least
 
 from climnb.data.synthetic import make_dataset
 from climnb.io.samples import write_samples
@@ -181,6 +182,10 @@ def _start_training(ranks: int, data: Path, out: Path, config: Path, steps: int,
     return proc, out
 
 
+#: the first steps of a run trace the graph and warm up: left out of its rate
+WARMUP_STEPS = 5
+
+
 def _finish_training(started) -> pd.DataFrame:
     proc, out = started
     _, err = proc.communicate()
@@ -188,7 +193,7 @@ def _finish_training(started) -> pd.DataFrame:
         sys.exit(f"training failed:\n{err[-3000:]}")
     steps = pd.read_csv(out / "history.csv")
     steps = steps[(steps.kind == "step") & (steps["rank"] == 0)]
-    return steps.iloc[5:]  # leave out tracing and warm-up
+    return steps.iloc[WARMUP_STEPS:]
 
 
 def _overlap(*histories: pd.DataFrame) -> list[pd.DataFrame]:
@@ -196,6 +201,19 @@ def _overlap(*histories: pd.DataFrame) -> list[pd.DataFrame]:
     lo = max(h.time.min() for h in histories)
     hi = min(h.time.max() for h in histories)
     return [h[(h.time >= lo) & (h.time <= hi)] for h in histories]
+
+
+def weak_scaling(alone: pd.DataFrame, pair: list[pd.DataFrame], both: pd.DataFrame):
+    """(samples/s alone, of the pair together and of the 2 ranks; efficiency, sharing,
+    exchange) from the timed steps of one repetition, or why they cannot be measured."""
+    if alone.empty or both.empty:
+        return f"no step after the first {WARMUP_STEPS} (more --scaling-steps)"
+    if any(h.empty for h in pair):
+        return "the pair's timed steps did not overlap (more --scaling-steps)"
+    r_alone = float(alone.samples_per_s.median())
+    r_pair = sum(float(h.samples_per_s.median()) for h in pair)
+    r_two = float(both.samples_per_s.median())
+    return r_alone, r_pair, r_two, r_two / (2 * r_alone), r_pair / (2 * r_alone), r_two / r_pair
 
 
 def scaling(work: Path, args) -> None:
@@ -228,10 +246,11 @@ def scaling(work: Path, args) -> None:
         pair = _overlap(*[_finish_training(p) for p in pair])
         both = _finish_training(_start_training(2, data, run / "two", config, steps, "0,1"))
         load_both = os.getloadavg()[0]
-        r_alone = float(alone.samples_per_s.median())
-        r_pair = sum(float(h.samples_per_s.median()) for h in pair)
-        r_two = float(both.samples_per_s.median())
-        eff, sharing, exchange = r_two / (2 * r_alone), r_pair / (2 * r_alone), r_two / r_pair
+        measured = weak_scaling(alone, pair, both)
+        if isinstance(measured, str):
+            print(f"weak scaling run {rep + 1}: not measured: {measured}", flush=True)
+            continue
+        r_alone, r_pair, r_two, eff, sharing, exchange = measured
         results.append((eff, sharing, exchange))
         print(
             f"weak scaling run {rep + 1}: alone {r_alone:.2f}, pair {r_pair:.2f} "
@@ -240,6 +259,9 @@ def scaling(work: Path, args) -> None:
             f"{100 * exchange:.1f} % (load {load_alone:.1f} / {load_both:.1f})",
             flush=True,
         )
+    if not results:
+        print(f"weak scaling: none of the {args.scaling_runs} runs measured")
+        return
     table = np.array(results) * 100
     for i, label in enumerate(("efficiency", "sharing", "exchange")):
         lo, med, hi = np.min(table[:, i]), np.median(table[:, i]), np.max(table[:, i])
@@ -607,18 +629,30 @@ def _load() -> str:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=160)
-    parser.add_argument("--epochs", type=int, default=16)
+    parser.add_argument("--samples", type=at_least(2), default=160)
+    parser.add_argument("--epochs", type=at_least(1), default=16)
     parser.add_argument("--lr", type=float, default=1e-3, help="per rank (x2 for 2 ranks)")
-    parser.add_argument("--scaling-steps", type=int, default=40)
-    parser.add_argument("--scaling-runs", type=int, default=3, help="repetitions (default 3)")
+    parser.add_argument(
+        "--scaling-steps",
+        type=at_least(WARMUP_STEPS + 1),
+        default=40,
+        help=f"steps of each run (the first {WARMUP_STEPS} are not timed)",
+    )
+    parser.add_argument(
+        "--scaling-runs", type=at_least(1), default=3, help="repetitions (default 3)"
+    )
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--skip-turnover", action="store_true")
     parser.add_argument(
         "--skip-precision", action="store_true", help="skip the float32 vs bfloat16 quality run"
     )
-    parser.add_argument("--turnover-epochs", type=int, default=8)
+    parser.add_argument(
+        "--turnover-epochs",
+        type=at_least(2),
+        default=8,
+        help="epochs of the turnover runs (the first epoch has no turnover before it)",
+    )
     parser.add_argument("--checkpoint", action="store_true", help="only the checkpoint cost")
     parser.add_argument(
         "--heldout", action="store_true", help="only the demo's held-out quality over --seeds"

@@ -20,6 +20,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from _benchmarks import load_benchmark
+
+CHROMIUM_FLAGS = load_benchmark("_chromium").FLAGS  # the explorer benchmark's too
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 SHOTS = os.environ.get("CLIMNB_BROWSER_SHOTS")
@@ -111,12 +114,7 @@ def chromium(profile: Path, window: tuple[int, int], *, logs=("browser",), flags
     options.binary_location = CHROMIUM
     options.set_capability("goog:loggingPrefs", dict.fromkeys(logs, "ALL"))
     for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-dev-shm-usage",
+        *CHROMIUM_FLAGS,
         *flags,
         f"--window-size={window[0]},{window[1]}",
         f"--user-data-dir={profile}",
