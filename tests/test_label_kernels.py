@@ -1,6 +1,6 @@
 """The labeller's faster kernels give, bit for bit, what the plain computations give: the
 components of a large mask from its runs, the IVT only where it can reach the threshold,
-the vorticity of some rows, and the event table built at once."""
+the vorticity of some rows, and the event table built column by column."""
 
 import numpy as np
 import pandas as pd
@@ -13,7 +13,7 @@ from climnb.labels.ar import _ivt_above, ivt_magnitude
 from climnb.labels.components import _join_seam, _label, label_components
 from climnb.labels.dynamics import vorticity, vorticity_rows
 from climnb.labels.schema import EVENT_COLUMNS
-from climnb.labels.step import _events
+from climnb.labels.step import _EMPTY_RIVERS, _events
 
 # above the size from which a mask is labelled from its runs (components._RUNS_FROM)
 SHAPE = (260, 300)
@@ -108,49 +108,79 @@ def test_vorticity_of_some_rows_is_that_of_the_whole_grid(lat, lon):
         np.testing.assert_array_equal(part, whole[lo:hi])
 
 
-def test_event_table_built_at_once_is_the_concatenation():
-    storms = pd.DataFrame(
-        {
-            "lat": [10.0, -12.5],
-            "lon": [100.0, 250.0],
-            "n_pixels": [30, 40],
-            "area_km2": [1e5, 2e5],
-            "radius_km": [300.0, 400.0],
-            "min_psl": [99000.0, 98500.0],
-            "max_wind": [np.nan, 30.0],
-            "vorticity": [1e-4, 2e-4],
-            "storm_track": [3, 7],
-        }
+_STORMS = pd.DataFrame(  # as climnb.labels.tc.detect_storms gives them
+    {
+        "lat": [10.0, -12.5],
+        "lon": [100.0, 355.0],
+        "n_pixels": [12, 30],
+        "area_km2": [1.0e5, 3.0e5],
+        "radius_km": [178.4, 309.0],
+        "min_psl": [99000.0, 98500.0],
+        "max_wind": [30.0, np.nan],
+        "vorticity": [2e-4, 3e-4],
+    }
+)
+_NO_STORMS = pd.DataFrame([], columns=list(_STORMS.columns))  # object columns, no rows
+_RIVERS = pd.DataFrame(  # as climnb.labels.ar.detect_rivers gives them
+    {
+        "label": [1, 2, 3],
+        "n_pixels": [200, 150, 90],
+        "area_km2": [2.0e6, 1.5e6, 9.0e5],
+        "lat": [35.0, -40.0, 50.0],
+        "lon": [200.0, 20.0, 330.0],
+        "length_km": [4000.0, 3000.0, 2500.0],
+        "width_km": [500.0, 500.0, 360.0],
+        "max_ivt": [700.0, 500.0, 400.0],
+        "max_wind": [25.0, 20.0, 18.0],
+    }
+)
+_TABLES = {
+    "storms-and-rivers": (_STORMS.assign(storm_track=[0, 3]), _RIVERS),
+    "untracked": (_STORMS, _RIVERS),
+    "storms-only": (_STORMS.assign(storm_track=[1, 2]), _EMPTY_RIVERS),
+    "rivers-only": (_NO_STORMS, _RIVERS),
+    "nothing": (_NO_STORMS, _EMPTY_RIVERS),
+    "nothing-tracked": (_NO_STORMS.assign(storm_track=[]), _EMPTY_RIVERS),
+    "float32": (_STORMS.astype({"vorticity": "float32", "area_km2": "float32"}), _RIVERS),
+    "float32-storms-only": (_STORMS.astype({"vorticity": "float32"}), _EMPTY_RIVERS),
+    "int32-and-uint64": (
+        _STORMS.astype({"n_pixels": "uint64"}),
+        _RIVERS.astype({"n_pixels": "int32"}),
+    ),
+    "bool": (_STORMS.assign(max_wind=[True, False]), _RIVERS),
+    "object": (_STORMS.astype({"min_psl": object}), _RIVERS),
+    "str": (_STORMS.astype({"lon": str}), _RIVERS),
+    "track-object": (_STORMS.assign(storm_track=[None, 4]), _RIVERS),
+    "track-float": (_STORMS.assign(storm_track=[np.nan, 4.0]), _RIVERS),
+}
+
+
+def _concatenated(storms: pd.DataFrame, rivers: pd.DataFrame) -> pd.DataFrame:
+    """The label table's definition: the tables with rows concatenated, classes added."""
+    tables = ((storms, 1), (rivers.drop(columns="label"), 2))
+    parts = [t.assign(class_id=k) for t, k in tables if len(t)]
+    if parts:
+        events = pd.concat(parts, ignore_index=True)
+    else:
+        events = pd.DataFrame({"class_id": pd.Series(dtype=int)})
+    events["class_name"] = [CLASS_NAMES[c] for c in events.class_id]
+    if "storm_track" not in events:
+        events["storm_track"] = -1
+    events["storm_track"] = events.storm_track.fillna(-1).astype(np.int64)
+    return events.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
+
+
+@pytest.mark.parametrize("name", list(_TABLES))
+def test_a_step_table_is_its_tables_concatenated(name):
+    """Column by column, the table of a step is what concatenating its storms and rivers
+    gives: dtypes (numbers, and any other type), column order, index and values."""
+    storms, rivers = _TABLES[name]
+    got, want = _events(storms, rivers), _concatenated(storms, rivers)
+    pd.testing.assert_frame_equal(
+        got, want, check_exact=True, check_index_type=True, check_column_type=True
     )
-    rivers = pd.DataFrame(
-        {
-            "label": [1],
-            "n_pixels": [500],
-            "area_km2": [1e6],
-            "lat": [45.0],
-            "lon": [300.0],
-            "length_km": [3000.0],
-            "width_km": [300.0],
-            "max_ivt": [600.0],
-            "max_wind": [25.0],
-        }
-    )
-    untracked = storms.assign(storm_track=[3.0, np.nan])  # a storm on no track
-    for tables in (
-        [(storms, 1), (rivers, 2)],
-        [(untracked, 1), (rivers, 2)],
-        [(storms.iloc[:0], 1), (rivers, 2)],
-    ):
-        events = _events(tables)
-        parts = [t.drop(columns="label", errors="ignore").assign(class_id=k) for t, k in tables]
-        expected = pd.concat([p for p in parts if len(p)], ignore_index=True)
-        expected["class_name"] = [CLASS_NAMES[c] for c in expected.class_id]
-        if "storm_track" not in expected:
-            expected["storm_track"] = -1
-        expected["storm_track"] = expected.storm_track.fillna(-1).astype(np.int64)
-        expected = expected.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
-        pd.testing.assert_frame_equal(events, expected, check_exact=True)
-    assert _events([(storms.iloc[:0], 1), (rivers.iloc[:0], 2)]) is None
+    assert got.dtypes.to_dict() == want.dtypes.to_dict()
+    assert got.storm_track.dtype == np.int64 and (got.storm_track.values >= -1).all()
 
 
 @pytest.mark.parametrize("warm_core", [True, False])

@@ -189,7 +189,10 @@ def test_tracked_labels_are_the_searched_labels_of_the_tracked_centres(monkeypat
         here = events[events.time == time]
         rows, cols = np.searchsorted(lat, here.lat), np.searchsorted(lon, here.lon)
         tracks = dict(zip(zip(rows, cols, strict=True), here.storm_track, strict=True))
-        alone, table = label_step(fields, lat, lon, config, storms_at=tracks)
+        found = find_centres(fields, lat, lon, config.tc)  # as labelling the step searches
+        tracked = {(r, c): (tracks[r, c], z, p) for r, c, z, p in found if (r, c) in tracks}
+        assert len(tracked) == len(tracks)
+        alone, table = label_step(fields, lat, lon, config, tracked=tracked)
         assert alone.tobytes() == labels.values[k].tobytes(), time
         expected = table.assign(time=time).reindex(columns=events.columns)
         pd.testing.assert_frame_equal(

@@ -99,13 +99,15 @@ def _storm_fields(*centres):
     return {"PSL": psl, "VORT850": zeta, "TMQ": tmq, "PRECT": tmq * 1e-8}
 
 
-def test_keep_names_the_centres_that_become_storms():
+def test_the_centres_given_are_the_storms():
     fields = _storm_fields((58, 72), (40, 20))  # 21 N and 14 S
     every, table = detect_storms(fields, LAT, LON, TCConfig())
     assert sorted((s.row, s.col) for s in every) == [(40, 20), (58, 72)] and len(table) == 2
-    kept, table = detect_storms(fields, LAT, LON, TCConfig(), keep={(40, 20)})
+    found = find_centres(fields, LAT, LON, TCConfig())
+    on_track = [centre for centre in found if centre[:2] == (40, 20)]
+    kept, table = detect_storms(fields, LAT, LON, TCConfig(), centres=on_track)
     assert [(s.row, s.col) for s in kept] == [(40, 20)] and len(table) == 1
-    assert detect_storms(fields, LAT, LON, TCConfig(), keep=set())[0] == []
+    assert detect_storms(fields, LAT, LON, TCConfig(), centres=[])[0] == []
 
 
 def test_a_storm_mask_is_its_moisture_above_half_the_peak():

@@ -197,8 +197,7 @@ def _label_here(names, lat, lon, config, classes, times, threshold, tracked, *bl
                 config,
                 classes=classes,
                 ivt_threshold=threshold,
-                storms_at=None if kept is None else {rc: t for rc, (t, *_) in kept.items()},
-                centres=None if kept is None else [(*rc, z, p) for rc, (_, z, p) in kept.items()],
+                tracked=kept,
             )
         except ValueError as err:  # what the step holds wrongly: name the step
             raise StepError(f"time {_when(time)}: {err}") from None

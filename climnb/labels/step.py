@@ -13,7 +13,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -40,8 +40,7 @@ def label_step(
     *,
     classes: Iterable[str] | None = None,
     ivt_threshold: np.ndarray | None = None,
-    storms_at: Collection[tuple[int, int]] | Mapping[tuple[int, int], int] | None = None,
-    centres: Iterable[tuple[int, int, float, float]] | None = None,
+    tracked: Mapping[tuple[int, int], tuple[int, float, float]] | None = None,
 ) -> tuple[np.ndarray, pd.DataFrame]:
     """Label one time step of 2-D (lat, lon) fields on an ascending-latitude grid.
 
@@ -49,11 +48,11 @@ def label_step(
     missing in any field are labelled background. ``classes`` (class names) default to what
     the fields allow (:func:`plan_labels`, whose settings are then used);
     ``ivt_threshold`` is a per-grid-point threshold for the transport method;
-    ``storms_at`` the storm centres ``(row, col)`` to keep (those on a cyclone's track, as
-    :func:`label_dataset` finds them; a mapping gives each its track's number, the events'
-    ``storm_track``), None for every centre the checks pass; ``centres`` the storm centres
-    ``(row, col, vorticity, min_psl)`` already found in these fields
-    (:func:`climnb.labels.tc.find_centres`, in its order), not searched for again.
+    ``tracked`` the storm centres on a cyclone's track, as :func:`label_dataset` finds them:
+    ``{(row, col): (track, vorticity, min_psl)}``, in the order and with the values
+    :func:`climnb.labels.tc.find_centres` gave in these fields. Only these become storms,
+    without searching again, and the track's number is their events' ``storm_track``. None
+    searches, and keeps every centre the checks pass (``storm_track`` -1).
 
     Returns
     -------
@@ -70,11 +69,12 @@ def label_step(
     shape = np.shape(next(iter(fields.values())))
     storms, storm_table = [], _EMPTY_STORMS
     if _TC in classes:
+        centres = None if tracked is None else [(*rc, z, p) for rc, (_, z, p) in tracked.items()]
         storms, storm_table = detect_storms(
-            fields, lat, lon, config.tc, periodic=periodic, keep=storms_at, centres=centres
+            fields, lat, lon, config.tc, periodic=periodic, centres=centres
         )
-        if isinstance(storms_at, Mapping):
-            storm_table["storm_track"] = [storms_at[s.row, s.col] for s in storms]
+        if tracked is not None:
+            storm_table["storm_track"] = [tracked[s.row, s.col][0] for s in storms]
     storm_mask = np.zeros(shape, bool)
     for s in storms:  # each storm keeps its own mask; the union is the class mask
         storm_mask[s.rows, s.cols] = True
@@ -95,51 +95,52 @@ def label_step(
         labels[s.rows, s.cols] = 1
     if missing is not None:
         labels[missing] = 0
-    events = _events([(storm_table, 1), (rivers, 2)])
-    if events is not None:
-        return labels, events
-    parts = [
-        t
-        for t in (storm_table.assign(class_id=1), rivers.drop(columns="label").assign(class_id=2))
-        if len(t)
-    ]
-    events = (
-        pd.concat(parts, ignore_index=True)
-        if parts
-        else pd.DataFrame({"class_id": pd.Series(dtype=int)})
-    )
-    events["class_name"] = [CLASS_NAMES[c] for c in events.class_id]
-    if "storm_track" not in events:
-        events["storm_track"] = -1
-    events["storm_track"] = events.storm_track.fillna(-1).astype(np.int64)
-    return labels, events.reindex(columns=[c for c in EVENT_COLUMNS if c != "time"])
+    return labels, _events(storm_table, rivers)
 
 
-def _events(tables) -> pd.DataFrame | None:
-    """The event table of ``tables`` ((table, class id) pairs), built from their columns at
-    once: what concatenating them and filling ``class_name`` and ``storm_track`` gives, when
-    all are numeric (int64 or float64) and one has rows; else None."""
-    tables = [(t, k) for t, k in tables if len(t)]
-    names = [c for c in EVENT_COLUMNS if c not in ("time", "class_id", "class_name")]
-    if not tables or any(
-        dtype not in (np.int64, np.float64)
-        for t, _ in tables
-        for c, dtype in t.dtypes.items()
-        if c in names
-    ):
-        return None
-    columns = {}
-    for c in names:
-        parts = [
-            t[c].to_numpy() if c in t else np.full(len(t), -1 if c == "storm_track" else np.nan)
-            for t, _ in tables
+def _events(storms: pd.DataFrame, rivers: pd.DataFrame) -> pd.DataFrame:
+    """The event table of a step: the storms' rows, then the rivers', in the columns of
+    :data:`EVENT_COLUMNS` but ``time`` (NaN where neither table has one; ``storm_track`` -1
+    where there is no track), in the dtypes and values ``pandas.concat`` of the tables with
+    rows gives. Without rows, every column is float64 but ``class_id`` and ``storm_track``."""
+    tables = [(t, k) for t, k in ((storms, 1), (rivers, 2)) if len(t)]
+    sizes = [len(t) for t, _ in tables]
+    class_id = np.repeat(np.array([k for _, k in tables], np.int64), sizes)
+    frame = {"class_id": class_id, "class_name": [CLASS_NAMES[c] for c in class_id]}
+    for c in EVENT_COLUMNS:
+        if c not in frame and c != "time":
+            frame[c] = _column([t[c] if c in t else None for t, _ in tables], sizes)
+    track = frame["storm_track"]
+    if isinstance(track, pd.Series):
+        frame["storm_track"] = track.fillna(-1).astype(np.int64)
+    else:  # numbers; no track (NaN) is -1
+        frame["storm_track"] = np.where(np.isnan(track), -1, track).astype(np.int64)
+    return pd.DataFrame(frame)
+
+
+def _column(parts: list[pd.Series | None], sizes: list[int]) -> np.ndarray | pd.Series:
+    """One column of several tables (``parts``, None where a table lacks it; ``sizes``, their
+    rows) one after the other, as ``pandas.concat`` puts it: in the parts' common type, NaN
+    where a table lacks it (integers then float64); all NaN where none has it. Numbers are put
+    together here, any other type by ``pandas.concat`` itself."""
+    given = [p for p in parts if p is not None]
+    if not given:
+        return np.full(sum(sizes), np.nan)
+    if not all(isinstance(p.dtype, np.dtype) and p.dtype.kind in "iuf" for p in given):
+        frames = [
+            pd.DataFrame(index=pd.RangeIndex(n)) if p is None else p.to_frame("c")
+            for p, n in zip(parts, sizes, strict=True)
         ]
-        columns[c] = np.concatenate(parts)
-    track = columns["storm_track"]
-    columns["storm_track"] = np.where(np.isnan(track), -1, track).astype(np.int64)
-    class_id = np.concatenate([np.full(len(t), k, np.int64) for t, k in tables])
-    frame = {"class_id": class_id, "class_name": [CLASS_NAMES[c] for c in class_id], **columns}
-    return pd.DataFrame({c: frame[c] for c in EVENT_COLUMNS if c != "time"})
+        return pd.concat(frames, ignore_index=True)["c"]
+    dtype = np.result_type(*(p.dtype for p in given))
+    if len(given) < len(parts) and dtype.kind != "f":
+        dtype = np.dtype(np.float64)
+    return np.concatenate(
+        [
+            np.full(n, np.nan, dtype) if p is None else p.to_numpy(dtype)
+            for p, n in zip(parts, sizes, strict=True)
+        ]
+    )
 
 
 _EMPTY_STORMS = pd.DataFrame(

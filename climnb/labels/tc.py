@@ -23,7 +23,7 @@ masks (:class:`Storm`), so an earlier storm never overwrites a later one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -395,7 +395,6 @@ def detect_storms(
     config: TCConfig,
     *,
     periodic: bool = True,
-    keep: Collection[tuple[int, int]] | None = None,
     centres: Iterable[tuple[int, int, float, float]] | None = None,
 ) -> tuple[list[Storm], pd.DataFrame]:
     """Find tropical cyclones in one time step.
@@ -407,10 +406,10 @@ def detect_storms(
         check, skipped without them), ``Z200, Z1000`` (the thickness check), ``UBOT, VBOT``
         (the maximum wind when there are no 850 hPa winds); and the ``mask_fields``.
     lat, lon, config, periodic : the grid, the settings, whether longitude wraps.
-    keep : the centres ``(row, col)`` to keep (those on a cyclone's track,
-        :mod:`climnb.labels.stitch`); None keeps every centre that passes the checks.
     centres : the centres ``(row, col, vorticity, min_psl)`` :func:`find_centres` found in
-        these fields, in its order: they are not searched for again. None searches.
+        these fields, in its order: each is a storm, and no other (those on a cyclone's
+        track, :mod:`climnb.labels.stitch`). None searches, and keeps every centre that passes
+        the checks.
 
     Returns
     -------
@@ -428,8 +427,6 @@ def detect_storms(
         centres = find_centres(fields, lat, lon, config, periodic=periodic, zeta=cyclonic)
     storms = []
     for r, c, zeta, psl in centres:
-        if keep is not None and (r, c) not in keep:
-            continue
         rows, cols = storm_mask(fields, grid, r, c, config)
         storms.append(
             Storm(float(grid.lat[r]), float(grid.lon[c]) % 360.0, r, c, zeta, psl, rows, cols)
