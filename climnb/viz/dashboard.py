@@ -169,7 +169,8 @@ def live_figures(
     opts = {"width": width, "height": height, "show_grid": True, **_SMALL}
     if total_steps:  # a margin on the right, so that the last step's dot is not cut in half
         opts["xlim"] = (0, total_steps * (1 + _SMALL["padding"][0]))
-    axes = {**opts, "hooks": [_browser_ranges("x" if total_steps is None else None, "y")]}
+    browser_x = () if total_steps else ("x",)
+    axes = {**opts, "hooks": [_browser_ranges(*browser_x, "y")]}
     curves, sample = pipes["curves"], pipes["sample"]
 
     def loss(data):
@@ -178,7 +179,7 @@ def live_figures(
 
     def iou(data):
         iou = _live_iou(data[1]).opts(_KERNEL_RANGES_OFF)
-        hooks = [_browser_ranges("x" if total_steps is None else None)]
+        hooks = [_browser_ranges(*browser_x)]
         return iou.opts(
             title="validation IoU", ylim=(0, 1), **opts, hooks=hooks, **_legend_below(2)
         )
@@ -207,12 +208,12 @@ def live_figures(
     ).cols(3)
 
 
-def _browser_ranges(*axes: str | None):
+def _browser_ranges(*axes: str):
     """A HoloViews hook that gives the plot's ``axes`` (``"x"``, ``"y"``) a Bokeh
     ``DataRange1d`` (BokehJS fits it to the data shown, 5 % margins), once, when it is built."""
 
     def hook(plot, element):
-        for axis in filter(None, axes):
+        for axis in axes:
             if not isinstance(getattr(plot.state, f"{axis}_range"), DataRange1d):
                 computed = DataRange1d(range_padding=0.1)
                 setattr(plot.state, f"{axis}_range", computed)
