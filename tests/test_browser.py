@@ -550,7 +550,8 @@ def test_notebook_outputs_clean(number, notebook_run, browser, lab, shots):
 # ---------------------------------------------------------------------------------------------
 
 # Per plot of the page: its title and how many of its line/scatter points lie inside the
-# ranges it shows (a plot whose axes stayed 0..1 while the data moved on shows none).
+# ranges it shows (a plot whose axes stayed 0..1 while the data moved on shows none); for a
+# plot with points out of view, the first few of them ([x, y]) and its x and y ranges.
 _JS_PLOTS = """
 const out = [];
 if (!window.Bokeh || !Bokeh.index) return out;
@@ -563,6 +564,7 @@ for (const view of Object.values(Bokeh.index)) {
     const [x0, x1] = [m.x_range.start, m.x_range.end].sort((a, b) => a - b);
     const [y0, y1] = [m.y_range.start, m.y_range.end].sort((a, b) => a - b);
     let points = 0, visible = 0;
+    const outside = [];
     for (const r of m.renderers) {
       if (!r.glyph || !r.data_source || !r.glyph.x || !r.glyph.y) continue;
       const xs = r.data_source.data[r.glyph.x.field], ys = r.data_source.data[r.glyph.y.field];
@@ -571,10 +573,13 @@ for (const view of Object.values(Bokeh.index)) {
         if (!Number.isFinite(xs[i]) || !Number.isFinite(ys[i])) continue;
         points += 1;
         if (xs[i] >= x0 && xs[i] <= x1 && ys[i] >= y0 && ys[i] <= y1) visible += 1;
+        else if (outside.length < 5) outside.push([xs[i], ys[i]]);
       }
     }
     const title = typeof m.title === 'string' ? m.title : (m.title.text || '');
-    out.push({title, points, visible});
+    const plot = {title, points, visible};
+    if (outside.length) Object.assign(plot, {outside, x: [x0, x1], y: [y0, y1]});
+    out.push(plot);
   }
 }
 return out;
@@ -637,8 +642,8 @@ def test_training_dashboard_live(notebook_run, browser, lab, shots):
     state = browser.execute_script(_JS_DASHBOARD)
     assert len(statuses) >= 2, f"the status line changed while training ran: {statuses}"
     # each plot drew data while the engines trained: a line of the loss, a point of the others
-    # (a validation comes every few steps; the throughput plot's framewise ranges follow its
-    # data a frame late, and a fast run may end between two polls)
+    # (a validation comes every few steps; the loss and throughput axes are fitted by BokehJS
+    # when it next draws, and a fast run may end between two polls)
     missing = [t for t in LIVE_PLOTS if live.get(t, 0) < (2 if t == "training loss" else 1)]
     assert not missing, (
         f"plots without visible data while training ran: {missing} (seen {live}); "
@@ -648,9 +653,9 @@ def test_training_dashboard_live(notebook_run, browser, lab, shots):
     _keep_views(browser, shots, "04")
     final = _status(state)
     assert final and final[0] == final[1], f"the status ends at the last step: {state['texts']}"
-    # at the end the live plots (and the report's) hold every step, all inside their ranges;
-    # the last frame's data and ranges reach the page in messages of their own: give them
-    # time to land (the same frame is sent again when the run finishes)
+    # at the end the live plots (and the report's) hold every step, all inside their ranges
+    # (the step axis spans the run, the value axes are fitted in the browser); the last
+    # frame's data reach the page in messages of their own: give them time to land
     settled = time.monotonic() + 30
     while True:
         end = [p for p in browser.execute_script(_JS_PLOTS) if p["title"] in LIVE_PLOTS]

@@ -1,6 +1,7 @@
 """The live training dashboard: plots with one structure from the first update to the last,
-axes that follow the data, updates drawn on the kernel's event loop while training runs in a
-thread, and an end that disables the stop button (tests/test_browser.py checks the page)."""
+a step axis spanning the run and value axes computed in the browser (no update carries a
+range), updates drawn on the kernel's event loop while training runs in a thread, and an end
+that disables the stop button (tests/test_browser.py checks the page)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 import pytest
+from bokeh.models import DataRange1d, Range1d
 
 from climnb.train.config import TrainConfig
 from climnb.viz.dashboard import TrainingDashboard, live_figures, merge_published
@@ -68,15 +70,46 @@ def test_live_plots_keep_their_structure_and_follow_the_data():
     pipes["curves"].send((steps, vals))  # 3 panels of curves: no validation sample yet
     pipes["sample"].send(sample)
     assert [_structure(dm[()]) for dm in layout] == first, "same elements, labels and count"
-    for title in ("training loss", "throughput"):
-        x = figures[title].x_range
-        assert x.start <= 1 and x.end >= 12, f"{title}: axis follows the steps ({x.start}, {x.end})"
-    loss = figures["training loss"].y_range
-    assert loss.end >= steps.loss.max() * 0.99, "the loss axis covers every rank's loss"
+    for title in ("training loss", "throughput"):  # without the run's length: the browser's
+        x, y = figures[title].x_range, figures[title].y_range
+        assert isinstance(x, DataRange1d) and isinstance(y, DataRange1d), (title, x, y)
     iou = [dm[()] for dm in layout][1]
     assert iou.get(0).dimension_values("IoU").tolist() == [0.2, 0.4, 0.6]
     assert len(iou) == 5 and iou.get(2).label == "background"
     assert layout[4][()].dimension_values("class").min() == 1
+
+
+LIVE = ("training loss", "validation IoU", "throughput")
+
+
+def test_live_plots_span_the_run_and_leave_the_value_axes_to_the_browser():
+    """The kernel sends no range while training runs: a range sent can be missed by the page
+    (its own copy goes back to the kernel late and Bokeh sends only what differs from the
+    kernel's copy), so the step axis is the run's from the start and the loss and throughput
+    axes are fitted by BokehJS to the data the page holds."""
+    pipes = {
+        "curves": hv.streams.Pipe(data=(pd.DataFrame(), pd.DataFrame())),
+        "sample": hv.streams.Pipe(data=None),
+    }
+    plot, figures = _render(live_figures(pipes, total_steps=12))
+    changes = []
+    for title in LIVE:
+        for axis in ("x_range", "y_range"):
+            rng = getattr(figures[title], axis)
+            for attr in ("start", "end"):
+                rng.on_change(attr, lambda a, old, new, t=title, ax=axis: changes.append((t, ax)))
+    for n in (1, 5, 12):
+        pipes["curves"].send(merge_published(_published(n))[:2])
+    assert not changes, f"ranges set while training ran: {sorted(set(changes))}"
+    x = {title: figures[title].x_range for title in LIVE}
+    assert len({id(r) for r in x.values()}) == 1, "one step axis for the three plots"
+    step = x["throughput"]
+    assert isinstance(step, Range1d) and step.start == 0 and 12 <= step.end <= 13, step
+    for title in ("training loss", "throughput"):
+        y = figures[title].y_range
+        assert isinstance(y, DataRange1d) and not y.renderers, (title, y)  # all of the plot
+    iou = figures["validation IoU"].y_range
+    assert (iou.start, iou.end) == (0, 1)
 
 
 def test_run_draws_on_the_event_loop_while_training_runs_in_a_thread(config, capsys):
@@ -108,16 +141,14 @@ def test_run_draws_on_the_event_loop_while_training_runs_in_a_thread(config, cap
     assert dash.eta() is None
 
 
-def test_the_end_sends_the_final_ranges_again_as_a_change(config):
-    """Bokeh sends a range to the page only when it changes: at the end the ranges go back one
-    step and forward again, so a page that missed the last range message gets it."""
+def test_the_end_draws_the_whole_run_once_more(config):
     dash = TrainingDashboard(config, 12, interactive=True)
     dash.show()
     frames = []
     dash._pipes["curves"].add_subscriber(lambda data: frames.append(int(data[0].step.max())))
     dash.update(_published(12))
     dash.finish()
-    assert frames[0] == 12 and frames[-3:] == [12, 11, 12], frames
+    assert frames == [12, 12], frames
 
 
 def test_run_reports_a_failure_and_disables_stop(config):

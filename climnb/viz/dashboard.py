@@ -3,7 +3,8 @@ latest validation prediction next to its label, and a stop button.
 
 In JupyterLab, :class:`TrainingDashboard` shows ipywidgets (progress bar, status, stop button)
 and HoloViews plots fed through ``Pipe`` streams (:func:`live_figures`: one DynamicMap per plot,
-each returning the same layers on every update, with ranges that follow the data). Awaited with
+each returning the same layers on every update; the step axis spans the whole run and the
+value axes are computed in the browser from the data shown). Awaited with
 :meth:`TrainingDashboard.run`, training runs in a worker thread and the kernel's event loop
 draws the updates and keeps answering the page (the plots' comms, the stop button). Under
 papermill or any non-interactive run (``IPP_NONINTERACTIVE=1``, no kernel) the same calls print
@@ -21,6 +22,7 @@ import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh options set below)
 import numpy as np
 import pandas as pd
+from bokeh.models import DataRange1d
 
 from climnb.io.channels import CLASS_NAMES
 from climnb.viz.fields import CLASS_COLORS
@@ -37,10 +39,9 @@ __all__ = [
 ]
 
 _CLASS_CMAP = ["#f7f7f7", CLASS_COLORS[1], CLASS_COLORS[2]]
-#: Every layer of a live plot takes its ranges from the data of the update shown.
-_FRAMEWISE = {
-    kind: {"framewise": True} for kind in ("Curve", "Scatter", "Path", "Image", "Overlay")
-}
+#: The live curves' ranges are never sent from the kernel: HoloViews sets them once, when the
+#: plot is built (see :func:`live_figures`).
+_KERNEL_RANGES_OFF = {kind: {"apply_ranges": False} for kind in ("Curve", "Scatter", "Overlay")}
 
 
 def merge_published(data: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
@@ -150,33 +151,49 @@ def _mask(mask, title: str) -> hv.Image:
     )
 
 
-def live_figures(pipes: dict, *, width: int = 260, height: int = 240) -> hv.Layout:
+def live_figures(
+    pipes: dict, *, total_steps: int | None = None, width: int = 260, height: int = 240
+) -> hv.Layout:
     """The dashboard's plots as DynamicMaps fed by ``pipes`` (``"curves"``: ``(steps,
     validations)``, ``"sample"``: the latest validation sample or ``None``).
 
     Every DynamicMap returns the same structure on every update (a fixed set of curves, the
-    masks as images from the start), so the plots are built once and only their data and
-    ranges change (``framewise``): the axes follow the data while training runs.
+    masks as images from the start), so the plots are built once and only their data change.
+    The step axis spans the run, ``[0, total_steps]`` (the curves fill it from left to right;
+    without ``total_steps`` it is computed in the browser like the value axes), and the loss
+    and throughput axes are Bokeh ``DataRange1d``: BokehJS computes them from the data the
+    page holds, so no update carries a range. (Ranges sent from the kernel were missed under
+    load, and Bokeh sends a value only when it differs from the kernel's copy: the page kept
+    a range a few steps short; see docs/jupyter.md.)
     """
     opts = {"width": width, "height": height, "show_grid": True, **_SMALL}
+    if total_steps:  # a margin on the right, so that the last step's dot is not cut in half
+        opts["xlim"] = (0, total_steps * (1 + _SMALL["padding"][0]))
+    browser_x = () if total_steps else ("x",)
+    axes = {**opts, "hooks": [_browser_ranges(*browser_x, "y")]}
     curves, sample = pipes["curves"], pipes["sample"]
 
     def loss(data):
-        loss = _live_loss(data[0]).opts(_FRAMEWISE)
-        return loss.opts(title="training loss", **opts, **_legend_below(2))
+        loss = _live_loss(data[0]).opts(_KERNEL_RANGES_OFF)
+        return loss.opts(title="training loss", **axes, **_legend_below(2))
 
     def iou(data):
-        iou = _live_iou(data[1]).opts(_FRAMEWISE)
-        return iou.opts(title="validation IoU", ylim=(0, 1), **opts, **_legend_below(2))
+        iou = _live_iou(data[1]).opts(_KERNEL_RANGES_OFF)
+        hooks = [_browser_ranges(*browser_x)]
+        return iou.opts(
+            title="validation IoU", ylim=(0, 1), **opts, hooks=hooks, **_legend_below(2)
+        )
 
     def throughput(data):
-        return _throughput(data[0]).opts(_FRAMEWISE).opts(title="throughput", **opts)
+        return _throughput(data[0]).opts(_KERNEL_RANGES_OFF).opts(title="throughput", **axes)
 
     def mask(which):
         def draw(data):
             shape = (2, 2) if data is None else np.shape(data[which])
             values = np.zeros(shape, np.uint8) if data is None else data[which]
-            return _mask(values, which).opts(_FRAMEWISE).opts(width=width, height=height * 3 // 4)
+            # framewise: the placeholder's 2 x 2 pixels and the sample's share the map's bounds
+            mask = _mask(values, which).opts(framewise=True)
+            return mask.opts(width=width, height=height * 3 // 4)
 
         return draw
 
@@ -189,6 +206,20 @@ def live_figures(pipes: dict, *, width: int = 260, height: int = 240) -> hv.Layo
             hv.DynamicMap(mask("prediction"), streams=[sample]),
         ]
     ).cols(3)
+
+
+def _browser_ranges(*axes: str):
+    """A HoloViews hook that gives the plot's ``axes`` (``"x"``, ``"y"``) a Bokeh
+    ``DataRange1d`` (BokehJS fits it to the data shown, 5 % margins), once, when it is built."""
+
+    def hook(plot, element):
+        for axis in axes:
+            if not isinstance(getattr(plot.state, f"{axis}_range"), DataRange1d):
+                computed = DataRange1d(range_padding=0.1)
+                setattr(plot.state, f"{axis}_range", computed)
+                plot.handles[f"{axis}_range"] = computed
+
+    return hook
 
 
 def _live_loss(steps: pd.DataFrame) -> hv.Overlay:
@@ -341,7 +372,7 @@ class TrainingDashboard:
             "curves": hv.streams.Pipe(data=(self.steps, self.validations)),
             "sample": hv.streams.Pipe(data=self.sample),
         }
-        plots = live_figures(self._pipes)
+        plots = live_figures(self._pipes, total_steps=self.total)
         display(w.HBox([bar, label, stop], layout=w.Layout(width="100%")))
         display(plots)
         return plots
@@ -378,7 +409,6 @@ class TrainingDashboard:
         line = f"{self.status()} - {outcome} after {time.monotonic() - self._start:.0f} s"
         if self.interactive and self._widgets:
             self._refresh_widgets(True)
-            self._send_final_ranges()
             w = self._widgets
             w["stop"].disabled = True
             w["label"].value = line
@@ -413,17 +443,6 @@ class TrainingDashboard:
         self._pipes["curves"].send((self.steps, self.validations))
         if new_sample and self.sample is not None:
             self._pipes["sample"].send(self.sample)
-
-    def _send_final_ranges(self) -> None:
-        """The last frame once more, its axis ranges as a change: Bokeh sends a range to the
-        page only when its value changes, so a page that missed the last range message (seen
-        under load) would keep the final steps out of view; one frame without the last step,
-        then the whole, sends the final ranges again."""
-        if len(self.steps) < 2:
-            return
-        earlier = self.steps[self.steps.step < self.steps.step.max()]
-        self._pipes["curves"].send((earlier, self.validations))
-        self._pipes["curves"].send((self.steps, self.validations))
 
     def _print(self) -> None:
         now = time.monotonic()
