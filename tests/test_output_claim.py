@@ -97,7 +97,9 @@ def test_claims_are_exclusive_among_threads_started_together(tmp_path):
     threads = [threading.Thread(target=take) for _ in range(8)]
     for t in threads:
         t.start()
-    while len(got) < 7:  # the refused ones answer at once; the holder waits
+    # every thread answers before the holder lets go (it says so as soon as it holds): waiting
+    # for only 7 answers let a thread that reached claim() after the release hold it too
+    while len(got) < 8:
         threading.Event().wait(0.01)
     release.set()
     for t in threads:
