@@ -129,6 +129,30 @@ def test_engines_inside_salloc_train_with_horovod_over_mpi(slurm, samples, tmp_p
     assert result["lost_s"] < 30 and "slurm engines are gone" in result["lost"]
 
 
+ONE_CPU = """
+from climnb.runtime.cluster import Engines
+with Engines(n=1, launcher="slurm") as engines:
+    print("RESULT", engines.threads, len(engines.client.ids))
+"""
+
+
+def test_an_engine_in_an_allocation_smaller_than_the_node_fits_it(slurm):
+    """salloc -n 1 on a 2-CPU node sets only SLURM_JOB_CPUS_PER_NODE=1: the engine's threads
+    come from it, not from the node's cores (srun refused 2 CPUs a task: "More processors
+    requested than permitted")."""
+    assert slurm.cpus >= 2, "the node has more CPUs than the allocation"
+    out = subprocess.run(
+        ["salloc", "-n", "1", PY, "-c", ONE_CPU],
+        env=_env(slurm),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0 and "RESULT 1 1" in out.stdout, (
+        out.stdout[-2000:] + out.stderr[-3000:]
+    )
+
+
 def test_a_bare_srun_without_pmix_fails_in_mpi_init(slurm):
     """Why Engines passes --mpi=pmix: Debian's OpenMPI cannot initialise under srun's default."""
     code = "from mpi4py import MPI; print(MPI.COMM_WORLD.size)"

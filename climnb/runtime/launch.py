@@ -81,8 +81,19 @@ class SlurmAllocation:
             job_id=env["SLURM_JOB_ID"],
             n_nodes=number("SLURM_JOB_NUM_NODES", "SLURM_NNODES") or 1,
             n_tasks=number("SLURM_NTASKS"),
-            cpus_on_node=number("SLURM_CPUS_ON_NODE"),
+            cpus_on_node=number("SLURM_CPUS_ON_NODE") or _fewest_cpus(env),
         )
+
+
+def _fewest_cpus(env) -> int | None:
+    """The fewest CPUs the allocation has on any of its nodes, from ``SLURM_JOB_CPUS_PER_NODE``
+    (``"36(x2),18"``: 36 on each of two nodes, 18 on a third). ``salloc`` sets only this one:
+    ``SLURM_CPUS_ON_NODE`` is set inside job steps and batch scripts, so a notebook started in
+    an allocation has to go by it (or it would size each engine's threads by the whole node's
+    cores, and srun refuses a step that asks for more CPUs than the allocation has)."""
+    counts = [part.split("(")[0] for part in env.get("SLURM_JOB_CPUS_PER_NODE", "").split(",")]
+    numbers = [int(c) for c in counts if c.isdigit()]
+    return min(numbers) if numbers else None
 
 
 @dataclass(frozen=True)
