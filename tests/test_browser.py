@@ -621,7 +621,14 @@ def test_training_dashboard_live(notebook_run, browser, lab, shots):
     name, started = notebook_run("04")
     statuses, live, shot = [], {}, None
     run = NotebookRun(browser, name, TIMEOUT["04"] - (time.monotonic() - started))
-    while not run.finished():
+
+    def finished() -> bool:
+        try:
+            return run.finished()
+        except AssertionError as err:  # with what the dashboard said while it ran
+            raise AssertionError(f"{err}\n(dashboard statuses seen: {statuses})") from None
+
+    while not finished():
         state = browser.execute_script(_JS_DASHBOARD)
         status = _status(state)
         if status and status[0] < status[1]:  # training runs

@@ -5,6 +5,7 @@ files), and, in a Slurm allocation, threads that fit the CPUs it has."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -45,7 +46,7 @@ def test_an_allocation_s_cpus_come_from_salloc_s_variable_too(monkeypatch):
     both = {**base, "SLURM_JOB_CPUS_PER_NODE": "36(x2)", "SLURM_CPUS_ON_NODE": "36"}
     assert alloc(both).cpus_on_node == 36
     assert alloc(base).cpus_on_node is None
-    for k in [k for k in __import__("os").environ if k.startswith("SLURM_")]:
+    for k in [k for k in os.environ if k.startswith("SLURM_")]:
         monkeypatch.delenv(k)
     for k, v in {**base, "SLURM_JOB_CPUS_PER_NODE": "1"}.items():
         monkeypatch.setenv(k, v)
